@@ -1,0 +1,35 @@
+# Everything runs from the project's own virtual environment, created on first use.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+MONTH ?= 2026-11
+export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
+
+.PHONY: venv demo test ui lint bench clean
+
+$(BIN)/activate: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(BIN)/activate
+
+venv: $(BIN)/activate
+
+demo: venv
+	$(BIN)/python -m pipelines.demo --month $(MONTH) --out data
+	mkdir -p $(DAGSTER_HOME) && printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster asset materialize -w workspace.yaml --select '*' --partition $(MONTH)-01
+	@echo "Reports in data/reports/$(MONTH)/"
+
+test: venv
+	$(BIN)/python -m pytest
+
+ui: venv
+	mkdir -p $(DAGSTER_HOME) && printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+lint: venv
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+clean:
+	rm -rf data

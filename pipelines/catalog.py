@@ -1,0 +1,224 @@
+"""The catalog: tenants, rates, quotas, budgets, outages, settings (YAML) and nodes (CSV).
+
+Owned by the platform team and kept in git. Every file is validated on load; a mistake stops
+the run with one line naming the file, the entry and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+UNMAPPED_TENANT = "unmapped"
+
+
+class CatalogError(ValueError):
+    """A catalog file is missing or malformed; the message names file, entry and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterSettings(_Strict):
+    scheduler_timezone: str = "UTC"
+    sacct_fields: list[str] | None = None
+
+
+class Settings(_Strict):
+    currency: str = "USD"
+    billing_timezone: str = "UTC"
+    cost_mode: Literal["rate_card", "full_recovery"] = "rate_card"
+    idle_threshold_pct: Decimal = Field(default=Decimal(5), ge=0, le=100)
+    zombie_min_hours: Decimal = Field(default=Decimal(2), gt=0)
+    clusters: dict[str, ClusterSettings] = {}
+
+
+class AccountMapping(_Strict):
+    account: str
+    valid_from: dt.date | None = None
+    valid_to: dt.date | None = None
+
+
+class Tenant(_Strict):
+    id: str = Field(min_length=1)
+    name: str
+    department: str
+    cost_center: str
+    owner: str | None = None
+    accounts: list[str | AccountMapping] = Field(min_length=1)
+    valid_from: dt.date | None = None
+    valid_to: dt.date | None = None
+
+    def mappings(self) -> list[AccountMapping]:
+        """Account patterns with their validity; the tenant's dates apply where none is set."""
+        return [
+            AccountMapping(account=a, valid_from=self.valid_from, valid_to=self.valid_to)
+            if isinstance(a, str)
+            else a
+            for a in self.accounts
+        ]
+
+
+class Rate(_Strict):
+    gpu_model: str
+    price_per_gpu_hour: Decimal = Field(ge=0, decimal_places=6)
+    valid_from: dt.date | None = None
+    valid_to: dt.date | None = None
+
+
+class Quota(_Strict):
+    tenant: str
+    pool: str
+    guaranteed_gpus: Decimal = Field(ge=0)
+    limit_gpus: Decimal | None = Field(default=None, ge=0)
+    reserved: bool = False
+    valid_from: dt.date | None = None
+    valid_to: dt.date | None = None
+
+
+class Budget(_Strict):
+    tenant: str
+    month: str = Field(pattern=r"^\d{4}-\d{2}$")
+    amount: Decimal = Field(ge=0, decimal_places=2)
+
+    @field_validator("month", mode="before")
+    @classmethod
+    def _month_as_text(cls, value: object) -> object:
+        # YAML reads an unquoted 2026-11 as text, but 2026-11-01 as a date.
+        return value.strftime("%Y-%m") if isinstance(value, dt.date) else value
+
+
+class Outage(_Strict):
+    nodes: str
+    start: dt.datetime
+    end: dt.datetime
+    cluster: str | None = None
+    reason: str = "unspecified"
+
+
+class Node(_Strict):
+    node: str = Field(min_length=1)
+    cluster: str = Field(min_length=1)
+    gpu_model: str = Field(min_length=1)
+    gpus: int = Field(gt=0)
+    rack: str | None = None
+    fault_domain: str | None = None
+    driver_version: str | None = None
+    in_service_from: dt.date | None = None
+    in_service_to: dt.date | None = None
+    monthly_cost: Decimal | None = Field(default=None, ge=0)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
+
+class Catalog(_Strict):
+    settings: Settings
+    tenants: list[Tenant]
+    rates: list[Rate]
+    quotas: list[Quota] = []
+    budgets: list[Budget] = []
+    outages: list[Outage] = []
+    nodes: list[Node] | None = None  # None: no inventory, capacity is unknown
+
+
+_YAML_FILES = {
+    # file stem: (top-level key, model, required)
+    "tenants": ("tenants", Tenant, True),
+    "rates": ("rates", Rate, True),
+    "quotas": ("quotas", Quota, False),
+    "budgets": ("budgets", Budget, False),
+    "outages": ("outages", Outage, False),
+}
+
+
+def load_catalog(catalog_dir: Path) -> Catalog:
+    """Read and validate every catalog file in `catalog_dir`."""
+    catalog_dir = Path(catalog_dir)
+    settings_path = catalog_dir / "settings.yaml"
+    raw_settings = _read_yaml(settings_path) if settings_path.exists() else {}
+    settings = _validate(Settings, raw_settings or {}, settings_path, "settings")
+
+    parts: dict[str, list] = {}
+    for stem, (key, model, required) in _YAML_FILES.items():
+        path = catalog_dir / f"{stem}.yaml"
+        if not path.exists():
+            if required:
+                raise CatalogError(f"{path}: missing (the catalog needs {stem}.yaml)")
+            parts[key] = []
+            continue
+        document = _read_yaml(path) or {}
+        if not isinstance(document, dict) or not isinstance(document.get(key, []), list):
+            raise CatalogError(f"{path}: expected a top-level '{key}:' list")
+        parts[key] = [
+            _validate(model, entry, path, f"{key}[{i}]", entry)
+            for i, entry in enumerate(document.get(key) or [])
+        ]
+
+    nodes_path = catalog_dir / "nodes.csv"
+    nodes = _read_nodes(nodes_path) if nodes_path.exists() else None
+    catalog = Catalog(settings=settings, nodes=nodes, **parts)
+    _check_references(catalog, catalog_dir)
+    return catalog
+
+
+def _read_yaml(path: Path) -> object:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise CatalogError(f"{path}:{where} is not valid YAML: {error}") from None
+
+
+def _validate(model: type[BaseModel], data: object, path: Path, entry: str, raw: object = None):
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "(entry)"
+        label = entry
+        if isinstance(raw, dict) and ("id" in raw or "tenant" in raw):
+            label += f" ({raw.get('id') or raw.get('tenant')})"
+        raise CatalogError(f"{path}: {label}: field '{field}': {first['msg']}") from None
+
+
+def _read_nodes(path: Path) -> list[Node]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        expected = set(Node.model_fields)
+        missing = {"node", "cluster", "gpu_model", "gpus"} - set(reader.fieldnames or [])
+        if missing:
+            raise CatalogError(f"{path}: line 1: missing columns {sorted(missing)}")
+        nodes = []
+        for line, row in enumerate(reader, start=2):
+            row = {key: value for key, value in row.items() if key in expected}
+            nodes.append(_validate(Node, row, path, f"line {line}"))
+    return nodes
+
+
+def _check_references(catalog: Catalog, catalog_dir: Path) -> None:
+    tenant_ids = [tenant.id for tenant in catalog.tenants]
+    duplicates = {tenant_id for tenant_id in tenant_ids if tenant_ids.count(tenant_id) > 1}
+    if duplicates:
+        raise CatalogError(f"{catalog_dir / 'tenants.yaml'}: duplicate tenant id(s) {duplicates}")
+    if UNMAPPED_TENANT in tenant_ids:
+        raise CatalogError(
+            f"{catalog_dir / 'tenants.yaml'}: tenant id '{UNMAPPED_TENANT}' is reserved"
+        )
+    for stem, entries in (("quotas", catalog.quotas), ("budgets", catalog.budgets)):
+        for i, entry in enumerate(entries):
+            if entry.tenant not in tenant_ids:
+                raise CatalogError(
+                    f"{catalog_dir / (stem + '.yaml')}: {stem}[{i}]: field 'tenant': "
+                    f"unknown tenant '{entry.tenant}'"
+                )

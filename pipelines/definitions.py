@@ -1,0 +1,24 @@
+"""The Dagster code location: collects the definitions, nothing else."""
+
+import dagster as dg
+
+from pipelines.defs.attribution import assets as attribution
+from pipelines.defs.checks import checks
+from pipelines.defs.costing import assets as costing
+from pipelines.defs.ingest import assets as ingest
+from pipelines.defs.reports import assets as reports
+from pipelines.defs.resources import ChargebackResource
+from pipelines.defs.schedules import chargeback_job, chargeback_monthly_schedule
+
+all_assets = dg.load_assets_from_modules([ingest, attribution, costing, reports])
+
+defs = dg.Definitions(
+    assets=all_assets,
+    asset_checks=checks,
+    jobs=[chargeback_job],
+    schedules=[chargeback_monthly_schedule],
+    resources={"chargeback": ChargebackResource.from_env()},
+    # One small month runs in seconds in-process; the multiprocess executor would spend ~10 s
+    # starting processes, and DuckDB allows one writer per file anyway.
+    executor=dg.in_process_executor,
+)

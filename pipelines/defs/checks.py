@@ -1,0 +1,115 @@
+"""Asset checks for the invariants of DESIGN.md. Blocking ones stop the reports going out.
+
+Each check runs the SQL in `sql/checks/<name>.sql`, which returns one row per violation, for
+the billing months of the run (a backfill checks every month it built).
+"""
+
+
+import datetime as dt
+
+import dagster as dg
+
+from pipelines.defs.attribution.assets import capacity_buckets
+from pipelines.defs.costing.assets import job_usage, tenant_month
+from pipelines.defs.reports.assets import data_quality
+from pipelines.defs.resources import ChargebackResource
+from pipelines.sql import run
+
+_PARTITION_TAGS = (
+    "dagster/partition",
+    "dagster/asset_partition_range_start",
+    "dagster/asset_partition_range_end",
+)
+
+
+def run_billing_months(context: dg.AssetCheckExecutionContext) -> list[dt.date]:
+    """The first days of the months this run built, from its partition tags."""
+    tags = context.run.tags
+    if tags.get(_PARTITION_TAGS[0]):
+        first = last = tags[_PARTITION_TAGS[0]]
+    else:
+        first, last = tags.get(_PARTITION_TAGS[1]), tags.get(_PARTITION_TAGS[2])
+    if not first or not last:
+        return []
+    months, day = [], dt.date.fromisoformat(first)
+    while day <= dt.date.fromisoformat(last):
+        months.append(day)
+        day = (day.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
+    return months
+
+
+def violations(
+    context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource, name: str
+) -> tuple[list[dict], list[str]]:
+    """The rows `sql/checks/<name>.sql` returns for each month of the run."""
+    found: list[dict] = []
+    months = run_billing_months(context)
+    with chargeback.connect() as con:
+        for month in months:
+            cursor = run(con, f"checks/{name}", {"billing_month": month})
+            columns = [c[0] for c in cursor.description]
+            found += [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    return found, [m.strftime("%Y-%m") for m in months]
+
+
+def _result(found: list[dict], months: list[str], severity=dg.AssetCheckSeverity.ERROR):
+    return dg.AssetCheckResult(
+        passed=not found,
+        severity=severity,
+        metadata={
+            "months": ", ".join(months),
+            "violations": len(found),
+            "first_violations": dg.MetadataValue.json([
+                {k: str(v) for k, v in row.items()} for row in found[:20]
+            ]),
+        },
+    )
+
+
+@dg.asset_check(asset=capacity_buckets, blocking=True)
+def capacity_buckets_sum_to_capacity(
+    context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
+) -> dg.AssetCheckResult:
+    """Per cluster and GPU model, the eight waste buckets sum exactly (in GPU-milliseconds) to
+    the capacity; a model with job time but no capacity fails when the inventory is known."""
+    return _result(*violations(context, chargeback, "capacity_buckets_sum_to_capacity"))
+
+
+@dg.asset_check(asset=tenant_month, blocking=True)
+def charges_tie_out(
+    context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
+) -> dg.AssetCheckResult:
+    """Charge lines sum to each tenant's amount, tenants to the month total, and the total is
+    the exact priced usage rounded to the cent; no line is more than a cent from its exact
+    amount."""
+    return _result(*violations(context, chargeback, "charges_tie_out"))
+
+
+@dg.asset_check(asset=job_usage)
+def every_account_mapped(
+    context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
+) -> dg.AssetCheckResult:
+    """Every scheduler account maps to a tenant; the unmapped ones are listed (a warning: their
+    usage is billed to the 'unmapped' tenant so nothing is lost)."""
+    found, months = violations(context, chargeback, "every_account_mapped")
+    result = _result(found, months, dg.AssetCheckSeverity.WARN)
+    return dg.AssetCheckResult(
+        passed=result.passed,
+        severity=result.severity,
+        metadata={
+            **result.metadata,
+            "unmapped_accounts": ", ".join(sorted({str(row["account"]) for row in found})),
+        },
+    )
+
+
+@dg.asset_check(asset=data_quality, blocking=True)
+def rows_reconcile(
+    context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
+) -> dg.AssetCheckResult:
+    """For every input file, rows read = rows loaded + rows rejected, and every rejected row is
+    in the rejects table."""
+    return _result(*violations(context, chargeback, "rows_reconcile"))
+
+
+checks = [capacity_buckets_sum_to_capacity, charges_tie_out, every_account_mapped, rows_reconcile]

@@ -1,0 +1,226 @@
+"""Ingest: scheduler exports into `stg_jobs` / `job_gpus`, telemetry into daily Parquet.
+
+Python reads the files and hands rows to DuckDB as text; typing, validation and rejects are
+SQL (`sql/staging/`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import hostlist
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.catalog import Catalog
+from pipelines.defs.ingest.catalog_tables import ACCOUNT_TENANTS_SCHEMA, account_tenants
+from pipelines.defs.ingest.tables import write_table
+from pipelines.formats import canonical
+from pipelines.landing import discover
+from pipelines.sql import bind, create_table, replace_month, sql_text
+
+_RAW_META = ("cluster", "file", "line", "raw", "parse_error")
+
+
+def load_scheduler_exports(
+    con: duckdb.DuckDBPyConnection, landing_dir: Path, catalog: Catalog
+) -> dict[str, int]:
+    """Read every scheduler export into raw_jobs / raw_allocations and type them.
+
+    Builds stg_job_records, stg_allocation_records (all months, rejects marked) and
+    catalog_account_tenants (the tenant mappings of every account seen).
+    """
+    rows: dict[str, list[dict]] = {"jobs": [], "allocations": []}
+    columns = {"jobs": canonical.JOB_COLUMNS, "allocations": canonical.ALLOCATION_COLUMNS}
+    for export in discover(landing_dir, "scheduler"):
+        for row in canonical.read_rows(export.path, columns[export.kind]):
+            row["cluster"] = export.cluster
+            row["file"] = export.name
+            rows[export.kind].append(row)
+    for kind, names in columns.items():
+        schema = pa.schema(
+            [("cluster", pa.string()), ("file", pa.string()), ("line", pa.int64()),
+             ("raw", pa.string()), ("parse_error", pa.string())]
+            + [(name, pa.string()) for name in names]
+        )  # fmt: skip
+        write_table(con, f"raw_{kind}", rows[kind], schema)
+    counts = {
+        "job_records": create_table(con, "stg_job_records", "staging/stg_job_records"),
+        "allocation_records": create_table(
+            con, "stg_allocation_records", "staging/stg_allocation_records"
+        ),
+    }
+    accounts = [a for (a,) in con.execute(
+        "select distinct account from stg_job_records where account is not null"
+    ).fetchall()]  # fmt: skip
+    write_table(
+        con, "catalog_account_tenants", account_tenants(catalog, accounts), ACCOUNT_TENANTS_SCHEMA
+    )
+    return counts
+
+
+def build_month_jobs(con: duckdb.DuckDBPyConnection, params: dict[str, Any]) -> dict[str, int]:
+    """stg_jobs and job_gpus of one billing month."""
+    jobs = replace_month(con, "stg_jobs", "staging/stg_jobs", params)
+    exported = con.execute(
+        sql_text("staging/exported_job_gpus"),
+        bind(sql_text("staging/exported_job_gpus"), params),
+    ).fetchall()
+    assigned = assign_gpu_indices(con, params, exported)
+    rows = [
+        {"billing_month": params["billing_month"], "cluster": c, "job_id": j, "node": n,
+         "gpu_index": i, "index_source": s}
+        for (_, c, j, n, i, s) in exported
+    ] + assigned  # fmt: skip
+    schema = pa.schema([
+        ("billing_month", pa.date32()), ("cluster", pa.string()), ("job_id", pa.string()),
+        ("node", pa.string()), ("gpu_index", pa.int32()), ("index_source", pa.string()),
+    ])  # fmt: skip
+    write_table(con, "month_job_gpus", rows, schema)
+    gpus = replace_month(con, "job_gpus", "staging/job_gpus", params)
+    return {"jobs": jobs, "job_gpus": gpus, "assigned_gpus": len(assigned)}
+
+
+def assign_gpu_indices(
+    con: duckdb.DuckDBPyConnection, params: dict[str, Any], exported: list[tuple]
+) -> list[dict]:
+    """GPU indices for started jobs whose export does not say which GPUs they held.
+
+    Assigned as Slurm's default selection does: in start order, the lowest free indices of each
+    node (the job's GPUs spread evenly over its nodes). Indices held by exported allocations are
+    never taken. Telemetry then matches per GPU like for any other job.
+    """
+    month = params["billing_month"]
+    with_export = {(cluster, job_id) for (_, cluster, job_id, _, _, _) in exported}
+    node_gpus = dict(
+        ((cluster, node), gpus)
+        for cluster, node, gpus in con.execute("select cluster, node, gpus from catalog_nodes")
+        .fetchall()
+    )
+    busy: dict[tuple[str, str], list[tuple]] = defaultdict(list)
+    held = con.execute(
+        """
+        select cluster, job_id, nodes, gpus, start_at, held_until
+        from stg_jobs
+        where billing_month = $m and start_at is not null and gpus > 0
+        order by start_at, cluster, job_id
+        """,
+        {"m": month},
+    ).fetchall()
+    spans = {(c, j): (s, e) for c, j, _, _, s, e in held}
+    for _, cluster, job_id, node, index, _ in exported:
+        start, end = spans[(cluster, job_id)]
+        busy[(cluster, node)].append((start, end, index))
+
+    assigned = []
+    for cluster, job_id, nodes, gpus, start, end in held:
+        if (cluster, job_id) in with_export:
+            continue
+        names = hostlist.expand_hostlist(nodes)
+        per_node = math.ceil(gpus / len(names))
+        for node in names:
+            size = node_gpus.get((cluster, node), max(8, per_node))
+            taken = {i for s, e, i in busy[(cluster, node)] if s < end and e > start}
+            free = [i for i in range(size) if i not in taken]
+            # an over-subscribed node (a data error, reported as overlap) still gets indices
+            chosen = (free + sorted(taken))[:per_node]
+            for index in chosen:
+                busy[(cluster, node)].append((start, end, index))
+                assigned.append({
+                    "billing_month": month, "cluster": cluster, "job_id": job_id,
+                    "node": node, "gpu_index": index, "index_source": "assigned",
+                })  # fmt: skip
+    return assigned
+
+
+def load_month_telemetry(
+    con: duckdb.DuckDBPyConnection, landing_dir: Path, telemetry_dir: Path, params: dict[str, Any]
+) -> dict[str, int]:
+    """Type, check and deduplicate the month's GPU samples and write them as daily Parquet.
+
+    Output: `<telemetry_dir>/cluster=<c>/day=<YYYY-MM-DD>/*.parquet` (the month's days are
+    replaced), plus the month's rows of sample_rejects and sample_file_counts.
+    """
+    by_cluster: dict[str, list[str]] = defaultdict(list)
+    for export in discover(landing_dir, "telemetry"):
+        by_cluster[export.cluster].append(str(export.path))
+    first = True
+    for cluster, files in sorted(by_cluster.items()):
+        cluster_params = {
+            **params, "files": files, "cluster": cluster,
+            "landing_prefix": str(Path(landing_dir)) + "/",
+        }  # fmt: skip
+        if first:
+            create_table(con, "month_samples", "staging/month_samples", cluster_params,
+                         temporary=True)
+            first = False
+        else:
+            sql = sql_text("staging/month_samples")
+            con.execute(f"insert into month_samples {sql}", bind(sql, cluster_params))
+    if first:  # no telemetry at all: an empty month, still written consistently
+        con.execute(
+            "create or replace temp table month_samples (cluster varchar, file varchar, "
+            "line bigint, ts timestamp, node varchar, gpu_index integer, util_pct double, "
+            "mem_used_mib double, power_w double, reject_reason varchar)"
+        )
+    create_table(con, "ordered_samples", "staging/ordered_samples", params, temporary=True)
+    counts = {
+        "rejected": replace_month(con, "sample_rejects", "staging/sample_rejects", params),
+        "files": replace_month(con, "sample_file_counts", "staging/sample_file_counts", params),
+    }
+    for day_dir in month_day_dirs(telemetry_dir, params):
+        shutil.rmtree(day_dir, ignore_errors=True)
+    telemetry_dir.mkdir(parents=True, exist_ok=True)
+    sql = sql_text("staging/gpu_sample_rollup")
+    con.execute(
+        f"copy ({sql}) to '{telemetry_dir.as_posix()}' "
+        "(format parquet, partition_by (cluster, day), overwrite_or_ignore true, "
+        "filename_pattern 'samples_{i}')",
+        bind(sql, params),
+    )
+    counts["samples"] = con.execute(
+        "select count(*) from ordered_samples where next_ts is null or next_ts > ts"
+    ).fetchone()[0]
+    con.execute("drop table ordered_samples")
+    con.execute("drop table month_samples")
+    return counts
+
+
+def month_day_dirs(telemetry_dir: Path, params: dict[str, Any]) -> list[Path]:
+    """The daily rollup folders of every cluster for the UTC days the month touches."""
+    first = params["month_start"].date().isoformat()
+    last = (params["month_end"] - dt.timedelta(microseconds=1)).date().isoformat()
+    return [
+        day_dir
+        for day_dir in sorted(telemetry_dir.glob("cluster=*/day=*"))
+        if first <= day_dir.name.removeprefix("day=") <= last
+    ]
+
+
+def month_sample_files(telemetry_dir: Path, params: dict[str, Any]) -> list[str]:
+    """The rollup Parquet files of the month, or one empty file when it has no samples."""
+    files = [
+        str(path)
+        for day_dir in month_day_dirs(telemetry_dir, params)
+        for path in sorted(day_dir.glob("*.parquet"))
+    ]
+    return files or [str(_empty_rollup(telemetry_dir))]
+
+
+def _empty_rollup(telemetry_dir: Path) -> Path:
+    path = telemetry_dir / "empty" / "samples.parquet"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        schema = pa.schema([
+            ("node", pa.string()), ("gpu_index", pa.int32()), ("ts", pa.timestamp("us")),
+            ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
+            ("cover_ms", pa.int64()), ("step_ms", pa.int64()), ("cluster", pa.string()),
+        ])  # fmt: skip
+        pq.write_table(schema.empty_table(), path)
+    return path

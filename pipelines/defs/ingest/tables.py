@@ -1,0 +1,22 @@
+"""Load Python-side rows (catalog entries, parsed export rows) into DuckDB tables.
+
+The rows arrive as an Arrow table with an explicit schema, so types never depend on the data.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+
+
+def write_table(
+    con: duckdb.DuckDBPyConnection, table: str, rows: list[dict], schema: pa.Schema
+) -> int:
+    """Replace `table` with `rows` (dicts keyed by the schema's column names)."""
+    data = pa.Table.from_pylist(rows, schema=schema)
+    con.register("incoming_rows", data)
+    try:
+        con.execute(f"create or replace table {table} as select * from incoming_rows")
+    finally:
+        con.unregister("incoming_rows")
+    return data.num_rows

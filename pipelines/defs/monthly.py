@@ -1,0 +1,74 @@
+"""The shape every monthly asset shares: open the warehouse, loop over the run's months."""
+
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dagster as dg
+import duckdb
+
+from pipelines.catalog import Catalog
+from pipelines.defs.partitions import monthly_partition, single_run
+from pipelines.defs.resources import BillingMonth, ChargebackResource
+from pipelines.sql import replace_month, sql_text
+
+MonthStep = Callable[  # noqa: UP040 - plain alias keeps it readable
+
+    [duckdb.DuckDBPyConnection, BillingMonth, dict[str, Any], ChargebackResource, Catalog],
+    dict[str, int],
+]
+
+
+def run_months(
+    context: dg.AssetExecutionContext, chargeback: ChargebackResource, step: MonthStep
+) -> dg.MaterializeResult:
+    """Run `step` for each billing month of the run; metadata holds this run's row counts."""
+    catalog = chargeback.catalog()
+    per_month: dict[str, dict[str, int]] = {}
+    with chargeback.connect() as con:
+        for month in chargeback.months(context.partition_time_window, catalog):
+            per_month[month.label] = step(con, month, month.params(catalog), chargeback, catalog)
+            context.log.info(f"{context.asset_key.to_user_string()} {month.label}: "
+                             f"{per_month[month.label]}")
+    totals: dict[str, int] = {}
+    for counts in per_month.values():
+        for key, value in counts.items():
+            totals[key] = totals.get(key, 0) + value
+    return dg.MaterializeResult(
+        metadata={**{f"rows_{k}": v for k, v in totals.items()}, "months": list(per_month)}
+    )
+
+
+def sql_description(sql_name: str) -> str:
+    """The header comment of a SQL file: what one row is, and the parameters."""
+    lines = []
+    for line in sql_text(sql_name).splitlines():
+        if not line.startswith("--"):
+            break
+        lines.append(line.removeprefix("--").strip())
+    return " ".join(lines)
+
+
+def monthly_sql_asset(
+    table: str, sql_name: str, deps: Sequence[str | dg.AssetsDefinition], group_name: str
+) -> dg.AssetsDefinition:
+    """An asset that rebuilds one month of `table` from `sql/<sql_name>.sql` per run month."""
+
+    @dg.asset(
+        name=table,
+        deps=deps,
+        partitions_def=monthly_partition,
+        backfill_policy=single_run,
+        group_name=group_name,
+        description=sql_description(sql_name),
+        kinds={"duckdb", "sql"},
+    )
+    def _asset(
+        context: dg.AssetExecutionContext, chargeback: ChargebackResource
+    ) -> dg.MaterializeResult:
+        def step(con, month, params, chargeback, catalog):
+            return {table: replace_month(con, table, sql_name, params)}
+
+        return run_months(context, chargeback, step)
+
+    return _asset

@@ -1,0 +1,20 @@
+"""Billing months as Dagster partitions."""
+
+import os
+import warnings
+
+import dagster as dg
+
+# BackfillPolicy is "beta" in Dagster 1.13 but it is the documented way to run a range of
+# months in one run; the warning would print on every load.
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+
+# Keys are YYYY-MM-01; history can be backfilled from CHARGEBACK_FIRST_MONTH.
+monthly_partition = dg.MonthlyPartitionsDefinition(
+    start_date=os.environ.get("CHARGEBACK_FIRST_MONTH", "2024-01") + "-01",
+    timezone="UTC",
+)
+
+# A backfill of many months runs as one run: each asset loops over the months of the window,
+# so the DuckDB file has one writer and the months run in order.
+single_run = dg.BackfillPolicy.single_run()

@@ -1,0 +1,110 @@
+"""Where everything lives, decided in one place: the environment variables of DESIGN.md."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import dagster as dg
+import duckdb
+
+from pipelines.catalog import Catalog, load_catalog
+from pipelines.sql import run
+
+MACROS = ("macros/to_utc", "macros/normal_state")
+
+
+@dataclass(frozen=True)
+class BillingMonth:
+    """One calendar month in the billing timezone, as naive UTC bounds `[start, end)`."""
+
+    first_day: dt.date
+    start: dt.datetime
+    end: dt.datetime
+
+    @classmethod
+    def of(cls, first_day: dt.date, billing_timezone: str) -> BillingMonth:
+        zone = ZoneInfo(billing_timezone)
+        next_month = (first_day.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
+
+        def utc(day: dt.date) -> dt.datetime:
+            local = dt.datetime(day.year, day.month, day.day, tzinfo=zone)
+            return local.astimezone(dt.UTC).replace(tzinfo=None)
+
+        return cls(first_day=first_day, start=utc(first_day), end=utc(next_month))
+
+    @property
+    def label(self) -> str:
+        return self.first_day.strftime("%Y-%m")
+
+    def params(self, catalog: Catalog) -> dict[str, Any]:
+        """The bound parameters every monthly SQL file may use."""
+        settings = catalog.settings
+        return {
+            "billing_month": self.first_day,
+            "budget_month": self.label,
+            "month_start": self.start,
+            "month_end": self.end,
+            "currency": settings.currency,
+            "idle_threshold_pct": float(settings.idle_threshold_pct),
+            "zombie_min_ms": int(settings.zombie_min_hours * 3_600_000),
+        }
+
+
+class ChargebackResource(dg.ConfigurableResource):
+    """Paths of the landing folder, catalog, warehouse and reports, and DuckDB settings."""
+
+    landing_dir: str
+    catalog_dir: str
+    warehouse: str
+    reports_dir: str
+    duckdb_memory_limit: str = "4GB"
+
+    @classmethod
+    def from_env(cls) -> ChargebackResource:
+        env = os.environ.get
+        return cls(
+            landing_dir=env("CHARGEBACK_LANDING_DIR", "data/landing"),
+            catalog_dir=env("CHARGEBACK_CATALOG_DIR", "data/catalog"),
+            warehouse=env("CHARGEBACK_WAREHOUSE", "data/warehouse.duckdb"),
+            reports_dir=env("CHARGEBACK_REPORTS_DIR", "data/reports"),
+            duckdb_memory_limit=env("CHARGEBACK_DUCKDB_MEMORY_LIMIT", "4GB"),
+        )
+
+    @property
+    def telemetry_dir(self) -> Path:
+        """Daily Parquet rollups of the telemetry, beside the warehouse file."""
+        warehouse = Path(self.warehouse)
+        return warehouse.parent / f"{warehouse.stem}_telemetry"
+
+    def catalog(self) -> Catalog:
+        return load_catalog(Path(self.catalog_dir))
+
+    def months(self, window: dg.TimeWindow, catalog: Catalog) -> list[BillingMonth]:
+        """The billing months of a partition window (one, or several in a backfill run)."""
+        months = []
+        day = window.start.date().replace(day=1)
+        while day < window.end.date():
+            months.append(BillingMonth.of(day, catalog.settings.billing_timezone))
+            day = (day.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
+        return months
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection to the warehouse with UTC session time and the project's macros."""
+        Path(self.warehouse).parent.mkdir(parents=True, exist_ok=True)
+        con = duckdb.connect(self.warehouse)
+        try:
+            con.execute("set TimeZone = 'UTC'")
+            con.execute("set memory_limit = $limit", {"limit": self.duckdb_memory_limit})
+            for macro in MACROS:
+                run(con, macro)
+            yield con
+        finally:
+            con.close()

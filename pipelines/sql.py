@@ -1,0 +1,85 @@
+"""Run the SQL files in `sql/` against DuckDB with bound parameters.
+
+Every statement lives in a file named after the table it builds; values are always bound
+(`$month_start`), never formatted into SQL text. `replace_month` is the one way a monthly
+table is rewritten: delete the month and insert it again, in one transaction.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+_PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")
+
+
+@cache
+def sql_text(name: str) -> str:
+    """The text of `sql/<name>.sql`, e.g. `sql_text("marts/charge_lines")`."""
+    return (SQL_DIR / f"{name}.sql").read_text()
+
+
+def bind(sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Keep only the parameters the statement uses: DuckDB rejects unused ones."""
+    used = set(_PARAM.findall(_strip_comments(sql)))
+    missing = used - params.keys()
+    if missing:
+        raise KeyError(f"SQL parameters not provided: {sorted(missing)}")
+    return {key: params[key] for key in used}
+
+
+def run(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None):
+    """Execute one SQL file with its parameters and return the cursor."""
+    sql = sql_text(name)
+    return con.execute(sql, bind(sql, params or {}))
+
+
+def replace_month(
+    con: duckdb.DuckDBPyConnection, table: str, name: str, params: dict[str, Any]
+) -> int:
+    """Replace one billing month of `table` with the rows of the select in `sql/<name>.sql`.
+
+    The table is created from the select's shape on first use. Returns the rows inserted for
+    this month (not the table's total).
+    """
+    sql = sql_text(name)
+    bound = bind(sql, params)
+    con.execute("begin transaction")
+    try:
+        con.execute(f"create table if not exists {table} as select * from ({sql}) limit 0", bound)
+        con.execute(f"delete from {table} where billing_month = $billing_month",
+                    {"billing_month": params["billing_month"]})
+        con.execute(f"insert into {table} by name {sql}", bound)
+        inserted = con.execute(
+            f"select count(*) from {table} where billing_month = $billing_month",
+            {"billing_month": params["billing_month"]},
+        ).fetchone()[0]
+        con.execute("commit")
+    except BaseException:
+        con.execute("rollback")
+        raise
+    return inserted
+
+
+def _strip_comments(sql: str) -> str:
+    return re.sub(r"--[^\n]*", "", sql)
+
+
+def create_table(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    name: str,
+    params: dict[str, Any] | None = None,
+    *,
+    temporary: bool = False,
+) -> int:
+    """Replace a whole (not monthly) table with the select in `sql/<name>.sql`; returns its rows."""
+    sql = sql_text(name)
+    kind = "temp table" if temporary else "table"
+    con.execute(f"create or replace {kind} {table} as {sql}", bind(sql, params or {}))
+    return con.execute(f"select count(*) from {table}").fetchone()[0]

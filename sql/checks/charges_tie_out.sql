@@ -1,0 +1,57 @@
+-- One row per broken tie: a tenant whose lines do not sum to its amount, a month total that is
+-- not the exact priced usage rounded half up to the cent, or a line more than a cent from its
+-- exact amount (charge_numerator / 36,000,000,000 cents). Parameters: $billing_month.
+with lines as (
+    select tenant_id, sum(amount) as amount
+    from charge_lines
+    where billing_month = $billing_month
+    group by tenant_id
+),
+
+tenants as (
+    select tenant_id, amount from tenant_month where billing_month = $billing_month
+),
+
+tenant_ties as (
+    select
+        'tenant' as level,
+        coalesce(l.tenant_id, t.tenant_id) as subject,
+        coalesce(l.amount, 0) as lines_amount,
+        coalesce(t.amount, 0) as expected_amount
+    from lines as l
+    full join tenants as t using (tenant_id)
+    where coalesce(l.amount, 0) <> coalesce(t.amount, 0)
+),
+
+total_tie as (
+    select
+        'total' as level,
+        'month' as subject,
+        (select coalesce(sum(amount), 0) from tenants) as lines_amount,
+        ((coalesce(sum(charge_numerator), 0) + 18000000000) // 36000000000)::decimal(18, 0)
+            * 0.01::decimal(18, 2) as expected_amount
+    from job_gpu_charges
+    where billing_month = $billing_month
+),
+
+line_ties as (
+    select
+        'line' as level,
+        format('{}/{}/{}/{}', tenant_id, cluster, gpu_model, unit_price) as subject,
+        amount as lines_amount,
+        charge_numerator::double / 3600000000000 as expected_amount
+    from charge_lines
+    where billing_month = $billing_month
+        and abs(amount * 36000000000 * 100 - charge_numerator) >= 36000000000
+)
+
+select level, subject, lines_amount::double as lines_amount,
+    expected_amount::double as expected_amount
+from (
+    select * from tenant_ties
+    union all
+    select * from total_tie where lines_amount <> expected_amount
+    union all
+    select * from line_ties
+)
+order by level, subject

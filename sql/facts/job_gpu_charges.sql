@@ -1,0 +1,53 @@
+-- One row per job × tenant × GPU model × unit price: the job's allocated time in the billing
+-- month priced at the rate in force (rate_card mode). Each hour segment takes the tenant its
+-- account maps to and the rate valid at the segment's start, so a reorganisation or a rate
+-- change at midnight splits the job's hours exactly.
+-- charge_numerator = gpu_ms × price in millionths; dividing it by 36,000,000,000 gives cents.
+-- Parameters: $billing_month.
+with segments as (
+    select g.cluster, g.job_id, j.account, g.gpu_model, g.hour, g.seg_from, g.gpu_ms
+    from job_gpu_hours as g
+    join stg_jobs as j using (billing_month, cluster, job_id)
+    where g.billing_month = $billing_month
+),
+
+account_hours as (
+    -- the tenant of each account and hour: the first matching mapping valid then
+    select s.account, s.hour, coalesce(m.tenant_id, 'unmapped') as tenant_id
+    from (select distinct account, hour from segments) as s
+    left join catalog_account_tenants as m
+        on m.account = s.account and s.hour >= m.valid_from and s.hour < m.valid_to
+    qualify row_number() over (partition by s.account, s.hour order by m.priority nulls last) = 1
+),
+
+model_hours as (
+    -- the rate of each GPU model and hour: the model's own rate before the '*' fallback
+    select s.gpu_model, s.hour, r.price_per_gpu_hour, r.price_micro
+    from (select distinct gpu_model, hour from segments) as s
+    left join catalog_rates as r
+        on (r.gpu_model = s.gpu_model or r.gpu_model = '*')
+        and s.hour >= r.valid_from and s.hour < r.valid_to
+    qualify row_number() over (
+        partition by s.gpu_model, s.hour
+        order by r.gpu_model = '*', r.valid_from desc, r.priority
+    ) = 1
+),
+
+final as (
+    select
+        $billing_month::date as billing_month,
+        s.cluster,
+        s.job_id,
+        a.tenant_id,
+        s.gpu_model,
+        m.price_per_gpu_hour as unit_price,
+        sum(s.gpu_ms)::bigint as gpu_ms,
+        sum(s.gpu_ms::hugeint * m.price_micro) as charge_numerator
+    from segments as s
+    join account_hours as a using (account, hour)
+    join model_hours as m using (gpu_model, hour)
+    group by all
+)
+
+select * from final
+order by cluster, job_id, tenant_id, gpu_model, unit_price

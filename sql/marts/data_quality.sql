@@ -1,0 +1,105 @@
+-- Data quality of the billing month, one row per finding:
+--   file                     rows read / loaded / rejected per input file (read = loaded +
+--                            rejected) and duplicates folded (records of a job or sample that
+--                            another record of it superseded)
+--   unmapped_account         an account that maps to no tenant, with its GPU-hours
+--   telemetry_coverage       measured share of allocated GPU time per cluster
+--   overlapping_allocations  a GPU two jobs held at the same time, with the doubled hours
+-- Parameters: $billing_month.
+with job_files as (
+    select
+        cluster,
+        'file' as category,
+        file as subject,
+        count(*) as rows_read,
+        count(*) filter (reject_reason is null) as rows_loaded,
+        count(*) filter (reject_reason is not null) as rows_rejected,
+        count(*) filter (record_rank > 1) as duplicates_folded
+    from stg_job_records
+    group by cluster, file
+),
+
+allocation_files as (
+    select
+        cluster,
+        'file' as category,
+        file as subject,
+        count(*) as rows_read,
+        count(*) filter (reject_reason is null) as rows_loaded,
+        count(*) filter (reject_reason is not null) as rows_rejected,
+        0 as duplicates_folded
+    from stg_allocation_records
+    group by cluster, file
+),
+
+sample_files as (
+    select
+        cluster, 'file' as category, file as subject,
+        rows_read, rows_loaded, rows_rejected, duplicates_folded
+    from sample_file_counts
+    where billing_month = $billing_month
+),
+
+unmapped as (
+    select
+        cluster,
+        'unmapped_account' as category,
+        account as subject,
+        sum(allocated_gpu_hours) as value,
+        format('{} jobs charged to tenant unmapped', count(*)) as detail
+    from job_usage
+    where billing_month = $billing_month and tenant_id = 'unmapped'
+    group by cluster, account
+),
+
+coverage as (
+    select
+        cluster,
+        'telemetry_coverage' as category,
+        cluster as subject,
+        sum(measured_ms) / nullif(sum(allocated_ms), 0) as value,
+        'measured share of allocated GPU time' as detail
+    from job_time_buckets
+    where billing_month = $billing_month
+    group by cluster
+),
+
+overlapping_gpus as (
+    select
+        c.cluster,
+        'overlapping_allocations' as category,
+        format('{}/gpu{}', c.node, c.gpu_index) as subject,
+        (h.held_ms - c.busy_union_ms) / 3600000.0 as value,
+        'GPU-hours held by two jobs at once' as detail
+    from gpu_capacity as c
+    join (
+        select cluster, node, gpu_index, sum(gpu_ms) as held_ms
+        from job_gpu_hours
+        where billing_month = $billing_month
+        group by all
+    ) as h using (cluster, node, gpu_index)
+    where c.billing_month = $billing_month and h.held_ms > c.busy_union_ms
+),
+
+final as (
+    select * from job_files
+    union all by name select * from allocation_files
+    union all by name select * from sample_files
+    union all by name select * from unmapped
+    union all by name select * from coverage
+    union all by name select * from overlapping_gpus
+)
+
+select
+    $billing_month::date as billing_month,
+    cluster,
+    category,
+    subject,
+    rows_read::bigint as rows_read,
+    rows_loaded::bigint as rows_loaded,
+    rows_rejected::bigint as rows_rejected,
+    duplicates_folded::bigint as duplicates_folded,
+    value::double as value,
+    detail
+from final
+order by category, cluster, subject

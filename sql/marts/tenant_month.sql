@@ -1,0 +1,74 @@
+-- One row per billing month × tenant: usage and waste (from job_usage), the charge (from
+-- charge_lines), the budget and its status: ok, warn (>= 80 % used), over (> 100 %), or
+-- 'no budget'. Every catalog tenant appears, used or not; 'unmapped' appears when it has jobs.
+-- Parameters: $billing_month, $budget_month, $currency.
+with usage as (
+    select
+        tenant_id,
+        count(*) as jobs,
+        sum(allocated_gpu_hours) as allocated_gpu_hours,
+        sum(measured_gpu_hours) as measured_gpu_hours,
+        sum(productive_gpu_hours) as productive_gpu_hours,
+        sum(idle_gpu_hours) as idle_gpu_hours,
+        sum(zombie_gpu_hours) as zombie_gpu_hours,
+        sum(failed_job_gpu_hours) as failed_job_gpu_hours,
+        sum(failed_infra_gpu_hours) as failed_infra_gpu_hours,
+        sum(unmeasured_gpu_hours) as unmeasured_gpu_hours,
+        sum(mean_util_pct * measured_gpu_hours) / nullif(sum(measured_gpu_hours), 0)
+            as mean_util_pct
+    from job_usage
+    where billing_month = $billing_month
+    group by tenant_id
+),
+
+charges as (
+    select tenant_id, sum(amount) as amount
+    from charge_lines
+    where billing_month = $billing_month
+    group by tenant_id
+),
+
+tenants as (
+    select tenant_id, name as tenant_name, department, cost_center, owner from catalog_tenants
+    union all
+    select 'unmapped', 'Unmapped accounts', 'Unmapped', null, null
+    where exists (select 1 from usage where tenant_id = 'unmapped')
+),
+
+final as (
+    select
+        $billing_month::date as billing_month,
+        t.tenant_id,
+        t.tenant_name,
+        t.department,
+        t.cost_center,
+        t.owner,
+        coalesce(u.jobs, 0) as jobs,
+        coalesce(u.allocated_gpu_hours, 0) as allocated_gpu_hours,
+        coalesce(u.measured_gpu_hours, 0) as measured_gpu_hours,
+        coalesce(u.productive_gpu_hours, 0) as productive_gpu_hours,
+        coalesce(u.idle_gpu_hours, 0) as idle_gpu_hours,
+        coalesce(u.zombie_gpu_hours, 0) as zombie_gpu_hours,
+        coalesce(u.failed_job_gpu_hours, 0) as failed_job_gpu_hours,
+        coalesce(u.failed_infra_gpu_hours, 0) as failed_infra_gpu_hours,
+        coalesce(u.unmeasured_gpu_hours, 0) as unmeasured_gpu_hours,
+        u.mean_util_pct,
+        coalesce(c.amount, 0)::decimal(18, 2) as amount,
+        $currency as currency,
+        b.amount::decimal(18, 2) as budget,
+        100.0 * coalesce(c.amount, 0) / nullif(b.amount, 0) as budget_used_pct,
+        case
+            when b.amount is null then 'no budget'
+            when coalesce(c.amount, 0) > b.amount then 'over'
+            when coalesce(c.amount, 0) >= 0.8 * b.amount then 'warn'
+            else 'ok'
+        end as budget_status,
+        '' as quota_flags
+    from tenants as t
+    left join usage as u using (tenant_id)
+    left join charges as c using (tenant_id)
+    left join catalog_budgets as b on b.tenant_id = t.tenant_id and b.month = $budget_month
+)
+
+select * from final
+order by tenant_id

@@ -1,0 +1,26 @@
+-- One row per exported GPU allocation record (job × node × GPU index), typed, with the reason it
+-- is rejected (NULL when valid). Grain: cluster × file × line.
+with typed as (
+    select
+        cluster,
+        file,
+        line,
+        raw,
+        parse_error,
+        job_id,
+        node,
+        gpu_index as gpu_index_text,
+        try_cast(gpu_index as integer) as gpu_index
+    from raw_allocations
+)
+
+select
+    * exclude (gpu_index_text),
+    case
+        when parse_error is not null then parse_error
+        when job_id is null then 'field job_id: missing'
+        when node is null then 'field node: missing'
+        when gpu_index is null or gpu_index < 0
+            then format('field gpu_index: ''{}'' is not a GPU index', gpu_index_text)
+    end as reject_reason
+from typed

@@ -1,0 +1,255 @@
+"""A month small enough to compute by hand: two nodes, seven jobs, a few samples each.
+
+Catalog: n1 has 2 A100 GPUs all month; n2 has 1 H100 GPU in service from Nov 16 (360 h).
+Outage on n1, Nov 10 00:00-02:00. Rates: A100 2.0133, anything else ('*') 1.00.
+Samples every 10 minutes (the median step, so each sample stands for 600 s).
+
+Job  account  GPU      November time                     state      expected buckets (h)
+J1   alpha    n1/0     11-01 00:00-03:00 (3 h)           COMPLETED  busy 1 h, then idle 2 h = zombie
+J2   beta-x   n1/1     10-31 22:00-11-01 02:00 (2 h)     COMPLETED  productive 1, unmeasured 1
+J3   alpha    n1/0     11-10 01:00-04:00 (3 h)           FAILED     1 h in outage = failed_infra,
+                                                                    2 h failed_job
+J4   ghost    n1/1     11-30 22:00- running (2 h)        RUNNING    idle 0.5 (3 samples), unmeasured 1.5
+J6   beta-y   n2/0     11-20 00:00-01:30 (1.5 h)         NODE_FAIL  failed_infra 1.5
+J7   alpha    n1/0     11-15 10:00-10:45 (0.75 h)        COMPLETED  productive 0.75 (last sample
+                                                                    clipped to 300 s at the job end)
+J5   beta-y   -        submitted 12-01 01:00, pending    PENDING    not in November; sets the
+                                                                    export time that ends J4
+A row with gpus='two' and a sample with util 150 are rejected.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.conftest import materialize_month, query, write
+
+JOBS = """
+job_id,cluster,account,user,queue,qos,gpu_model,gpus,nodes,submit_time,start_time,end_time,state,exit_code
+J1,tiny,alpha,ann,batch,normal,A100,1,n1,2026-11-01T00:00:00,2026-11-01T00:00:00,2026-11-01T03:00:00,COMPLETED,0
+J2,tiny,beta-x,bob,batch,normal,A100,1,n1,2026-10-31T21:00:00,2026-10-31T22:00:00,2026-11-01T02:00:00,COMPLETED,0
+J3,tiny,alpha,ann,batch,normal,A100,1,n1,2026-11-10T00:30:00,2026-11-10T01:00:00,2026-11-10T04:00:00,FAILED,1
+J4,tiny,ghost,gus,batch,normal,A100,1,n1,2026-11-30T21:00:00,2026-11-30T22:00:00,,RUNNING,
+J5,tiny,beta-y,bob,batch,normal,H100,1,,2026-12-01T01:00:00,,,PENDING,
+J6,tiny,beta-y,bob,batch,normal,H100,1,n2,2026-11-19T23:00:00,2026-11-20T00:00:00,2026-11-20T01:30:00,NODE_FAIL,
+J7,tiny,alpha,ann,batch,normal,A100,1,n1,2026-11-15T09:00:00,2026-11-15T10:00:00,2026-11-15T10:45:00,COMPLETED,0
+J8,tiny,alpha,ann,batch,normal,A100,two,n1,2026-11-15T09:00:00,2026-11-15T11:00:00,2026-11-15T12:00:00,COMPLETED,0
+"""
+
+ALLOCATIONS = """
+job_id,node,gpu_index
+J1,n1,0
+J2,n1,1
+J3,n1,0
+J4,n1,1
+J6,n2,0
+J7,n1,0
+"""
+
+
+def samples(node: str, gpu: int, first: str, count: int, util: float) -> list[tuple]:
+    """`count` samples 10 minutes apart from `first`, all with utilisation `util`."""
+    return [(node, gpu, first, i, util) for i in range(count)]
+
+
+SAMPLE_RUNS = [
+    *samples("n1", 0, "2026-11-01 00:00:00", 6, 80.0),  # J1 busy hour
+    *samples("n1", 0, "2026-11-01 01:00:00", 12, 1.0),  # J1 idle two hours: zombie
+    *samples("n1", 1, "2026-10-31 23:00:00", 6, 50.0),  # J2 in October: not this month's
+    *samples("n1", 1, "2026-11-01 00:00:00", 6, 50.0),  # J2 first November hour
+    *samples("n1", 1, "2026-11-30 22:00:00", 3, 3.0),  # J4 idle half hour
+    *samples("n1", 0, "2026-11-15 10:00:00", 5, 90.0),  # J7
+]
+
+
+def build_tiny_month(root: Path) -> None:
+    write(root / "landing/scheduler/tiny/jobs.csv", JOBS)
+    write(root / "landing/scheduler/tiny/allocations.csv", ALLOCATIONS)
+    telemetry = root / "landing/telemetry/tiny"
+    telemetry.mkdir(parents=True)
+    con = duckdb.connect()
+    con.execute(
+        "create table s (node varchar, gpu_index integer, ts timestamp, util_pct double, "
+        "mem_used_mib double, power_w double)"
+    )
+    for node, gpu, first, i, util in SAMPLE_RUNS:
+        con.execute(
+            "insert into s values (?, ?, ?::timestamp + to_minutes(10 * ?), ?, 1000, 200)",
+            [node, gpu, first, i, util],
+        )
+    con.execute(f"copy (select * from s order by node, gpu_index, ts) to '{telemetry}/a.parquet'")
+    # a second export repeating one sample (folded) and carrying one impossible value (rejected)
+    con.execute(
+        f"copy (select * from s where ts = '2026-11-15 10:10:00' union all "
+        f"select 'n1', 1, '2026-11-05 00:00:00', 150, 0, 0) to '{telemetry}/b.parquet'"
+    )
+    con.close()
+    write(root / "catalog/settings.yaml", "currency: EUR\n")
+    write(
+        root / "catalog/tenants.yaml",
+        """
+        tenants:
+          - {id: alpha, name: Alpha Lab, department: Science, cost_center: CC-1, accounts: [alpha]}
+          - {id: beta, name: Beta & Co, department: Science, cost_center: CC-2, accounts: ["beta-*"]}
+        """,
+    )
+    write(
+        root / "catalog/rates.yaml",
+        """
+        rates:
+          - {gpu_model: A100, price_per_gpu_hour: 2.0133}
+          - {gpu_model: "*", price_per_gpu_hour: 1.00}
+        """,
+    )
+    write(
+        root / "catalog/budgets.yaml",
+        """
+        budgets:
+          - {tenant: alpha, month: 2026-11, amount: 12.00}
+          - {tenant: beta, month: 2026-11, amount: 6.00}
+        """,
+    )
+    write(
+        root / "catalog/outages.yaml",
+        """
+        outages:
+          - {nodes: n1, start: 2026-11-10T00:00:00, end: 2026-11-10T02:00:00, reason: hardware}
+        """,
+    )
+    write(
+        root / "catalog/nodes.csv",
+        """
+        node,cluster,gpu_model,gpus,in_service_from
+        n1,tiny,A100,2,2025-01-01
+        n2,tiny,H100,1,2026-11-16
+        """,
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tiny")
+    build_tiny_month(root)
+    result = materialize_month(root, "2026-11-01")
+    assert result.success
+    return root
+
+
+def test_job_buckets_match_the_hand_computed_hours(tiny):
+    rows = query(
+        tiny,
+        """
+        select job_id, tenant_id, allocated_gpu_hours, productive_gpu_hours, idle_gpu_hours,
+               zombie_gpu_hours, failed_job_gpu_hours, failed_infra_gpu_hours,
+               unmeasured_gpu_hours
+        from job_usage order by job_id
+        """,
+    )
+    assert rows == [
+        ("J1", "alpha", 3.0, 1.0, 0.0, 2.0, 0.0, 0.0, 0.0),
+        ("J2", "beta", 2.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0),
+        ("J3", "alpha", 3.0, 0.0, 0.0, 0.0, 2.0, 1.0, 0.0),
+        ("J4", "unmapped", 2.0, 0.0, 0.5, 0.0, 0.0, 0.0, 1.5),
+        ("J6", "beta", 1.5, 0.0, 0.0, 0.0, 0.0, 1.5, 0.0),
+        ("J7", "alpha", 0.75, 0.75, 0.0, 0.0, 0.0, 0.0, 0.0),
+    ]
+
+
+def test_capacity_buckets_sum_to_capacity_by_hand(tiny):
+    rows = query(
+        tiny,
+        "select gpu_model, bucket, gpu_hours from capacity_buckets order by gpu_model, bucket",
+    )
+    assert rows == [
+        ("A100", "capacity", 1440.0),
+        ("A100", "down", 3.0),  # 2 GPUs x 2 h outage, minus the hour J3 held GPU 0
+        ("A100", "failed_infra", 1.0),
+        ("A100", "failed_job", 2.0),
+        ("A100", "idle", 0.5),
+        ("A100", "productive", 2.75),
+        ("A100", "unallocated", 1426.25),
+        ("A100", "unmeasured", 2.5),
+        ("A100", "zombie", 2.0),
+        ("H100", "capacity", 360.0),  # in service from Nov 16: 15 days
+        ("H100", "down", 0.0),
+        ("H100", "failed_infra", 1.5),
+        ("H100", "failed_job", 0.0),
+        ("H100", "idle", 0.0),
+        ("H100", "productive", 0.0),
+        ("H100", "unallocated", 358.5),
+        ("H100", "unmeasured", 0.0),
+        ("H100", "zombie", 0.0),
+    ]
+
+
+def test_charges_use_largest_remainder_cents(tiny):
+    # exact: alpha 6.75 h x 2.0133 = 13.589775; beta 2 h x 2.0133 = 4.0266 and 1.5 h x 1.00;
+    # ghost (unmapped) 4.0266. Total 23.142975 -> 23.14. Floors sum to 23.12, so the two
+    # largest remainders (alpha .9775 ct, then beta .66 ct before unmapped .66 ct) get a cent.
+    rows = query(
+        tiny,
+        "select tenant_id, gpu_model, gpu_hours, unit_price, amount, currency "
+        "from charge_lines order by tenant_id, gpu_model",
+    )
+    assert rows == [
+        ("alpha", "A100", 6.75, Decimal("2.013300"), Decimal("13.59"), "EUR"),
+        ("beta", "A100", 2.0, Decimal("2.013300"), Decimal("4.03"), "EUR"),
+        ("beta", "H100", 1.5, Decimal("1.000000"), Decimal("1.50"), "EUR"),
+        ("unmapped", "A100", 2.0, Decimal("2.013300"), Decimal("4.02"), "EUR"),
+    ]
+    assert query(tiny, "select sum(amount) from charge_lines") == [(Decimal("23.14"),)]
+
+
+def test_tenant_month_budget_status(tiny):
+    rows = query(
+        tiny,
+        "select tenant_id, amount, budget, budget_status from tenant_month order by tenant_id",
+    )
+    assert rows == [
+        ("alpha", Decimal("13.59"), Decimal("12.00"), "over"),
+        ("beta", Decimal("5.53"), Decimal("6.00"), "warn"),
+        ("unmapped", Decimal("4.02"), None, "no budget"),
+    ]
+
+
+def test_rejects_and_reconciliation(tiny):
+    rejects = query(tiny, "select file, line, reason from rejects")
+    assert rejects == [
+        ("scheduler/tiny/jobs.csv", 9, "field gpus: 'two' is not a number"),
+        ("telemetry/tiny/b.parquet", 2, "field util_pct: 150.0 is outside 0-100"),
+    ]
+    files = query(
+        tiny,
+        """
+        select subject, rows_read, rows_loaded, rows_rejected,
+               duplicates_folded
+        from data_quality where category = 'file' order by 1
+        """,
+    )
+    assert files == [
+        ("scheduler/tiny/allocations.csv", 6, 6, 0, 0),
+        ("scheduler/tiny/jobs.csv", 8, 7, 1, 0),
+        # 38 samples, 6 of them in October; its 10:10 sample on Nov 15 is superseded by b's
+        ("telemetry/tiny/a.parquet", 32, 32, 0, 1),
+        ("telemetry/tiny/b.parquet", 2, 1, 1, 0),
+    ]
+    unmapped = query(
+        tiny, "select subject, value from data_quality where category = 'unmapped_account'"
+    )
+    assert unmapped == [("ghost", 2.0)]
+
+
+def test_checks_pass_and_the_unmapped_account_warns(tiny):
+    # re-run to collect the check results of a fresh run
+    result = materialize_month(tiny, "2026-11-01")
+    outcomes = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert outcomes == {
+        "capacity_buckets_sum_to_capacity": True,
+        "charges_tie_out": True,
+        "every_account_mapped": False,
+        "rows_reconcile": True,
+    }
