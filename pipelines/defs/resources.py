@@ -17,7 +17,7 @@ import duckdb
 from pipelines.catalog import Catalog, load_catalog
 from pipelines.sql import run
 
-MACROS = ("macros/to_utc", "macros/normal_state")
+MACROS = ("macros/known", "macros/to_utc", "macros/normal_state")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,17 @@
 -- One row per scheduler job record read (all files, all months), typed, with the reason it is
 -- rejected (NULL when valid). Grain: cluster × file × line. Timestamps become naive UTC.
-with typed as (
+with known_values as (
+    select
+        * replace (
+            known(nodes) as nodes,
+            known(submit_time) as submit_time,
+            known(start_time) as start_time,
+            known(end_time) as end_time
+        )
+    from raw_jobs
+),
+
+typed as (
     select
         r.cluster,
         r.file,
@@ -25,7 +36,7 @@ with typed as (
         r.state as raw_state,
         normal_state(r.state) as state,
         r.exit_code
-    from raw_jobs as r
+    from known_values as r
     left join catalog_clusters as z on z.cluster = r.cluster
 ),
 

@@ -1,0 +1,248 @@
+"""Given/expect tests for the SQL steps: a handful of rows in, exact rows out.
+
+Each test builds the input tables of one SQL file in an in-memory DuckDB and runs the file
+exactly as the pipeline does (pipelines.sql.run with bound parameters).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import duckdb
+import pytest
+
+from pipelines.defs.resources import MACROS
+from pipelines.sql import run
+
+NOV = {
+    "billing_month": dt.date(2026, 11, 1),
+    "month_start": dt.datetime(2026, 11, 1),
+    "month_end": dt.datetime(2026, 12, 1),
+    "currency": "USD",
+}
+T = dt.datetime
+
+
+@pytest.fixture
+def con():
+    con = duckdb.connect()
+    con.execute("set TimeZone = 'UTC'")
+    for macro in MACROS:
+        run(con, macro)
+    yield con
+    con.close()
+
+
+def given_raw_jobs(con, rows: list[tuple]) -> None:
+    con.execute(
+        "create table raw_jobs (cluster varchar, file varchar, line bigint, raw varchar, "
+        "parse_error varchar, job_id varchar, account varchar, \"user\" varchar, "
+        "queue varchar, qos varchar, gpu_model varchar, gpus varchar, nodes varchar, "
+        "submit_time varchar, start_time varchar, end_time varchar, state varchar, "
+        "exit_code varchar)"
+    )
+    for row in rows:
+        con.execute("insert into raw_jobs values (" + ", ".join("?" * 18) + ")", row)
+
+
+def raw_job(line, job_id, gpus="1", start="2026-11-02T10:00:00", end="2026-11-02T12:00:00",
+            state="COMPLETED", cluster="c1", nodes="n1", error=None, file="jobs.csv"):  # fmt: skip
+    return (cluster, file, line, "raw", error, job_id, "acct", "u", "q", "normal", "A100",
+            gpus, nodes, "2026-11-02T09:00:00", start, end, state, "0")  # fmt: skip
+
+
+class TestStgJobRecords:
+    def test_types_normalises_and_rejects_with_the_field_named(self, con):
+        given_raw_jobs(con, [
+            raw_job(2, "1", state="CANCELLED by 1234"),
+            raw_job(3, "2", gpus="abc"),
+            raw_job(4, "3", start="2026-13-45T99:00:00"),
+            raw_job(5, "4", start="2026-11-02T12:00:00", end="2026-11-02T10:00:00"),
+            raw_job(6, "5", state="EXPLODED"),
+            raw_job(7, "6", error="expected 14 fields, found 13"),
+            raw_job(8, "7", start="Unknown", end="None", state="PENDING", nodes="None assigned"),
+        ])  # fmt: skip
+        con.execute("create table catalog_clusters (cluster varchar, scheduler_timezone varchar)")
+        rows = run(con, "staging/stg_job_records").fetchall()
+        by_line = {row[2]: row for row in rows}
+        columns = [c[0] for c in run(con, "staging/stg_job_records").description]
+        reason = columns.index("reject_reason")
+        state = columns.index("state")
+        assert by_line[2][state] == "CANCELLED" and by_line[2][reason] is None
+        assert [by_line[line][reason] for line in range(3, 8)] == [
+            "field gpus: 'abc' is not a number",
+            "field start_time: '2026-13-45T99:00:00' is not a timestamp",
+            "field end_time: 2026-11-02T10:00:00 is before start_time 2026-11-02T12:00:00",
+            "field state: 'EXPLODED' is not a known state",
+            "expected 14 fields, found 13",
+        ]
+        # Unknown / None times are unknown, not errors
+        start_at = columns.index("start_at")
+        assert by_line[8][reason] is None and by_line[8][start_at] is None
+
+    def test_scheduler_timezone_becomes_utc(self, con):
+        given_raw_jobs(con, [raw_job(2, "1", cluster="ny"), raw_job(3, "2", cluster="utc")])
+        con.execute("create table catalog_clusters as select 'ny' as cluster, "
+                    "'America/New_York' as scheduler_timezone")  # fmt: skip
+        rows = con.execute(
+            "select cluster, start_at from (" + _sql("staging/stg_job_records") + ") order by 1"
+        ).fetchall()
+        assert rows == [("ny", T(2026, 11, 2, 15, 0)), ("utc", T(2026, 11, 2, 10, 0))]
+
+    def test_latest_most_complete_record_ranks_first(self, con):
+        given_raw_jobs(con, [
+            raw_job(2, "9", end=None, state="RUNNING", file="dump-1.csv"),
+            raw_job(2, "9", end="2026-11-02T11:00:00", state="COMPLETED", file="dump-2.csv"),
+            raw_job(3, "9", end=None, state="RUNNING", file="dump-3.csv"),
+        ])  # fmt: skip
+        con.execute("create table catalog_clusters (cluster varchar, scheduler_timezone varchar)")
+        rows = con.execute(
+            "select file, record_rank from (" + _sql("staging/stg_job_records") + ") order by 2"
+        ).fetchall()
+        assert rows == [("dump-2.csv", 1), ("dump-3.csv", 2), ("dump-1.csv", 3)]
+
+
+def _sql(name: str) -> str:
+    from pipelines.sql import sql_text
+
+    return sql_text(name)
+
+
+def test_stg_jobs_keeps_the_month_and_ends_running_jobs_at_the_export_time(con):
+    con.execute("""
+        create table stg_job_records as select * from (values
+            ('c', 'a', '1', 'COMPLETED', T '2026-10-30 00:00', T '2026-10-31 00:00', 1),
+            ('c', 'a', '2', 'COMPLETED', T '2026-10-31 20:00', T '2026-11-01 04:00', 1),
+            ('c', 'a', '3', 'RUNNING',   T '2026-11-30 20:00', null, 1),
+            ('c', 'a', '4', 'PENDING',   null, null, 1),
+            ('c', 'a', '5', 'COMPLETED', T '2026-12-01 01:00', T '2026-12-01 06:00', 1)
+        ) as v(cluster, file, job_id, state, start_at, end_at, record_rank)
+    """.replace(" T '", " timestamp '"))
+    con.execute("""
+        create or replace table stg_job_records as select
+            cluster, file, 1 as line, job_id, 'acct' as account, 'u' as "user", 'q' as queue,
+            'n' as qos, 'A100' as gpu_model, 1.0 as gpus, 'n1' as nodes,
+            coalesce(start_at, timestamp '2026-11-15 00:00') - interval 1 hour as submit_at,
+            start_at, end_at, state, state as raw_state, '0' as exit_code,
+            null::varchar as reject_reason, record_rank
+        from stg_job_records
+    """)
+    rows = run(con, "staging/stg_jobs", NOV).fetchall()
+    columns = [c[0] for c in run(con, "staging/stg_jobs", NOV).description]
+    picked = [(r[columns.index("job_id")], r[columns.index("held_until")]) for r in rows]
+    # job 1 ended before November; job 5 starts in December; job 3 runs until the export time
+    # (job 5's end, the latest timestamp of the cluster's exports); job 4 was submitted in Nov
+    assert picked == [("2", T(2026, 11, 1, 4)), ("3", T(2026, 12, 1, 6)), ("4", None)]
+
+
+def test_job_gpu_hours_splits_at_hours_and_outage_edges(con):
+    con.execute("""
+        create table stg_jobs as select date '2026-11-01' as billing_month, 'c' as cluster,
+            'j' as job_id, 'A100' as gpu_model, timestamp '2026-11-05 10:30' as start_at,
+            timestamp '2026-11-05 12:15' as held_until
+    """)
+    con.execute("""create table job_gpus as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'j' as job_id, 'n1' as node, 3 as gpu_index""")
+    con.execute("create table catalog_nodes (cluster varchar, node varchar, gpu_model varchar)")
+    con.execute("""create table catalog_outage_windows as select 'c' as cluster, 'n1' as node,
+        timestamp '2026-11-05 11:20' as outage_from, timestamp '2026-11-05 11:40' as outage_to""")
+    rows = con.execute(
+        "select hour::time, seg_from::time, seg_to::time, gpu_ms, in_outage from ("
+        + _sql("facts/job_gpu_hours") + ")",
+        {k: v for k, v in NOV.items() if k != "currency"},
+    ).fetchall()
+    assert [tuple(str(v) for v in row) for row in rows] == [
+        ("10:00:00", "10:30:00", "11:00:00", "1800000", "False"),
+        ("11:00:00", "11:00:00", "11:20:00", "1200000", "False"),
+        ("11:00:00", "11:20:00", "11:40:00", "1200000", "True"),
+        ("11:00:00", "11:40:00", "12:00:00", "1200000", "False"),
+        ("12:00:00", "12:00:00", "12:15:00", "900000", "False"),
+    ]
+
+
+def test_sample_rollup_folds_duplicates_and_clips_cover(con):
+    con.execute("""
+        create table month_samples as select * from (values
+            ('c', 'a.parquet', 1, timestamp '2026-11-30 23:57', 'n1', 0, 10.0),
+            ('c', 'a.parquet', 2, timestamp '2026-11-30 23:58', 'n1', 0, 20.0),
+            ('c', 'b.parquet', 1, timestamp '2026-11-30 23:58', 'n1', 0, 30.0),
+            ('c', 'a.parquet', 3, timestamp '2026-11-30 23:59:30', 'n1', 0, 40.0)
+        ) as v(cluster, file, line, ts, node, gpu_index, util_pct)
+    """)
+    con.execute("""create or replace table month_samples as select *, 0.0 as mem_used_mib,
+        0.0 as power_w, null::varchar as reject_reason from month_samples""")
+    con.execute("create table ordered_samples as " + _sql("staging/ordered_samples"))
+    rows = run(con, "staging/gpu_sample_rollup", NOV).fetchall()
+    # spacings 60 s and 90 s: the step is their median, 75 s. The duplicate at 23:58 keeps the
+    # last read (b.parquet, 30 %). Cover: up to the next sample, the step, the month end.
+    assert [(r[3].time().isoformat(), r[4], r[7], r[8]) for r in rows] == [
+        ("23:57:00", 10.0, 60000, 75000),
+        ("23:58:00", 30.0, 75000, 75000),
+        ("23:59:30", 40.0, 30000, 75000),
+    ]
+
+
+def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
+    # one job GPU, 10-minute samples: 1 h idle, one busy sample, then 2 h idle
+    utils = [1.0] * 6 + [50.0] + [1.0] * 12
+    con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'j' as job_id, 'n1' as node, 0 as gpu_index, 'A100' as gpu_model,
+        false as in_outage, h as hour, h as seg_from, h + interval 1 hour as seg_to
+        from unnest(range(timestamp '2026-11-02 00:00', timestamp '2026-11-02 04:00',
+                          interval 1 hour)) as t(h)""")
+    (tmp_path / "cluster=c/day=2026-11-02").mkdir(parents=True)
+    con.execute(
+        "copy (select 'n1' as node, 0 as gpu_index, "
+        "timestamp '2026-11-02 00:00' + to_minutes(10 * i) as ts, "
+        "utils[i + 1] as util_pct, 600000::bigint as cover_ms "
+        f"from (select range(19) as r, {utils} as utils), unnest(r) as t(i)) "
+        f"to '{tmp_path}/cluster=c/day=2026-11-02/s.parquet'"
+    )
+    params = {
+        **NOV,
+        "sample_files": [str(tmp_path / "cluster=c/day=2026-11-02/s.parquet")],
+        "idle_threshold_pct": 5.0,
+        "zombie_min_ms": 2 * 3_600_000,
+    }
+    cursor = run(con, "facts/job_sample_time", params)
+    row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
+    assert (row["productive_ms"], row["idle_ms"], row["zombie_ms"]) == (
+        600_000, 3_600_000, 7_200_000,
+    )
+
+
+def test_gpu_capacity_counts_two_jobs_on_one_gpu_once(con):
+    con.execute("""create table catalog_nodes as select 'c' as cluster, 'n1' as node,
+        'A100' as gpu_model, 1 as gpus, timestamp '1900-01-01' as in_service_from,
+        timestamp '9999-12-31' as in_service_to""")
+    con.execute("""create table job_gpu_hours as select * from (values
+        ('j1', timestamp '2026-11-02 00:00', timestamp '2026-11-02 02:00'),
+        ('j2', timestamp '2026-11-02 01:00', timestamp '2026-11-02 03:00')
+    ) as v(job_id, seg_from, seg_to)""")
+    con.execute("""create or replace table job_gpu_hours as select date '2026-11-01'
+        as billing_month, 'c' as cluster, job_id, 'n1' as node, 0 as gpu_index, seg_from, seg_to
+        from job_gpu_hours""")
+    con.execute("""create table catalog_outage_windows as select 'c' as cluster, 'n1' as node,
+        timestamp '2026-11-02 02:30' as outage_from, timestamp '2026-11-02 04:00' as outage_to""")
+    cursor = run(con, "facts/gpu_capacity", NOV)
+    row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
+    hour = 3_600_000
+    assert (row["capacity_ms"], row["busy_union_ms"], row["down_ms"], row["unallocated_ms"]) == (
+        720 * hour, 3 * hour, 1 * hour, 716 * hour,
+    )
+
+
+def test_charge_lines_round_by_largest_remainder(con):
+    # three lines of 33 1/3 cents each (36e9 charge_numerator units per cent): exactly 1.00
+    con.execute("""create table job_gpu_charges as select date '2026-11-01' as billing_month,
+        'c' as cluster, t as tenant_id, 'A100' as gpu_model, 1.0::decimal(18, 6) as unit_price,
+        1000::bigint as gpu_ms, 1200000000000::hugeint as charge_numerator
+        from unnest(['a', 'b', 'c']) as u(t)""")
+    con.execute("create table catalog_tenants (tenant_id varchar, name varchar, "
+                "department varchar, cost_center varchar)")  # fmt: skip
+    rows = run(con, "marts/charge_lines", NOV).fetchall()
+    amounts = [row[-2] for row in rows]
+    # each is 33.333 cents: floors 0.33 x 3 = 0.99, one cent to the first by tie-break
+    assert amounts == [Decimal("0.34"), Decimal("0.33"), Decimal("0.33")]
+    assert sum(amounts) == Decimal("1.00")
