@@ -1,0 +1,127 @@
+"""Catalog validation and export recognition: one clear line naming file, entry and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipelines.catalog import CatalogError, load_catalog
+from pipelines.defs.ingest.catalog_tables import account_tenants, outage_windows
+from pipelines.landing import LandingError, discover
+from tests.conftest import write
+
+TENANTS = """
+tenants:
+  - {id: nlp, name: NLP, department: Research, cost_center: CC-1, accounts: ["nlp-*", nlp]}
+  - id: vision
+    name: Vision
+    department: Research
+    cost_center: CC-2
+    accounts:
+      - {account: cv, valid_to: 2026-11-15}
+  - id: robotics
+    name: Robotics
+    department: Research
+    cost_center: CC-3
+    accounts:
+      - {account: cv, valid_from: 2026-11-15}
+"""
+RATES = "rates:\n  - {gpu_model: '*', price_per_gpu_hour: 1.5}\n"
+
+
+def catalog_dir(tmp_path: Path, **files: str) -> Path:
+    files = {"tenants.yaml": TENANTS, "rates.yaml": RATES, **files}
+    for name, text in files.items():
+        write(tmp_path / "catalog" / name, text)
+    return tmp_path / "catalog"
+
+
+def test_a_valid_catalog_loads_with_defaults(tmp_path):
+    catalog = load_catalog(catalog_dir(tmp_path))
+    assert catalog.settings.cost_mode == "rate_card"
+    assert str(catalog.settings.idle_threshold_pct) == "5"
+    assert catalog.nodes is None  # no inventory: capacity unknown
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        (
+            {"tenants.yaml": "tenants:\n  - {id: x, name: X, cost_center: C, accounts: [x]}\n"},
+            "tenants.yaml: tenants[0] (x): field 'department': Field required",
+        ),
+        (
+            {"rates.yaml": "rates:\n  - {gpu_model: A100, price_per_gpu_hour: cheap}\n"},
+            "rates.yaml: rates[0]: field 'price_per_gpu_hour': Input should be a valid decimal",
+        ),
+        (
+            {"budgets.yaml": "budgets:\n  - {tenant: nobody, month: 2026-11, amount: 5}\n"},
+            "budgets.yaml: budgets[0]: field 'tenant': unknown tenant 'nobody'",
+        ),
+        (
+            {"settings.yaml": "cost_mode: free_lunch\n"},
+            "settings.yaml: settings: field 'cost_mode': Input should be 'rate_card' or "
+            "'full_recovery'",
+        ),
+        (
+            {"nodes.csv": "node,cluster,gpu_model,gpus\nn1,c,A100,8\nn2,c,A100,eight\n"},
+            "nodes.csv: line 3: field 'gpus': Input should be a valid integer",
+        ),
+        ({"tenants.yaml": "tenants: [\n"}, "tenants.yaml: line 2 is not valid YAML"),
+    ],
+)
+def test_catalog_mistakes_name_file_entry_and_field(tmp_path, files, message):
+    with pytest.raises(CatalogError) as error:
+        load_catalog(catalog_dir(tmp_path, **files))
+    assert message in str(error.value)
+    assert "\n" not in str(error.value).split(" is not valid YAML")[0]
+
+
+def test_accounts_map_exact_before_glob_with_validity(tmp_path):
+    catalog = load_catalog(catalog_dir(tmp_path))
+    rows = account_tenants(catalog, ["nlp", "nlp-eval", "cv", "ghost"])
+    assert [(r["account"], r["tenant_id"], r["priority"], r["valid_from"].date().isoformat(),
+             r["valid_to"].date().isoformat()) for r in rows] == [
+        ("cv", "vision", 0, "1900-01-01", "2026-11-15"),
+        ("cv", "robotics", 1, "2026-11-15", "9999-12-31"),
+        ("nlp", "nlp", 0, "1900-01-01", "9999-12-31"),  # 'nlp-*' does not match 'nlp'
+        ("nlp-eval", "nlp", 0, "1900-01-01", "9999-12-31"),
+    ]  # fmt: skip
+
+
+def test_outages_expand_hostlists_against_the_inventory_and_merge(tmp_path):
+    nodes = "node,cluster,gpu_model,gpus\ngpu-01,c,A100,8\ngpu-02,c,A100,8\ngpu-03,c,A100,8\n"
+    outages = """
+    outages:
+      - {nodes: "gpu-[01-02]", start: 2026-11-18T02:00:00, end: 2026-11-18T04:00:00, reason: a}
+      - {nodes: "gpu-0*", start: 2026-11-18T03:00:00, end: 2026-11-18T05:00:00, reason: b}
+    """
+    catalog = load_catalog(catalog_dir(tmp_path, **{"nodes.csv": nodes, "outages.yaml": outages}))
+    windows = [(w["node"], w["outage_from"].hour, w["outage_to"].hour, w["reason"])
+               for w in outage_windows(catalog)]  # fmt: skip
+    assert windows == [("gpu-01", 2, 5, "a; b"), ("gpu-02", 2, 5, "a; b"), ("gpu-03", 3, 5, "b")]
+
+
+def test_exports_are_recognised_by_content(tmp_path):
+    landing = tmp_path / "landing"
+    write(landing / "scheduler/c1/dump.txt.csv",
+          "job_id,cluster,account,user,queue,qos,gpu_model,gpus,nodes,submit_time,start_time,"
+          "end_time,state,exit_code\n")  # fmt: skip
+    write(landing / "scheduler/c1/gpus.csv", "job_id,node,gpu_index\n")
+    write(landing / "scheduler/c1/README.md", "notes\n")
+    found = [(f.name, f.cluster, f.kind) for f in discover(landing, "scheduler")]
+    assert found == [
+        ("scheduler/c1/dump.txt.csv", "c1", "jobs"),
+        ("scheduler/c1/gpus.csv", "c1", "allocations"),
+    ]
+
+
+def test_an_unknown_file_stops_with_one_line_naming_it(tmp_path):
+    landing = tmp_path / "landing"
+    write(landing / "scheduler/c1/mystery.csv", "a,b,c\n1,2,3\n")
+    with pytest.raises(LandingError) as error:
+        discover(landing, "scheduler")
+    message = str(error.value)
+    assert message.startswith(f"{landing}/scheduler/c1/mystery.csv: line 1: unrecognised export")
+    assert "\n" not in message
