@@ -18,7 +18,7 @@ venv: $(BIN)/activate
 demo: venv
 	$(BIN)/python -m pipelines.demo --month $(MONTH) --out data
 	mkdir -p $(DAGSTER_HOME) && printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster asset materialize -w workspace.yaml --select '*' --partition $(MONTH)-01
+	$(BIN)/dagster asset materialize -m pipelines.definitions --select '*' --partition $(MONTH)-01
 	@echo "Reports in data/reports/$(MONTH)/"
 
 test: venv

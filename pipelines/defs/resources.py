@@ -64,7 +64,7 @@ class ChargebackResource(dg.ConfigurableResource):
     catalog_dir: str
     warehouse: str
     reports_dir: str
-    duckdb_memory_limit: str = "4GB"
+    duckdb_memory_limit: str = "2GB"
 
     @classmethod
     def from_env(cls) -> ChargebackResource:
@@ -74,7 +74,7 @@ class ChargebackResource(dg.ConfigurableResource):
             catalog_dir=env("CHARGEBACK_CATALOG_DIR", "data/catalog"),
             warehouse=env("CHARGEBACK_WAREHOUSE", "data/warehouse.duckdb"),
             reports_dir=env("CHARGEBACK_REPORTS_DIR", "data/reports"),
-            duckdb_memory_limit=env("CHARGEBACK_DUCKDB_MEMORY_LIMIT", "4GB"),
+            duckdb_memory_limit=env("CHARGEBACK_DUCKDB_MEMORY_LIMIT", "2GB"),
         )
 
     @property
