@@ -52,8 +52,10 @@ def replace_month(
     con.execute("begin transaction")
     try:
         con.execute(f"create table if not exists {table} as select * from ({sql}) limit 0", bound)
-        con.execute(f"delete from {table} where billing_month = $billing_month",
-                    {"billing_month": params["billing_month"]})
+        con.execute(
+            f"delete from {table} where billing_month = $billing_month",
+            {"billing_month": params["billing_month"]},
+        )
         con.execute(f"insert into {table} by name {sql}", bound)
         inserted = con.execute(
             f"select count(*) from {table} where billing_month = $billing_month",

@@ -9,8 +9,8 @@ import dagster as dg
 import duckdb
 import pytest
 
-from pipelines.defs.checks import checks
 from pipelines.definitions import all_assets
+from pipelines.defs.checks import checks
 from pipelines.defs.resources import ChargebackResource
 
 

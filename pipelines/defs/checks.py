@@ -4,7 +4,6 @@ Each check runs the SQL in `sql/checks/<name>.sql`, which returns one row per vi
 the billing months of the run (a backfill checks every month it built).
 """
 
-
 import datetime as dt
 
 import dagster as dg
@@ -59,9 +58,9 @@ def _result(found: list[dict], months: list[str], severity=dg.AssetCheckSeverity
         metadata={
             "months": ", ".join(months),
             "violations": len(found),
-            "first_violations": dg.MetadataValue.json([
-                {k: str(v) for k, v in row.items()} for row in found[:20]
-            ]),
+            "first_violations": dg.MetadataValue.json(
+                [{k: str(v) for k, v in row.items()} for row in found[:20]]
+            ),
         },
     )
 

@@ -1,6 +1,5 @@
 """The shape every monthly asset shares: open the warehouse, loop over the run's months."""
 
-
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,7 +12,6 @@ from pipelines.defs.resources import BillingMonth, ChargebackResource
 from pipelines.sql import replace_month, sql_text
 
 MonthStep = Callable[  # noqa: UP040 - plain alias keeps it readable
-
     [duckdb.DuckDBPyConnection, BillingMonth, dict[str, Any], ChargebackResource, Catalog],
     dict[str, int],
 ]
@@ -28,8 +26,9 @@ def run_months(
     with chargeback.connect() as con:
         for month in chargeback.months(context.partition_time_window, catalog):
             per_month[month.label] = step(con, month, month.params(catalog), chargeback, catalog)
-            context.log.info(f"{context.asset_key.to_user_string()} {month.label}: "
-                             f"{per_month[month.label]}")
+            context.log.info(
+                f"{context.asset_key.to_user_string()} {month.label}: {per_month[month.label]}"
+            )
     totals: dict[str, int] = {}
     for counts in per_month.values():
         for key, value in counts.items():

@@ -2,7 +2,6 @@
 
 import dagster as dg
 
-
 chargeback_job = dg.define_asset_job(
     "chargeback_job",
     selection=dg.AssetSelection.all(),

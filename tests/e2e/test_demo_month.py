@@ -111,9 +111,7 @@ def test_failures_land_in_their_buckets(demo):
             assert failed_infra == pytest.approx(allocated) and failed_job == 0
         else:
             assert failed_job + failed_infra == pytest.approx(allocated)
-    [(down,)] = query(
-        root, "select sum(gpu_hours) from capacity_buckets where bucket = 'down'"
-    )
+    [(down,)] = query(root, "select sum(gpu_hours) from capacity_buckets where bucket = 'down'")
     assert down > 0  # the outage on gpu-a02
     [(zombie,)] = query(
         root, "select sum(zombie_gpu_hours) from job_usage where queue = 'interactive'"

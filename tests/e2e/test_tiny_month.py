@@ -9,7 +9,8 @@ J1   alpha    n1/0     11-01 00:00-03:00 (3 h)           COMPLETED  busy 1 h, th
 J2   beta-x   n1/1     10-31 22:00-11-01 02:00 (2 h)     COMPLETED  productive 1, unmeasured 1
 J3   alpha    n1/0     11-10 01:00-04:00 (3 h)           FAILED     1 h in outage = failed_infra,
                                                                     2 h failed_job
-J4   ghost    n1/1     11-30 22:00- running (2 h)        RUNNING    idle 0.5 (3 samples), unmeasured 1.5
+J4   ghost    n1/1     11-30 22:00- running (2 h)        RUNNING    idle 0.5 (3 samples),
+                                                                    unmeasured 1.5
 J6   beta-y   n2/0     11-20 00:00-01:30 (1.5 h)         NODE_FAIL  failed_infra 1.5
 J7   alpha    n1/0     11-15 10:00-10:45 (0.75 h)        COMPLETED  productive 0.75 (last sample
                                                                     clipped to 300 s at the job end)
@@ -93,8 +94,10 @@ def build_tiny_month(root: Path) -> None:
         root / "catalog/tenants.yaml",
         """
         tenants:
-          - {id: alpha, name: Alpha Lab, department: Science, cost_center: CC-1, accounts: [alpha]}
-          - {id: beta, name: Beta & Co, department: Science, cost_center: CC-2, accounts: ["beta-*"]}
+          - {id: alpha, name: Alpha Lab, department: Science, cost_center: CC-1,
+             accounts: [alpha]}
+          - {id: beta, name: Beta & Co, department: Science, cost_center: CC-2,
+             accounts: ["beta-*"]}
         """,
     )
     write(

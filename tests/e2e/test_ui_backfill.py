@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -98,11 +99,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def tail(path: Path, lines: int = 60) -> str:
+def tail(path: Path, lines: int = 40, skip_debug: bool = False) -> str:
+    """The last lines of a log file, without colour codes (and without DEBUG event lines)."""
     if not path.exists():
         return f"({path.name} missing)"
-    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    return "\n".join(text[-lines:])
+    text = re.sub(r"\x1b\[[0-9;]*m", "", path.read_text(encoding="utf-8", errors="replace"))
+    kept = [line for line in text.splitlines() if not (skip_debug and " - DEBUG - " in line)]
+    return "\n".join(kept[-lines:])
 
 
 def processes_in_group(pgid: int) -> list[str]:
@@ -190,8 +193,9 @@ class DagsterDev:
 
     def diagnostics(self) -> str:
         return (
-            f"--- dagster dev stderr (tail) ---\n{tail(self.stderr_path)}\n"
-            f"--- dagster dev stdout (tail) ---\n{tail(self.stdout_path, 20)}"
+            f"--- dagster dev stdout: services and daemon (tail) ---\n{tail(self.stdout_path)}\n"
+            f"--- dagster dev stderr: run logs without DEBUG (tail) ---\n"
+            f"{tail(self.stderr_path, 60, skip_debug=True)}"
         )
 
     def graphql(self, gql: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:

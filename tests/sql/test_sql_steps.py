@@ -37,7 +37,7 @@ def con():
 def given_raw_jobs(con, rows: list[tuple]) -> None:
     con.execute(
         "create table raw_jobs (cluster varchar, file varchar, line bigint, raw varchar, "
-        "parse_error varchar, job_id varchar, account varchar, \"user\" varchar, "
+        'parse_error varchar, job_id varchar, account varchar, "user" varchar, '
         "queue varchar, qos varchar, gpu_model varchar, gpus varchar, nodes varchar, "
         "submit_time varchar, start_time varchar, end_time varchar, state varchar, "
         "exit_code varchar)"
@@ -110,7 +110,8 @@ def _sql(name: str) -> str:
 
 
 def test_stg_jobs_keeps_the_month_and_ends_running_jobs_at_the_export_time(con):
-    con.execute("""
+    con.execute(
+        """
         create table stg_job_records as select * from (values
             ('c', 'a', '1', 'COMPLETED', T '2026-10-30 00:00', T '2026-10-31 00:00', 1),
             ('c', 'a', '2', 'COMPLETED', T '2026-10-31 20:00', T '2026-11-01 04:00', 1),
@@ -118,7 +119,8 @@ def test_stg_jobs_keeps_the_month_and_ends_running_jobs_at_the_export_time(con):
             ('c', 'a', '4', 'PENDING',   null, null, 1),
             ('c', 'a', '5', 'COMPLETED', T '2026-12-01 01:00', T '2026-12-01 06:00', 1)
         ) as v(cluster, file, job_id, state, start_at, end_at, record_rank)
-    """.replace(" T '", " timestamp '"))
+    """.replace(" T '", " timestamp '")
+    )
     con.execute("""
         create or replace table stg_job_records as select
             cluster, file, 1 as line, job_id, 'acct' as account, 'u' as "user", 'q' as queue,
@@ -149,7 +151,8 @@ def test_job_gpu_hours_splits_at_hours_and_outage_edges(con):
         timestamp '2026-11-05 11:20' as outage_from, timestamp '2026-11-05 11:40' as outage_to""")
     rows = con.execute(
         "select hour::time, seg_from::time, seg_to::time, gpu_ms, in_outage from ("
-        + _sql("facts/job_gpu_hours") + ")",
+        + _sql("facts/job_gpu_hours")
+        + ")",
         {k: v for k, v in NOV.items() if k != "currency"},
     ).fetchall()
     assert [tuple(str(v) for v in row) for row in rows] == [
@@ -208,7 +211,9 @@ def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
     cursor = run(con, "facts/job_sample_time", params)
     row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
     assert (row["productive_ms"], row["idle_ms"], row["zombie_ms"]) == (
-        600_000, 3_600_000, 7_200_000,
+        600_000,
+        3_600_000,
+        7_200_000,
     )
 
 
@@ -229,7 +234,10 @@ def test_gpu_capacity_counts_two_jobs_on_one_gpu_once(con):
     row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
     hour = 3_600_000
     assert (row["capacity_ms"], row["busy_union_ms"], row["down_ms"], row["unallocated_ms"]) == (
-        720 * hour, 3 * hour, 1 * hour, 716 * hour,
+        720 * hour,
+        3 * hour,
+        1 * hour,
+        716 * hour,
     )
 
 

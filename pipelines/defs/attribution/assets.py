@@ -24,7 +24,10 @@ job_gpu_hours = monthly_sql_asset("job_gpu_hours", "facts/job_gpu_hours", [stg_j
 )
 def job_time_buckets(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     def step(con, month, params, chargeback, catalog):
-        sample_params = {**params, "sample_files": month_sample_files(chargeback.telemetry_dir, params)}
+        sample_params = {
+            **params,
+            "sample_files": month_sample_files(chargeback.telemetry_dir, params),
+        }
         return {
             "job_sample_time": replace_month(
                 con, "job_sample_time", "facts/job_sample_time", sample_params

@@ -190,7 +190,8 @@ def _outage_nodes(catalog: Catalog, pattern: str, cluster: str | None, index: in
     ]
     if not found:
         raise CatalogError(
-            f"outages.yaml: outages[{index}]: field 'nodes': '{pattern}' matches no node in nodes.csv"
+            f"outages.yaml: outages[{index}]: field 'nodes': '{pattern}' "
+            "matches no node in nodes.csv"
         )
     return found
 

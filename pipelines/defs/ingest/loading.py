@@ -100,8 +100,9 @@ def assign_gpu_indices(
     with_export = {(cluster, job_id) for (_, cluster, job_id, _, _, _) in exported}
     node_gpus = dict(
         ((cluster, node), gpus)
-        for cluster, node, gpus in con.execute("select cluster, node, gpus from catalog_nodes")
-        .fetchall()
+        for cluster, node, gpus in con.execute(
+            "select cluster, node, gpus from catalog_nodes"
+        ).fetchall()
     )
     busy: dict[tuple[str, str], list[tuple]] = defaultdict(list)
     held = con.execute(
@@ -157,8 +158,9 @@ def load_month_telemetry(
             "landing_prefix": str(Path(landing_dir)) + "/",
         }  # fmt: skip
         if first:
-            create_table(con, "month_samples", "staging/month_samples", cluster_params,
-                         temporary=True)
+            create_table(
+                con, "month_samples", "staging/month_samples", cluster_params, temporary=True
+            )
             first = False
         else:
             sql = sql_text("staging/month_samples")

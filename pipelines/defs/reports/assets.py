@@ -1,6 +1,5 @@
 """Reports: the data-quality marts and the finance workbook of each billing month."""
 
-
 from pathlib import Path
 
 import dagster as dg

@@ -1,0 +1,152 @@
+"""The command lines of the README and Makefile, run as subprocesses from the repository root.
+
+`dagster asset materialize` has no `-w` option in Dagster 1.13 (only `-m`/`-f`/...), so the
+materialisations use `-m pipelines.definitions`; they run in-process and need no daemon.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+from decimal import Decimal
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from tests.conftest import query
+from tests.e2e.test_tiny_month import build_tiny_month
+
+REPO = Path(__file__).resolve().parents[2]
+DAGSTER = REPO / ".venv" / "bin" / "dagster"
+MATERIALIZE = [str(DAGSTER), "asset", "materialize", "-m", "pipelines.definitions"]
+
+
+def cli_env(root: Path, dagster_home: Path, **overrides: str) -> dict[str, str]:
+    """The environment of one CLI call: its own DAGSTER_HOME and dataset under tmp_path."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("CHARGEBACK_", "DAGSTER_"))
+    }
+    env.update(
+        DAGSTER_HOME=str(dagster_home),
+        CHARGEBACK_FIRST_MONTH="2026-09",
+        CHARGEBACK_LANDING_DIR=str(root / "landing"),
+        CHARGEBACK_CATALOG_DIR=str(root / "catalog"),
+        CHARGEBACK_WAREHOUSE=str(root / "warehouse.duckdb"),
+        CHARGEBACK_REPORTS_DIR=str(root / "reports"),
+        CHARGEBACK_DUCKDB_MEMORY_LIMIT="1GB",
+    )
+    env.update(overrides)
+    return env
+
+
+def dagster_cli(args: list[str], env: dict[str, str], timeout: int = 180):
+    return subprocess.run(
+        args, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def output_tail(result: subprocess.CompletedProcess) -> str:
+    def last(text: str) -> str:
+        return "\n".join(line for line in text.splitlines() if " - DEBUG - " not in line)[-6000:]
+
+    return (
+        f"exit {result.returncode}: {' '.join(result.args)}\n"
+        f"--- stdout ---\n{last(result.stdout)}\n--- stderr (no DEBUG) ---\n{last(result.stderr)}"
+    )
+
+
+@pytest.fixture
+def tiny_dataset(tmp_path: Path) -> tuple[Path, Path]:
+    """The hand-computed dataset (jobs in Oct and Nov 2026) and an empty DAGSTER_HOME."""
+    data = tmp_path / "data"
+    build_tiny_month(data)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    return data, home
+
+
+def test_definitions_validate_with_the_workspace(tmp_path):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    cmd = [str(DAGSTER), "definitions", "validate", "-w", "workspace.yaml"]
+    result = dagster_cli(cmd, cli_env(tmp_path, home))
+    assert result.returncode == 0, output_tail(result)
+    assert "Validation successful for code location gpu_chargeback" in result.stdout + result.stderr
+
+    # the same command notices a location that does not load (a bad first month)
+    broken = dagster_cli(cmd, cli_env(tmp_path, home, CHARGEBACK_FIRST_MONTH="not-a-month"))
+    assert broken.returncode == 1, output_tail(broken)
+    assert "time data 'not-a-month-01' does not match format" in broken.stdout + broken.stderr
+
+
+@pytest.mark.slow
+def test_partition_range_materialises_both_months_in_one_run(tiny_dataset, monkeypatch):
+    data, home = tiny_dataset
+    result = dagster_cli(
+        [*MATERIALIZE, "--select", "*", "--partition-range", "2026-10-01...2026-11-01"],
+        cli_env(data, home),
+    )
+    assert result.returncode == 0, output_tail(result)
+
+    assert query(
+        data,
+        "select billing_month::varchar, sum(amount), count(*) from charge_lines "
+        "group by all order by 1",
+    ) == [("2026-10-01", Decimal("4.03"), 1), ("2026-11-01", Decimal("23.14"), 4)]
+    # J2 runs Oct 31 22:00 - Nov 1 02:00: two hours in each month
+    assert query(
+        data,
+        "select billing_month::varchar, allocated_gpu_hours from job_usage "
+        "where job_id = 'J2' order by 1",
+    ) == [("2026-10-01", 2.0), ("2026-11-01", 2.0)]
+    assert query(
+        data,
+        """
+        select billing_month::varchar, gpu_model,
+               sum(gpu_hours) filter (where bucket = 'capacity'),
+               sum(gpu_hours) filter (where bucket <> 'capacity')
+        from capacity_buckets group by all order by 1, 2
+        """,
+    ) == [
+        ("2026-10-01", "A100", 1488.0, 1488.0),
+        ("2026-11-01", "A100", 1440.0, 1440.0),
+        ("2026-11-01", "H100", 360.0, 360.0),
+    ]
+
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get() as instance:
+        runs = [record.dagster_run for record in instance.get_run_records()]
+        materialised = {
+            record.partition_key
+            for record in instance.fetch_materializations(
+                dg.AssetKey("charge_lines"), limit=10
+            ).records
+        }
+    assert len(runs) == 1, [(r.run_id, r.status, r.tags) for r in runs]
+    (run,) = runs
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    assert run.tags["dagster/asset_partition_range_start"] == "2026-10-01"
+    assert run.tags["dagster/asset_partition_range_end"] == "2026-11-01"
+    assert materialised == {"2026-10-01", "2026-11-01"}
+
+
+@pytest.mark.slow
+def test_single_partition_materialises_november(tiny_dataset):
+    data, home = tiny_dataset
+    result = dagster_cli(
+        [*MATERIALIZE, "--select", "*", "--partition", "2026-11-01"], cli_env(data, home)
+    )
+    assert result.returncode == 0, output_tail(result)
+
+    assert query(
+        data, "select billing_month, sum(amount) from charge_lines group by all"
+    ) == [(dt.date(2026, 11, 1), Decimal("23.14"))]
+    assert query(
+        data, "select distinct billing_month from job_usage union select billing_month "
+        "from tenant_month union select billing_month from capacity_buckets"
+    ) == [(dt.date(2026, 11, 1),)]
+    assert (data / "reports" / "2026-11" / "chargeback-2026-11.xlsx").is_file()
