@@ -11,7 +11,7 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.formats import canonical
+from pipelines.formats import ExportFormat, registered_formats
 
 IGNORED = ("README*", "*.md", "*.txt", ".*", "*.ignore")
 
@@ -24,8 +24,12 @@ class LandingError(ValueError):
 class ExportFile:
     path: Path
     cluster: str
-    kind: str  # jobs | allocations | samples
+    format: ExportFormat
     name: str  # the path relative to the landing folder, as reports and rejects show it
+
+    @property
+    def kind(self) -> str:
+        return self.format.kind
 
 
 def discover(landing_dir: Path, area: str) -> list[ExportFile]:
@@ -46,19 +50,15 @@ def discover(landing_dir: Path, area: str) -> list[ExportFile]:
     return found
 
 
-def _recognise(path: Path, area: str) -> str:
+def _recognise(path: Path, area: str) -> ExportFormat:
     try:
-        columns = canonical.header_of(path)
-    except Exception as error:  # noqa: BLE001 - any unreadable file is reported the same way
-        raise LandingError(f"{path}: cannot be read as CSV or Parquet ({error})") from None
-    if area == "scheduler":
-        if canonical.is_jobs(columns):
-            return "jobs"
-        if canonical.is_allocations(columns):
-            return "allocations"
-        expected = "a canonical jobs file (job_id, account, gpus, start_time, end_time, state, ...)"
-    else:
-        if canonical.is_samples(columns):
-            return "samples"
-        expected = "canonical GPU samples (ts, node, gpu_index, util_pct, ...)"
+        with path.open("rb") as handle:
+            head = handle.read(65536).decode("utf-8", errors="replace")
+    except OSError as error:
+        raise LandingError(f"{path}: cannot be read ({error.strerror})") from None
+    candidates = [f for f in registered_formats() if f.area == area]
+    for export_format in candidates:
+        if export_format.sniff(path, head):
+            return export_format
+    expected = "; or ".join(f.expected for f in candidates)
     raise LandingError(f"{path}: line 1: unrecognised export, expected {expected}")

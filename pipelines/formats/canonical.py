@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from pipelines.catalog import ClusterSettings
+from pipelines.formats import ExportFormat
+
 JOB_COLUMNS = (
     "job_id", "cluster", "account", "user", "queue", "qos", "gpu_model", "gpus", "nodes",
     "submit_time", "start_time", "end_time", "state", "exit_code",
@@ -30,16 +33,19 @@ def header_of(path: Path) -> list[str]:
     return [name.strip().lower() for name in next(csv.reader([first]), [])]
 
 
-def is_jobs(columns: list[str]) -> bool:
-    return set(columns) >= _REQUIRED_JOB_COLUMNS
+def _has_columns(required: set[str], forbidden: frozenset[str] = frozenset()):
+    """A sniffer: a CSV or Parquet file whose header has `required` and none of `forbidden`."""
 
+    def sniff(path: Path, head: str) -> bool:
+        if path.suffix not in (".csv", ".parquet"):
+            return False
+        try:
+            columns = set(header_of(path))
+        except Exception:  # noqa: BLE001 - not readable as CSV/Parquet: not this format
+            return False
+        return required <= columns and not forbidden & columns
 
-def is_allocations(columns: list[str]) -> bool:
-    return set(ALLOCATION_COLUMNS) <= set(columns) and "state" not in columns
-
-
-def is_samples(columns: list[str]) -> bool:
-    return {"ts", "node", "gpu_index", "util_pct"} <= set(columns)
+    return sniff
 
 
 def read_rows(path: Path, columns: tuple[str, ...]) -> Iterator[dict[str, str | None]]:
@@ -74,6 +80,16 @@ def read_rows(path: Path, columns: tuple[str, ...]) -> Iterator[dict[str, str | 
             yield row
 
 
+def _read_jobs(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str | None]]:
+    for row in read_rows(path, JOB_COLUMNS):
+        row["record_type"] = "job"
+        yield row
+
+
+def _read_allocations(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str | None]]:
+    return read_rows(path, ALLOCATION_COLUMNS)
+
+
 def _read_parquet_rows(path: Path, columns: tuple[str, ...]) -> Iterator[dict[str, str | None]]:
     table = pq.read_table(path)
     names = {name.lower(): name for name in table.column_names}
@@ -97,3 +113,31 @@ def _text(value: object) -> str | None:
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return str(value)
+
+
+FORMATS = [
+    ExportFormat(
+        name="canonical_jobs",
+        area="scheduler",
+        kind="jobs",
+        expected="canonical jobs CSV/Parquet (job_id, account, gpus, start_time, end_time, state)",
+        sniff=_has_columns(_REQUIRED_JOB_COLUMNS),
+        read_rows=_read_jobs,
+    ),
+    ExportFormat(
+        name="canonical_allocations",
+        area="scheduler",
+        kind="allocations",
+        expected="canonical allocations CSV/Parquet (job_id, node, gpu_index)",
+        sniff=_has_columns(set(ALLOCATION_COLUMNS), frozenset({"state"})),
+        read_rows=_read_allocations,
+    ),
+    ExportFormat(
+        name="canonical_samples",
+        area="telemetry",
+        kind="samples",
+        expected="canonical GPU samples Parquet (ts, node, gpu_index, util_pct, ...)",
+        sniff=lambda path, head: path.suffix == ".parquet"
+        and _has_columns({"ts", "node", "gpu_index", "util_pct"})(path, head),
+    ),
+]

@@ -35,7 +35,8 @@ typed as (
         to_utc(r.end_time, coalesce(z.scheduler_timezone, 'UTC')) as end_at,
         r.state as raw_state,
         normal_state(r.state) as state,
-        r.exit_code
+        r.exit_code,
+        coalesce(r.record_type, 'job') as record_type
     from known_values as r
     left join catalog_clusters as z on z.cluster = r.cluster
 ),
@@ -65,11 +66,12 @@ checked as (
 ),
 
 final as (
-    -- a job in several records (overlapping dumps): the most complete, latest record ranks 1
+    -- a job in several records (overlapping dumps): the most complete, latest record ranks 1;
+    -- job steps (record_type 'step') are loaded but never rank: their job is the parent record
     select
         * exclude (gpus_text, submit_time, start_time, end_time),
-        case when reject_reason is null then row_number() over (
-            partition by cluster, job_id, reject_reason is null
+        case when reject_reason is null and record_type = 'job' then row_number() over (
+            partition by cluster, job_id, reject_reason is null and record_type = 'job'
             order by
                 end_at is not null desc,
                 state not in ('RUNNING', 'PENDING') desc,

@@ -25,9 +25,7 @@ MATERIALIZE = [str(DAGSTER), "asset", "materialize", "-m", "pipelines.definition
 
 def cli_env(root: Path, dagster_home: Path, **overrides: str) -> dict[str, str]:
     """The environment of one CLI call: its own DAGSTER_HOME and dataset under tmp_path."""
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("CHARGEBACK_", "DAGSTER_"))
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHARGEBACK_", "DAGSTER_"))}
     env.update(
         DAGSTER_HOME=str(dagster_home),
         CHARGEBACK_FIRST_MONTH="2026-09",
@@ -142,11 +140,12 @@ def test_single_partition_materialises_november(tiny_dataset):
     )
     assert result.returncode == 0, output_tail(result)
 
+    assert query(data, "select billing_month, sum(amount) from charge_lines group by all") == [
+        (dt.date(2026, 11, 1), Decimal("23.14"))
+    ]
     assert query(
-        data, "select billing_month, sum(amount) from charge_lines group by all"
-    ) == [(dt.date(2026, 11, 1), Decimal("23.14"))]
-    assert query(
-        data, "select distinct billing_month from job_usage union select billing_month "
-        "from tenant_month union select billing_month from capacity_buckets"
+        data,
+        "select distinct billing_month from job_usage union select billing_month "
+        "from tenant_month union select billing_month from capacity_buckets",
     ) == [(dt.date(2026, 11, 1),)]
     assert (data / "reports" / "2026-11" / "chargeback-2026-11.xlsx").is_file()

@@ -8,6 +8,7 @@ The assets have `BackfillPolicy.single_run()`, so the whole backfill is one run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -82,7 +83,7 @@ query RunLogs($runId: ID!) {
       events {
         __typename
         ... on MessageEvent { message level stepKey }
-        ... on ErrorEvent { error { message stack } }
+        ... on ErrorEvent { error { message causes { message } } }
       }
     }
   }
@@ -109,9 +110,16 @@ def tail(path: Path, lines: int = 40, skip_debug: bool = False) -> str:
 
 
 def processes_in_group(pgid: int) -> list[str]:
-    """Live (non-zombie) processes of a process group, from /proc: "pid state cmdline"."""
+    """Live (non-zombie) processes of a process group: "pid state cmdline" from /proc."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # not Linux: only whether the group still exists at all
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        return [f"process group {pgid}"]
     found = []
-    for entry in Path("/proc").iterdir():
+    for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
         try:
@@ -119,7 +127,7 @@ def processes_in_group(pgid: int) -> list[str]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
         except OSError:
             continue
-        # fields after the parenthesised command: state ppid pgrp ...
+        # the fields after the parenthesised command name: state ppid pgrp ...
         state, _ppid, pgrp = stat.rsplit(")", 1)[1].split()[:3]
         if int(pgrp) == pgid and state != "Z":
             found.append(f"{entry.name} {state} {cmdline}")
@@ -171,10 +179,8 @@ class DagsterDev:
         if self.proc is None:
             return
         pgid = self.proc.pid  # start_new_session: the leader's pid is the group id
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         deadline = time.monotonic() + STOP_TIMEOUT_S
         while time.monotonic() < deadline:
             self.proc.poll()
@@ -183,10 +189,8 @@ class DagsterDev:
             time.sleep(0.2)
         else:
             self.killed = True
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.proc.wait(timeout=10)
             time.sleep(0.5)
         self.left_behind = processes_in_group(pgid)
@@ -235,7 +239,8 @@ class DagsterDev:
                 """
                 { workspaceOrError { __typename
                     ... on Workspace { locationEntries { name loadStatus
-                        locationOrLoadError { __typename ... on PythonError { message stack } }
+                        locationOrLoadError { __typename
+                            ... on PythonError { message causes { message stack } } }
                     } }
                     ... on PythonError { message }
                 } }
@@ -246,9 +251,13 @@ class DagsterDev:
             if entry and entry["loadStatus"] == "LOADED":
                 loaded = entry["locationOrLoadError"] or {}
                 if loaded.get("__typename") == "PythonError":
+                    causes = "\n".join(
+                        c["message"].strip() + "\n" + "".join(c["stack"][-4:])
+                        for c in loaded["causes"]
+                    )
                     pytest.fail(
                         f"code location {location} failed to load:\n{loaded['message']}\n"
-                        f"{''.join(loaded.get('stack') or [])}"
+                        f"caused by:\n{causes}\n{self.diagnostics()}"
                     )
                 return
             if time.monotonic() > deadline:
@@ -258,21 +267,24 @@ class DagsterDev:
                 )
             time.sleep(0.5)
 
-    def run_logs(self, run_id: str, limit: int = 40) -> str:
+    def run_logs(self, run_id: str, limit: int = 30) -> str:
+        """The run's events above DEBUG, with the causes of any error (the user code's own)."""
         data = self.graphql(RUN_LOGS, {"runId": run_id})["logsForRun"]
         lines = []
         for event in data.get("events", []):
-            line = f"{event.get('level', '')} {event.get('stepKey') or ''} {event.get('message')}"
+            if event.get("level") == "DEBUG" and not event.get("error"):
+                continue
+            lines.append(f"{event.get('level')} {event.get('stepKey') or '-'}: {event['message']}")
             if event.get("error"):
-                line += f"\n{event['error']['message']}{''.join(event['error']['stack'] or [])}"
-            lines.append(line)
-        return f"--- run {run_id} (last {limit} events) ---\n" + "\n".join(lines[-limit:])
+                error = event["error"]
+                lines += [f"    {e['message'].strip()}" for e in [error, *error["causes"]]]
+        return f"--- run {run_id}: events above DEBUG (last {limit}) ---\n" + "\n".join(
+            lines[-limit:]
+        )
 
 
 def dev_env(root: Path, dagster_home: Path) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("CHARGEBACK_", "DAGSTER_"))
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHARGEBACK_", "DAGSTER_"))}
     env.update(
         DAGSTER_HOME=str(dagster_home),
         CHARGEBACK_FIRST_MONTH="2026-09",

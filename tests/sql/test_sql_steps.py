@@ -40,16 +40,17 @@ def given_raw_jobs(con, rows: list[tuple]) -> None:
         'parse_error varchar, job_id varchar, account varchar, "user" varchar, '
         "queue varchar, qos varchar, gpu_model varchar, gpus varchar, nodes varchar, "
         "submit_time varchar, start_time varchar, end_time varchar, state varchar, "
-        "exit_code varchar)"
+        "exit_code varchar, record_type varchar)"
     )
     for row in rows:
-        con.execute("insert into raw_jobs values (" + ", ".join("?" * 18) + ")", row)
+        con.execute("insert into raw_jobs values (" + ", ".join("?" * 19) + ")", row)
 
 
 def raw_job(line, job_id, gpus="1", start="2026-11-02T10:00:00", end="2026-11-02T12:00:00",
-            state="COMPLETED", cluster="c1", nodes="n1", error=None, file="jobs.csv"):  # fmt: skip
+            state="COMPLETED", cluster="c1", nodes="n1", error=None, file="jobs.csv",
+            record_type="job"):  # fmt: skip
     return (cluster, file, line, "raw", error, job_id, "acct", "u", "q", "normal", "A100",
-            gpus, nodes, "2026-11-02T09:00:00", start, end, state, "0")  # fmt: skip
+            gpus, nodes, "2026-11-02T09:00:00", start, end, state, "0", record_type)  # fmt: skip
 
 
 class TestStgJobRecords:
@@ -95,12 +96,14 @@ class TestStgJobRecords:
             raw_job(2, "9", end=None, state="RUNNING", file="dump-1.csv"),
             raw_job(2, "9", end="2026-11-02T11:00:00", state="COMPLETED", file="dump-2.csv"),
             raw_job(3, "9", end=None, state="RUNNING", file="dump-3.csv"),
+            raw_job(4, "9", end="2026-11-02T11:30:00", file="dump-3.csv", record_type="step"),
         ])  # fmt: skip
         con.execute("create table catalog_clusters (cluster varchar, scheduler_timezone varchar)")
         rows = con.execute(
             "select file, record_rank from (" + _sql("staging/stg_job_records") + ") order by 2"
         ).fetchall()
-        assert rows == [("dump-2.csv", 1), ("dump-3.csv", 2), ("dump-1.csv", 3)]
+        # the step is loaded (no reject) but never competes with its job's records
+        assert rows == [("dump-2.csv", 1), ("dump-3.csv", 2), ("dump-1.csv", 3), ("dump-3.csv", None)]
 
 
 def _sql(name: str) -> str:

@@ -18,14 +18,12 @@ import hostlist
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.catalog import Catalog
+from pipelines.catalog import Catalog, ClusterSettings
 from pipelines.defs.ingest.catalog_tables import ACCOUNT_TENANTS_SCHEMA, account_tenants
 from pipelines.defs.ingest.tables import write_table
 from pipelines.formats import canonical
 from pipelines.landing import discover
 from pipelines.sql import bind, create_table, replace_month, sql_text
-
-_RAW_META = ("cluster", "file", "line", "raw", "parse_error")
 
 
 def load_scheduler_exports(
@@ -37,9 +35,13 @@ def load_scheduler_exports(
     catalog_account_tenants (the tenant mappings of every account seen).
     """
     rows: dict[str, list[dict]] = {"jobs": [], "allocations": []}
-    columns = {"jobs": canonical.JOB_COLUMNS, "allocations": canonical.ALLOCATION_COLUMNS}
+    columns = {
+        "jobs": (*canonical.JOB_COLUMNS, "record_type"),
+        "allocations": canonical.ALLOCATION_COLUMNS,
+    }
     for export in discover(landing_dir, "scheduler"):
-        for row in canonical.read_rows(export.path, columns[export.kind]):
+        settings = catalog.settings.clusters.get(export.cluster, ClusterSettings())
+        for row in export.format.read_rows(export.path, settings):
             row["cluster"] = export.cluster
             row["file"] = export.name
             rows[export.kind].append(row)
