@@ -109,6 +109,12 @@ def tail(path: Path, lines: int = 40, skip_debug: bool = False) -> str:
     return "\n".join(kept[-lines:])
 
 
+def project_frames(stack: list[str]) -> list[str]:
+    """The frames of a Python stack that are in the project's code (else the last four)."""
+    ours = [f for f in stack if str(REPO) in f and "/.venv/" not in f]
+    return ours or stack[-4:]
+
+
 def processes_in_group(pgid: int) -> list[str]:
     """Live (non-zombie) processes of a process group: "pid state cmdline" from /proc."""
     proc = Path("/proc")
@@ -252,7 +258,7 @@ class DagsterDev:
                 loaded = entry["locationOrLoadError"] or {}
                 if loaded.get("__typename") == "PythonError":
                     causes = "\n".join(
-                        c["message"].strip() + "\n" + "".join(c["stack"][-4:])
+                        c["message"].strip() + "\n" + "".join(project_frames(c["stack"]))
                         for c in loaded["causes"]
                     )
                     pytest.fail(

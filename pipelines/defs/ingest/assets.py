@@ -54,7 +54,7 @@ def gpu_samples(context: dg.AssetExecutionContext, chargeback: ChargebackResourc
 
     def step(con, month, params, chargeback, catalog):
         return load_month_telemetry(
-            con, Path(chargeback.landing_dir), chargeback.telemetry_dir, params
+            con, Path(chargeback.landing_dir), chargeback.telemetry_dir, params, catalog
         )
 
     return run_months(context, chargeback, step)

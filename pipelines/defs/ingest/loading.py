@@ -7,6 +7,7 @@ SQL (`sql/staging/`).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import math
 import shutil
 from collections import defaultdict
@@ -22,7 +23,7 @@ from pipelines.catalog import Catalog, ClusterSettings
 from pipelines.defs.ingest.catalog_tables import ACCOUNT_TENANTS_SCHEMA, account_tenants
 from pipelines.defs.ingest.tables import write_table
 from pipelines.formats import canonical
-from pipelines.landing import discover
+from pipelines.landing import ExportFile, discover
 from pipelines.sql import bind, create_table, replace_month, sql_text
 
 
@@ -143,36 +144,32 @@ def assign_gpu_indices(
 
 
 def load_month_telemetry(
-    con: duckdb.DuckDBPyConnection, landing_dir: Path, telemetry_dir: Path, params: dict[str, Any]
+    con: duckdb.DuckDBPyConnection,
+    landing_dir: Path,
+    telemetry_dir: Path,
+    params: dict[str, Any],
+    catalog: Catalog,
 ) -> dict[str, int]:
     """Type, check and deduplicate the month's GPU samples and write them as daily Parquet.
 
     Output: `<telemetry_dir>/cluster=<c>/day=<YYYY-MM-DD>/*.parquet` (the month's days are
     replaced), plus the month's rows of sample_rejects and sample_file_counts.
     """
-    by_cluster: dict[str, list[str]] = defaultdict(list)
-    for export in discover(landing_dir, "telemetry"):
-        by_cluster[export.cluster].append(str(export.path))
-    first = True
-    for cluster, files in sorted(by_cluster.items()):
-        cluster_params = {
-            **params, "files": files, "cluster": cluster,
-            "landing_prefix": str(Path(landing_dir)) + "/",
-        }  # fmt: skip
-        if first:
-            create_table(
-                con, "month_samples", "staging/month_samples", cluster_params, temporary=True
-            )
-            first = False
-        else:
-            sql = sql_text("staging/month_samples")
-            con.execute(f"insert into month_samples {sql}", bind(sql, cluster_params))
-    if first:  # no telemetry at all: an empty month, still written consistently
-        con.execute(
-            "create or replace temp table month_samples (cluster varchar, file varchar, "
-            "line bigint, ts timestamp, node varchar, gpu_index integer, util_pct double, "
-            "mem_used_mib double, power_w double, reject_reason varchar)"
-        )
+    sources = [
+        {"path": str(path), "file": export.name, "cluster": export.cluster}
+        for export in discover(landing_dir, "telemetry")
+        for path in [_canonical_samples_file(export, telemetry_dir, catalog)]
+    ]
+    write_table(
+        con,
+        "sample_sources",
+        sources,
+        pa.schema([("path", pa.string()), ("file", pa.string()), ("cluster", pa.string())]),
+    )
+    files = [source["path"] for source in sources] + [str(_schema_file(telemetry_dir))]
+    create_table(
+        con, "month_samples", "staging/month_samples", {**params, "files": files}, temporary=True
+    )
     create_table(con, "ordered_samples", "staging/ordered_samples", params, temporary=True)
     counts = {
         "rejected": replace_month(con, "sample_rejects", "staging/sample_rejects", params),
@@ -194,6 +191,42 @@ def load_month_telemetry(
     con.execute("drop table ordered_samples")
     con.execute("drop table month_samples")
     return counts
+
+
+def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Catalog) -> Path:
+    """The export itself when DuckDB reads it in place, else its canonical Parquet conversion.
+
+    Conversions are cached by content hash, so a month re-run converts nothing again.
+    """
+    if export.format.to_parquet is None:
+        return export.path
+    digest = hashlib.sha256(export.path.read_bytes()).hexdigest()[:20]
+    converted = telemetry_dir / "converted" / export.cluster / f"{digest}.parquet"
+    if not converted.exists():
+        converted.parent.mkdir(parents=True, exist_ok=True)
+        partial = converted.with_suffix(".partial")
+        settings = catalog.settings.clusters.get(export.cluster, ClusterSettings())
+        export.format.to_parquet(export.path, partial, settings)
+        partial.replace(converted)
+    return converted
+
+
+# Every column a canonical samples file may carry: one empty file with all of them joins every
+# read, so that optional columns exist (as NULL) even when no export has them.
+SAMPLE_SCHEMA = pa.schema([
+    ("ts", pa.timestamp("us")), ("node", pa.string()), ("gpu_index", pa.int32()),
+    ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
+    ("source_line", pa.int64()), ("job_id", pa.string()), ("gpu_uuid", pa.string()),
+    ("gpu_model", pa.string()), ("pod", pa.string()), ("namespace", pa.string()),
+])  # fmt: skip
+
+
+def _schema_file(telemetry_dir: Path) -> Path:
+    path = telemetry_dir / "schema" / "samples.parquet"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(SAMPLE_SCHEMA.empty_table(), path)
+    return path
 
 
 def month_day_dirs(telemetry_dir: Path, params: dict[str, Any]) -> list[Path]:
