@@ -5,12 +5,13 @@ import dagster as dg
 from pipelines.defs.attribution import assets as attribution
 from pipelines.defs.checks import checks
 from pipelines.defs.costing import assets as costing
+from pipelines.defs.governance import assets as governance
 from pipelines.defs.ingest import assets as ingest
 from pipelines.defs.reports import assets as reports
 from pipelines.defs.resources import ChargebackResource
 from pipelines.defs.schedules import chargeback_job, chargeback_monthly_schedule
 
-all_assets = dg.load_assets_from_modules([ingest, attribution, costing, reports])
+all_assets = dg.load_assets_from_modules([ingest, attribution, costing, governance, reports])
 
 defs = dg.Definitions(
     assets=all_assets,

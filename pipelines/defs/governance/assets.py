@@ -1,0 +1,1 @@
+"""Governance evidence: quota compliance, queue and service, failures, capacity verdict."""
