@@ -9,7 +9,7 @@ from pipelines.definitions import defs
 EXPECTED_ASSETS = {
     "catalog", "stg_jobs", "gpu_samples", "job_gpu_hours", "job_time_buckets", "gpu_capacity",
     "capacity_buckets", "job_gpu_charges", "charge_lines", "job_usage", "tenant_month",
-    "rejects", "data_quality", "chargeback_workbook",
+    "rejects", "data_quality", "chargeback_workbook", "focus_export", "month_manifest",
 }  # fmt: skip
 
 

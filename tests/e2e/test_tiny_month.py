@@ -318,3 +318,63 @@ def test_a_job_across_the_month_boundary_is_prorated(tmp_path):
         ("unmeasured", 1.0),
         ("zombie", 0.0),
     ]
+
+
+FOCUS_REQUIRED = (
+    "BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "BillingCurrency",
+    "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd",
+    "ChargeCategory", "ChargeClass", "ChargeDescription", "ConsumedQuantity", "ConsumedUnit",
+    "PricingQuantity", "PricingUnit", "ListUnitPrice", "ProviderName", "ServiceName",
+    "SubAccountId", "SubAccountName", "ResourceId", "SkuId", "SkuPriceId", "Tags",
+)  # fmt: skip
+
+
+def test_focus_export_has_the_columns_types_and_sum(tiny):
+    import csv
+    import json
+
+    path = tiny / "reports/2026-11/focus-2026-11.csv"
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert set(FOCUS_REQUIRED) <= set(rows[0])
+    assert len(rows) == 4  # one per charge line
+    assert sum(Decimal(r["BilledCost"]) for r in rows) == Decimal("23.14")
+    assert all(r["BilledCost"] == r["EffectiveCost"] == r["ListCost"] for r in rows)
+    assert {r["BillingPeriodStart"] for r in rows} == {"2026-11-01T00:00:00Z"}
+    assert {r["BillingPeriodEnd"] for r in rows} == {"2026-12-01T00:00:00Z"}
+    assert {(r["SubAccountId"], r["ChargeCategory"], r["ConsumedUnit"]) for r in rows} == {
+        ("alpha", "Usage", "GPU-Hours"),
+        ("beta", "Usage", "GPU-Hours"),
+        ("unmapped", "Usage", "GPU-Hours"),
+    }
+    alpha = next(r for r in rows if r["SubAccountId"] == "alpha")
+    assert (alpha["ConsumedQuantity"], alpha["ListUnitPrice"], alpha["BilledCost"]) == (
+        "6.75",
+        "2.013300",
+        "13.59",
+    )
+    assert json.loads(alpha["Tags"]) == {
+        "department": "Science", "cost_center": "CC-1", "gpu_model": "A100",
+    }  # fmt: skip
+
+
+def test_manifest_records_inputs_outputs_and_run(tiny):
+    import hashlib
+    import json
+
+    manifest = json.loads((tiny / "reports/2026-11/manifest.json").read_text())
+    inputs = {i["file"]: i for i in manifest["inputs"]}
+    jobs = tiny / "landing/scheduler/tiny/jobs.csv"
+    assert (
+        inputs["scheduler/tiny/jobs.csv"]["sha256"] == hashlib.sha256(jobs.read_bytes()).hexdigest()
+    )
+    assert (inputs["scheduler/tiny/jobs.csv"]["rows_read"],
+            inputs["scheduler/tiny/jobs.csv"]["rows_rejected"]) == (8, 1)  # fmt: skip
+    assert inputs["telemetry/tiny/b.parquet"]["format"] == "canonical_samples"
+    outputs = {o["file"]: o["sha256"] for o in manifest["outputs"]}
+    workbook = tiny / "reports/2026-11/chargeback-2026-11.xlsx"
+    assert outputs["chargeback-2026-11.xlsx"] == hashlib.sha256(workbook.read_bytes()).hexdigest()
+    assert manifest["total_charged"] == {"amount": "23.14", "currency": "EUR"}
+    assert manifest["tables"]["charge_lines"] == 4
+    assert len(manifest["catalog"]["version"]) == 64
+    assert manifest["dagster_run_id"]

@@ -9,7 +9,14 @@ from pipelines.defs.costing.assets import charge_lines, job_usage, tenant_month
 from pipelines.defs.ingest.assets import gpu_samples, stg_jobs
 from pipelines.defs.monthly import monthly_sql_asset, run_months
 from pipelines.defs.partitions import monthly_partition, single_run
+from pipelines.defs.reports.exports import (
+    catalog_version,
+    sha256_of,
+    write_focus_csv,
+    write_manifest,
+)
 from pipelines.defs.reports.workbook import write_chargeback_workbook
+from pipelines.landing import discover
 from pipelines.defs.resources import ChargebackResource
 from pipelines.version import code_version
 
@@ -51,10 +58,103 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
             # the run id stays out: the same inputs and code must give the same bytes
             "code_version": code_version(),
         }
-        out = Path(chargeback.reports_dir) / month.label / f"chargeback-{month.label}.xlsx"
-        out.parent.mkdir(parents=True, exist_ok=True)
+        out = report_path(chargeback, month.label, f"chargeback-{month.label}.xlsx")
         summary = write_chargeback_workbook(con, month.first_day, parameters, out)
         context.add_output_metadata({f"path_{month.label}": dg.MetadataValue.path(str(out))})
         return {"charge_lines": summary["charge_lines"], "job_lines": summary["job_lines"]}
+
+    return run_months(context, chargeback, step)
+
+
+def report_path(chargeback: ChargebackResource, label: str, name: str) -> Path:
+    """`<reports>/YYYY-MM/<name>`, its folder created."""
+    folder = Path(chargeback.reports_dir) / label
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
+@dg.asset(
+    deps=[charge_lines],
+    partitions_def=monthly_partition,
+    backfill_policy=single_run,
+    group_name=GROUP,
+    kinds={"csv"},
+)
+def focus_export(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
+    """`<reports>/YYYY-MM/focus-YYYY-MM.csv`: one row per charge line in FinOps FOCUS columns
+    (BilledCost, EffectiveCost, ListCost, ConsumedQuantity/Unit, Charge/BillingPeriodStart/End,
+    ChargeCategory, ChargeClass, SubAccountId/Name, ResourceId, SkuPriceId, Tags, ...)."""
+
+    def step(con, month, params, chargeback, catalog):
+        out = report_path(chargeback, month.label, f"focus-{month.label}.csv")
+        return {"focus_rows": write_focus_csv(con, params, out)}
+
+    return run_months(context, chargeback, step)
+
+
+_MANIFEST_TABLES = (
+    "stg_jobs", "job_gpu_hours", "job_usage", "capacity_buckets", "charge_lines",
+    "tenant_month", "rejects", "data_quality",
+)  # fmt: skip
+
+
+@dg.asset(
+    deps=[chargeback_workbook, focus_export, data_quality],
+    partitions_def=monthly_partition,
+    backfill_policy=single_run,
+    group_name=GROUP,
+    kinds={"json"},
+)
+def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
+    """`<reports>/YYYY-MM/manifest.json`, the audit record of a month's run: every input file
+    with its sha256 and row counts, the catalog version, the parameters, the code version, the
+    Dagster run id, the month's table row counts and the checksums of the reports."""
+
+    def step(con, month, params, chargeback, catalog):
+        counts = {
+            subject: {"rows_read": read, "rows_loaded": loaded, "rows_rejected": rejected,
+                      "duplicates_folded": folded}
+            for subject, read, loaded, rejected, folded in con.execute(
+                "select subject, rows_read, rows_loaded, rows_rejected, duplicates_folded "
+                "from data_quality where billing_month = ? and category = 'file'",
+                [month.first_day],
+            ).fetchall()
+        }  # fmt: skip
+        landing = Path(chargeback.landing_dir)
+        inputs = [
+            {"file": export.name, "cluster": export.cluster, "format": export.format.name,
+             "sha256": sha256_of(export.path), **counts.get(export.name, {})}
+            for area in ("scheduler", "telemetry")
+            for export in discover(landing, area)
+        ]  # fmt: skip
+        folder = Path(chargeback.reports_dir) / month.label
+        outputs = [
+            {"file": name, "sha256": sha256_of(folder / name), "bytes": (folder / name).stat().st_size}
+            for name in (f"chargeback-{month.label}.xlsx", f"focus-{month.label}.csv")
+        ]  # fmt: skip
+        tables = {
+            table: con.execute(
+                f"select count(*) from {table} where billing_month = ?", [month.first_day]
+            ).fetchone()[0]
+            for table in _MANIFEST_TABLES
+        }
+        [(total,)] = con.execute(
+            "select coalesce(sum(amount), 0) from charge_lines where billing_month = ?",
+            [month.first_day],
+        ).fetchall()
+        write_manifest(folder / "manifest.json", {
+            "billing_month": month.label,
+            "period_utc": [month.start.isoformat(), month.end.isoformat()],
+            "dagster_run_id": context.run.run_id,
+            "code_version": code_version(),
+            "parameters": catalog.settings.model_dump(mode="json"),
+            "catalog": {"dir": chargeback.catalog_dir,
+                        "version": catalog_version(Path(chargeback.catalog_dir))},
+            "inputs": inputs,
+            "tables": tables,
+            "total_charged": {"amount": str(total), "currency": catalog.settings.currency},
+            "outputs": outputs,
+        })  # fmt: skip
+        return {"inputs": len(inputs)}
 
     return run_months(context, chargeback, step)

@@ -1,0 +1,51 @@
+"""The machine-readable outputs of a month: the FOCUS CSV and the audit manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from pipelines.sql import bind, sql_text
+
+
+def write_focus_csv(con: duckdb.DuckDBPyConnection, params: dict[str, Any], out: Path) -> int:
+    """Write `focus-YYYY-MM.csv` (one row per charge line); returns the rows written.
+
+    Written beside the target and renamed, so a failure leaves an earlier file intact.
+    """
+    sql = sql_text("marts/focus_charges")
+    partial = out.with_name(f".{out.name}.partial")
+    con.execute(
+        f"copy ({sql}) to '{partial.as_posix()}' (format csv, header true)", bind(sql, params)
+    )
+    os.replace(partial, out)
+    return con.execute(f"select count(*) from ({sql})", bind(sql, params)).fetchone()[0]
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def catalog_version(catalog_dir: Path) -> str:
+    """One hash over every catalog file's name and content: changes whenever the catalog does."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(catalog_dir).rglob("*") if p.is_file()):
+        digest.update(path.relative_to(catalog_dir).as_posix().encode() + b"\0")
+        digest.update(sha256_of(path).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
+    """Write `manifest.json` atomically, keys sorted so the same run facts give the same text."""
+    partial = out.with_name(f".{out.name}.partial")
+    partial.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(partial, out)

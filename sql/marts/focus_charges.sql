@@ -1,0 +1,50 @@
+-- One row per charge line of the billing month in FinOps FOCUS (1.x) columns, for FinOps
+-- tools: costs are the line amount (no discounts: billed = effective = list = contracted),
+-- the consumed quantity is GPU-hours, the sub-account is the tenant.
+-- Parameters: $billing_month, $month_start, $month_end.
+with final as (
+    select
+        amount as "BilledCost",
+        amount as "EffectiveCost",
+        amount as "ListCost",
+        amount as "ContractedCost",
+        currency as "BillingCurrency",
+        strftime($month_start::timestamp, '%Y-%m-%dT%H:%M:%SZ') as "BillingPeriodStart",
+        strftime($month_end::timestamp, '%Y-%m-%dT%H:%M:%SZ') as "BillingPeriodEnd",
+        strftime($month_start::timestamp, '%Y-%m-%dT%H:%M:%SZ') as "ChargePeriodStart",
+        strftime($month_end::timestamp, '%Y-%m-%dT%H:%M:%SZ') as "ChargePeriodEnd",
+        charge_category as "ChargeCategory",
+        charge_class as "ChargeClass",
+        charge_description as "ChargeDescription",
+        'Usage-Based' as "ChargeFrequency",
+        round(gpu_hours, 6) as "ConsumedQuantity",
+        'GPU-Hours' as "ConsumedUnit",
+        round(gpu_hours, 6) as "PricingQuantity",
+        'GPU-Hours' as "PricingUnit",
+        unit_price as "ListUnitPrice",
+        unit_price as "ContractedUnitPrice",
+        'Internal GPU platform' as "ProviderName",
+        'Internal GPU platform' as "PublisherName",
+        'Internal GPU platform' as "InvoiceIssuerName",
+        'GPU compute' as "ServiceName",
+        'AI and Machine Learning' as "ServiceCategory",
+        cluster as "BillingAccountId",
+        cluster as "BillingAccountName",
+        tenant_id as "SubAccountId",
+        tenant_name as "SubAccountName",
+        format('{}/{}', cluster, gpu_model) as "ResourceId",
+        format('{} {} GPUs', cluster, gpu_model) as "ResourceName",
+        'GPU pool' as "ResourceType",
+        gpu_model as "SkuId",
+        format('{}@{}', gpu_model, unit_price) as "SkuPriceId",
+        to_json({
+            department: department,
+            cost_center: cost_center,
+            gpu_model: gpu_model
+        })::varchar as "Tags"
+    from charge_lines
+    where billing_month = $billing_month
+)
+
+select * from final
+order by "SubAccountId", "BillingAccountId", "SkuId", "ChargeCategory", "SkuPriceId"
