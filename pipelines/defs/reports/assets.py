@@ -16,8 +16,8 @@ from pipelines.defs.reports.exports import (
     write_manifest,
 )
 from pipelines.defs.reports.workbook import write_chargeback_workbook
-from pipelines.landing import discover
 from pipelines.defs.resources import ChargebackResource
+from pipelines.landing import discover
 from pipelines.version import code_version
 
 GROUP = "reports"
@@ -129,7 +129,8 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
         ]  # fmt: skip
         folder = Path(chargeback.reports_dir) / month.label
         outputs = [
-            {"file": name, "sha256": sha256_of(folder / name), "bytes": (folder / name).stat().st_size}
+            {"file": name, "sha256": sha256_of(folder / name),
+             "bytes": (folder / name).stat().st_size}
             for name in (f"chargeback-{month.label}.xlsx", f"focus-{month.label}.csv")
         ]  # fmt: skip
         tables = {
