@@ -3,9 +3,13 @@
 -- account maps to and the rate valid at the segment's start, so a reorganisation or a rate
 -- change at midnight splits the job's hours exactly.
 -- charge_numerator = gpu_ms × price in millionths; dividing it by 36,000,000,000 gives cents.
+-- The credited part is the failed_infra time (all of a NODE_FAIL job, else its time inside
+-- outage windows): the tenant is charged for it and credited back on a line of its own.
 -- Parameters: $billing_month.
 with segments as (
-    select g.cluster, g.job_id, j.account, g.gpu_model, g.hour, g.seg_from, g.gpu_ms
+    select
+        g.cluster, g.job_id, j.account, g.gpu_model, g.hour, g.seg_from, g.gpu_ms,
+        g.in_outage or j.state = 'NODE_FAIL' as is_credited
     from job_gpu_hours as g
     join stg_jobs as j using (billing_month, cluster, job_id)
     where g.billing_month = $billing_month
@@ -42,7 +46,10 @@ final as (
         s.gpu_model,
         m.price_per_gpu_hour as unit_price,
         sum(s.gpu_ms)::bigint as gpu_ms,
-        sum(s.gpu_ms::hugeint * m.price_micro) as charge_numerator
+        sum(s.gpu_ms::hugeint * m.price_micro) as charge_numerator,
+        coalesce(sum(s.gpu_ms) filter (s.is_credited), 0)::bigint as credit_gpu_ms,
+        coalesce(sum(s.gpu_ms::hugeint * m.price_micro) filter (s.is_credited), 0)::hugeint
+            as credit_numerator
     from segments as s
     join account_hours as a using (account, hour)
     join model_hours as m using (gpu_model, hour)

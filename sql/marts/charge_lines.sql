@@ -1,19 +1,35 @@
 -- One row per billing month × tenant × cluster × GPU model × charge category × unit price.
--- rate_card mode: usage at the rate in force. Each line's exact amount is rounded to cents once,
--- by the largest-remainder method: every line gets its floor in cents, then the lines with the
--- largest remainders get one more cent each until the lines add up to the exact month total
+-- rate_card mode: 'Usage' lines charge all allocated time at the rate in force; 'Credit' lines
+-- give back the failed_infra part (node failures, outage windows) as negative amounts, so the
+-- tenant sees both. Each line's exact amount is rounded to cents once, by the largest-remainder
+-- method within its category: every line gets its floor in cents, then the lines with the
+-- largest remainders get one more cent each until the category adds up to its exact total
 -- rounded half up. So lines sum to tenants and tenants to the total, to the cent.
 -- Parameters: $billing_month, $currency.
-with usage as (
+with priced as (
     select
-        c.tenant_id,
-        c.cluster,
-        c.gpu_model,
-        c.unit_price,
-        sum(c.gpu_ms)::bigint as gpu_ms,
-        sum(c.charge_numerator) as charge_numerator
+        c.tenant_id, c.cluster, c.gpu_model, c.unit_price,
+        'Usage' as charge_category,
+        c.gpu_ms,
+        c.charge_numerator
     from job_gpu_charges as c
     where c.billing_month = $billing_month
+    union all
+    select
+        c.tenant_id, c.cluster, c.gpu_model, c.unit_price,
+        'Credit',
+        c.credit_gpu_ms,
+        c.credit_numerator
+    from job_gpu_charges as c
+    where c.billing_month = $billing_month and c.credit_gpu_ms > 0
+),
+
+lines as (
+    select
+        tenant_id, cluster, gpu_model, unit_price, charge_category,
+        sum(gpu_ms)::bigint as gpu_ms,
+        sum(charge_numerator) as charge_numerator
+    from priced
     group by all
 ),
 
@@ -22,12 +38,15 @@ floored as (
         *,
         charge_numerator // 36000000000 as floor_cents,
         charge_numerator % 36000000000 as remainder
-    from usage
+    from lines
 ),
 
 shortfall as (
-    select (sum(charge_numerator) + 18000000000) // 36000000000 - sum(floor_cents) as cents
+    select
+        charge_category,
+        (sum(charge_numerator) + 18000000000) // 36000000000 - sum(floor_cents) as cents
     from floored
+    group by charge_category
 ),
 
 rounded as (
@@ -35,11 +54,12 @@ rounded as (
         f.*,
         f.floor_cents + case
             when row_number() over (
+                partition by f.charge_category
                 order by f.remainder desc, f.tenant_id, f.cluster, f.gpu_model, f.unit_price
             ) <= s.cents then 1 else 0
         end as cents
     from floored as f
-    cross join shortfall as s
+    join shortfall as s using (charge_category)
 ),
 
 final as (
@@ -51,19 +71,24 @@ final as (
         t.cost_center,
         r.cluster,
         r.gpu_model,
-        'Usage' as charge_category,
+        r.charge_category,
         null::varchar as charge_class,
-        format('GPU usage, {} at {} {}/GPU-hour', r.gpu_model, r.unit_price, $currency)
-            as charge_description,
+        case r.charge_category
+            when 'Usage' then format('GPU usage, {} at {} {}/GPU-hour', r.gpu_model,
+                                     r.unit_price, $currency)
+            else format('Credit for failed infrastructure, {} at {} {}/GPU-hour', r.gpu_model,
+                        r.unit_price, $currency)
+        end as charge_description,
         r.gpu_ms / 3600000.0 as gpu_hours,
         r.gpu_ms,
         r.unit_price::decimal(18, 6) as unit_price,
         r.charge_numerator,
-        (r.cents::decimal(18, 0) * 0.01::decimal(18, 2))::decimal(18, 2) as amount,
+        (case when r.charge_category = 'Credit' then -1 else 1 end
+            * r.cents::decimal(18, 0) * 0.01::decimal(18, 2))::decimal(18, 2) as amount,
         $currency as currency
     from rounded as r
     left join catalog_tenants as t on t.tenant_id = r.tenant_id
 )
 
 select * from final
-order by tenant_id, cluster, gpu_model, charge_category, unit_price
+order by tenant_id, cluster, gpu_model, charge_category desc, unit_price

@@ -1,6 +1,6 @@
 -- One row per job × billing month: every job that held GPUs in the month or was submitted in
 -- it, its allocated hours split into waste buckets, its utilisation and its informational
--- amount (the job's exact charge rounded half up; the bill itself is charge_lines).
+-- amount (the job's exact charge less its credit, rounded half up; the bill is charge_lines).
 -- tenant_id is the tenant of the job's first charged hour (or of its account at submit).
 -- Parameters: $billing_month, $currency.
 with buckets as (
@@ -26,7 +26,7 @@ charges as (
         cluster,
         job_id,
         arg_min(tenant_id, gpu_ms) filter (gpu_ms > 0) as charged_tenant_id,
-        (sum(charge_numerator) + 18000000000) // 36000000000 as cents
+        (sum(charge_numerator - credit_numerator) + 18000000000) // 36000000000 as cents
     from job_gpu_charges
     where billing_month = $billing_month
     group by all

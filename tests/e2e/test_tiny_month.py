@@ -193,18 +193,22 @@ def test_charges_use_largest_remainder_cents(tiny):
     # exact: alpha 6.75 h x 2.0133 = 13.589775; beta 2 h x 2.0133 = 4.0266 and 1.5 h x 1.00;
     # ghost (unmapped) 4.0266. Total 23.142975 -> 23.14. Floors sum to 23.12, so the two
     # largest remainders (alpha .9775 ct, then beta .66 ct before unmapped .66 ct) get a cent.
+    # Credits give back the failed_infra hours: J3's outage hour (1 h x 2.0133 = 2.0133 -> 2.01)
+    # and all of NODE_FAIL J6 (1.5 h x 1.00); credits 3.5133 -> 3.51, rounded on their own.
     rows = query(
         tiny,
-        "select tenant_id, gpu_model, gpu_hours, unit_price, amount, currency "
-        "from charge_lines order by tenant_id, gpu_model",
+        "select tenant_id, gpu_model, charge_category, gpu_hours, unit_price, amount, currency "
+        "from charge_lines",
     )
     assert rows == [
-        ("alpha", "A100", 6.75, Decimal("2.013300"), Decimal("13.59"), "EUR"),
-        ("beta", "A100", 2.0, Decimal("2.013300"), Decimal("4.03"), "EUR"),
-        ("beta", "H100", 1.5, Decimal("1.000000"), Decimal("1.50"), "EUR"),
-        ("unmapped", "A100", 2.0, Decimal("2.013300"), Decimal("4.02"), "EUR"),
+        ("alpha", "A100", "Usage", 6.75, Decimal("2.013300"), Decimal("13.59"), "EUR"),
+        ("alpha", "A100", "Credit", 1.0, Decimal("2.013300"), Decimal("-2.01"), "EUR"),
+        ("beta", "A100", "Usage", 2.0, Decimal("2.013300"), Decimal("4.03"), "EUR"),
+        ("beta", "H100", "Usage", 1.5, Decimal("1.000000"), Decimal("1.50"), "EUR"),
+        ("beta", "H100", "Credit", 1.5, Decimal("1.000000"), Decimal("-1.50"), "EUR"),
+        ("unmapped", "A100", "Usage", 2.0, Decimal("2.013300"), Decimal("4.02"), "EUR"),
     ]
-    assert query(tiny, "select sum(amount) from charge_lines") == [(Decimal("23.14"),)]
+    assert query(tiny, "select sum(amount) from charge_lines") == [(Decimal("19.63"),)]
 
 
 def test_tenant_month_budget_status(tiny):
@@ -213,8 +217,8 @@ def test_tenant_month_budget_status(tiny):
         "select tenant_id, amount, budget, budget_status from tenant_month order by tenant_id",
     )
     assert rows == [
-        ("alpha", Decimal("13.59"), Decimal("12.00"), "over"),
-        ("beta", Decimal("5.53"), Decimal("6.00"), "warn"),
+        ("alpha", Decimal("11.58"), Decimal("12.00"), "warn"),  # 96.5 %
+        ("beta", Decimal("4.03"), Decimal("6.00"), "ok"),  # 67 %
         ("unmapped", Decimal("4.02"), None, "no budget"),
     ]
 
@@ -300,7 +304,7 @@ def test_a_job_across_the_month_boundary_is_prorated(tmp_path):
         tmp_path,
         "select billing_month::varchar, sum(amount) from charge_lines group by 1 order by 1",
     )
-    assert totals == [("2026-10-01", Decimal("4.03")), ("2026-11-01", Decimal("23.14"))]
+    assert totals == [("2026-10-01", Decimal("4.03")), ("2026-11-01", Decimal("19.63"))]
     october_buckets = query(
         tmp_path,
         "select bucket, gpu_hours from capacity_buckets "
@@ -337,17 +341,21 @@ def test_focus_export_has_the_columns_types_and_sum(tiny):
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert set(FOCUS_REQUIRED) <= set(rows[0])
-    assert len(rows) == 4  # one per charge line
-    assert sum(Decimal(r["BilledCost"]) for r in rows) == Decimal("23.14")
+    assert len(rows) == 6  # one per charge line
+    assert sum(Decimal(r["BilledCost"]) for r in rows) == Decimal("19.63")
     assert all(r["BilledCost"] == r["EffectiveCost"] == r["ListCost"] for r in rows)
     assert {r["BillingPeriodStart"] for r in rows} == {"2026-11-01T00:00:00Z"}
     assert {r["BillingPeriodEnd"] for r in rows} == {"2026-12-01T00:00:00Z"}
     assert {(r["SubAccountId"], r["ChargeCategory"], r["ConsumedUnit"]) for r in rows} == {
         ("alpha", "Usage", "GPU-Hours"),
+        ("alpha", "Credit", "GPU-Hours"),
         ("beta", "Usage", "GPU-Hours"),
+        ("beta", "Credit", "GPU-Hours"),
         ("unmapped", "Usage", "GPU-Hours"),
     }
-    alpha = next(r for r in rows if r["SubAccountId"] == "alpha")
+    alpha = next(
+        r for r in rows if r["SubAccountId"] == "alpha" and r["ChargeCategory"] == "Usage"
+    )
     assert (alpha["ConsumedQuantity"], alpha["ListUnitPrice"], alpha["BilledCost"]) == (
         "6.75",
         "2.013300",
@@ -374,7 +382,7 @@ def test_manifest_records_inputs_outputs_and_run(tiny):
     outputs = {o["file"]: o["sha256"] for o in manifest["outputs"]}
     workbook = tiny / "reports/2026-11/chargeback-2026-11.xlsx"
     assert outputs["chargeback-2026-11.xlsx"] == hashlib.sha256(workbook.read_bytes()).hexdigest()
-    assert manifest["total_charged"] == {"amount": "23.14", "currency": "EUR"}
-    assert manifest["tables"]["charge_lines"] == 4
+    assert manifest["total_charged"] == {"amount": "19.63", "currency": "EUR"}
+    assert manifest["tables"]["charge_lines"] == 6
     assert len(manifest["catalog"]["version"]) == 64
     assert manifest["dagster_run_id"]

@@ -248,7 +248,8 @@ def test_charge_lines_round_by_largest_remainder(con):
     # three lines of 33 1/3 cents each (36e9 charge_numerator units per cent): exactly 1.00
     con.execute("""create table job_gpu_charges as select date '2026-11-01' as billing_month,
         'c' as cluster, t as tenant_id, 'A100' as gpu_model, 1.0::decimal(18, 6) as unit_price,
-        1000::bigint as gpu_ms, 1200000000000::hugeint as charge_numerator
+        1000::bigint as gpu_ms, 1200000000000::hugeint as charge_numerator,
+        0::bigint as credit_gpu_ms, 0::hugeint as credit_numerator
         from unnest(['a', 'b', 'c']) as u(t)""")
     con.execute("create table catalog_tenants (tenant_id varchar, name varchar, "
                 "department varchar, cost_center varchar)")  # fmt: skip
