@@ -258,3 +258,37 @@ def test_charge_lines_round_by_largest_remainder(con):
     # each is 33.333 cents: floors 0.33 x 3 = 0.99, one cent to the first by tie-break
     assert amounts == [Decimal("0.34"), Decimal("0.33"), Decimal("0.33")]
     assert sum(amounts) == Decimal("1.00")
+
+
+def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):
+    # one job 11-14 22:00 -> 11-15 02:00 on one GPU; on the 15th the A100 price goes from 2.00
+    # to 2.50 and account 'cv' moves from tenant vision to tenant robotics
+    con.execute("""create table stg_jobs as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'j' as job_id, 'cv' as account, 'COMPLETED' as state""")
+    con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'j' as job_id, 'A100' as gpu_model, h as hour, h as seg_from,
+        3600000::bigint as gpu_ms, false as in_outage
+        from unnest(range(timestamp '2026-11-14 22:00', timestamp '2026-11-15 02:00',
+                          interval 1 hour)) as t(h)""")
+    con.execute("""create table catalog_account_tenants as select * from (values
+        ('cv', 'vision', 0, timestamp '1900-01-01', timestamp '2026-11-15'),
+        ('cv', 'robotics', 1, timestamp '2026-11-15', timestamp '9999-12-31')
+    ) as v(account, tenant_id, priority, valid_from, valid_to)""")
+    con.execute("""create table catalog_rates as select * from (values
+        ('A100', 2.00::decimal(18, 6), 2000000, timestamp '1900-01-01',
+         timestamp '2026-11-15', 0),
+        ('A100', 2.50::decimal(18, 6), 2500000, timestamp '2026-11-15',
+         timestamp '9999-12-31', 1),
+        ('*', 1.00::decimal(18, 6), 1000000, timestamp '1900-01-01',
+         timestamp '9999-12-31', 2)
+    ) as v(gpu_model, price_per_gpu_hour, price_micro, valid_from, valid_to, priority)""")
+    rows = con.execute(
+        "select tenant_id, unit_price, gpu_ms, charge_numerator // 36000000000 from ("
+        + _sql("facts/job_gpu_charges")
+        + ") order by tenant_id",
+        {"billing_month": dt.date(2026, 11, 1)},
+    ).fetchall()
+    assert rows == [
+        ("robotics", Decimal("2.500000"), 7_200_000, 500),
+        ("vision", Decimal("2.000000"), 7_200_000, 400),
+    ]
