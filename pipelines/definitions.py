@@ -5,6 +5,7 @@ import dagster as dg
 from pipelines.defs.attribution import assets as attribution
 from pipelines.defs.checks import checks
 from pipelines.defs.costing import assets as costing
+from pipelines.defs.costing.close_job import close_month_job
 from pipelines.defs.governance import assets as governance
 from pipelines.defs.ingest import assets as ingest
 from pipelines.defs.reports import assets as reports
@@ -16,7 +17,7 @@ all_assets = dg.load_assets_from_modules([ingest, attribution, costing, governan
 defs = dg.Definitions(
     assets=all_assets,
     asset_checks=checks,
-    jobs=[chargeback_job],
+    jobs=[chargeback_job, close_month_job],
     schedules=[chargeback_monthly_schedule],
     resources={"chargeback": ChargebackResource.from_env()},
     # One small month runs in seconds in-process; the multiprocess executor would spend ~10 s

@@ -10,6 +10,7 @@ EXPECTED_ASSETS = {
     "catalog", "stg_jobs", "gpu_samples", "job_gpu_hours", "job_time_buckets", "gpu_capacity",
     "capacity_buckets", "job_gpu_charges", "charge_lines", "job_usage", "tenant_month",
     "rejects", "data_quality", "chargeback_workbook", "focus_export", "month_manifest",
+    "quota_compliance", "queue_stats", "failure_stats", "capacity_evidence", "utilization_daily",
 }  # fmt: skip
 
 
@@ -43,6 +44,7 @@ def test_every_asset_is_monthly_and_backfills_in_one_run():
 def test_job_and_schedule():
     job = defs.resolve_job_def("chargeback_job")
     assert job.name == "chargeback_job"
+    assert defs.resolve_job_def("close_month_job").name == "close_month_job"
     schedule = defs.resolve_schedule_def("chargeback_monthly_schedule")
     assert schedule.cron_schedule == "0 3 1 * *"
     assert schedule.job_name == "chargeback_job"

@@ -44,6 +44,7 @@ line_ties as (
         charge_numerator::double / 3600000000000 as expected_amount
     from charge_lines
     where billing_month = $billing_month
+        and charge_class is distinct from 'Correction'  -- differences of two rounded lines
         and abs(abs(amount) * 36000000000 * 100 - charge_numerator) >= 36000000000
 )
 

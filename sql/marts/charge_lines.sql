@@ -1,94 +1,53 @@
--- One row per billing month × tenant × cluster × GPU model × charge category × unit price.
--- rate_card mode: 'Usage' lines charge all allocated time at the rate in force; 'Credit' lines
--- give back the failed_infra part (node failures, outage windows) as negative amounts, so the
--- tenant sees both. Each line's exact amount is rounded to cents once, by the largest-remainder
--- method within its category: every line gets its floor in cents, then the lines with the
--- largest remainders get one more cent each until the category adds up to its exact total
--- rounded half up. So lines sum to tenants and tenants to the total, to the cent.
--- Parameters: $billing_month, $currency.
-with priced as (
-    select
-        c.tenant_id, c.cluster, c.gpu_model, c.unit_price,
-        'Usage' as charge_category,
-        c.gpu_ms,
-        c.charge_numerator
-    from job_gpu_charges as c
-    where c.billing_month = $billing_month
-    union all
-    select
-        c.tenant_id, c.cluster, c.gpu_model, c.unit_price,
-        'Credit',
-        c.credit_gpu_ms,
-        c.credit_numerator
-    from job_gpu_charges as c
-    where c.billing_month = $billing_month and c.credit_gpu_ms > 0
+-- One row per billing month × tenant × cluster × GPU model × charge category × unit price ×
+-- charge class: the bill. An open month is its computed lines. A closed month keeps the lines
+-- issued when it was closed, untouched, plus one 'Correction' line (FOCUS ChargeClass) per key
+-- whose computed amount now differs: computed − issued, so issued + corrections = computed.
+-- Parameters: $billing_month.
+with computed as (
+    select * from computed_charge_lines where billing_month = $billing_month
 ),
 
-lines as (
-    select
-        tenant_id, cluster, gpu_model, unit_price, charge_category,
-        sum(gpu_ms)::bigint as gpu_ms,
-        sum(charge_numerator) as charge_numerator
-    from priced
-    group by all
+is_closed as (
+    select count(*) > 0 as closed from closed_months where billing_month = $billing_month
 ),
 
-floored as (
-    select
-        *,
-        charge_numerator // 36000000000 as floor_cents,
-        charge_numerator % 36000000000 as remainder
-    from lines
+issued as (
+    select * exclude (issued_at) from issued_charge_lines where billing_month = $billing_month
 ),
 
-shortfall as (
+corrections as (
     select
-        charge_category,
-        (sum(charge_numerator) + 18000000000) // 36000000000 - sum(floor_cents) as cents
-    from floored
-    group by charge_category
-),
-
-rounded as (
-    select
-        f.*,
-        f.floor_cents + case
-            when row_number() over (
-                partition by f.charge_category
-                order by f.remainder desc, f.tenant_id, f.cluster, f.gpu_model, f.unit_price
-            ) <= s.cents then 1 else 0
-        end as cents
-    from floored as f
-    join shortfall as s using (charge_category)
+        $billing_month::date as billing_month,
+        coalesce(c.tenant_id, i.tenant_id) as tenant_id,
+        coalesce(c.tenant_name, i.tenant_name) as tenant_name,
+        coalesce(c.department, i.department) as department,
+        coalesce(c.cost_center, i.cost_center) as cost_center,
+        coalesce(c.cluster, i.cluster) as cluster,
+        coalesce(c.gpu_model, i.gpu_model) as gpu_model,
+        coalesce(c.charge_category, i.charge_category) as charge_category,
+        'Correction' as charge_class,
+        'Correction of the issued line: '
+            || coalesce(c.charge_description, i.charge_description) as charge_description,
+        coalesce(c.gpu_hours, 0) - coalesce(i.gpu_hours, 0) as gpu_hours,
+        coalesce(c.gpu_ms, 0) - coalesce(i.gpu_ms, 0) as gpu_ms,
+        coalesce(c.unit_price, i.unit_price) as unit_price,
+        coalesce(c.charge_numerator, 0) - coalesce(i.charge_numerator, 0) as charge_numerator,
+        coalesce(c.amount, 0) - coalesce(i.amount, 0) as amount,
+        coalesce(c.currency, i.currency) as currency
+    from computed as c
+    full join issued as i
+        using (tenant_id, cluster, gpu_model, charge_category, unit_price)
+    where coalesce(c.amount, 0) <> coalesce(i.amount, 0)
+        or coalesce(c.gpu_ms, 0) <> coalesce(i.gpu_ms, 0)
 ),
 
 final as (
-    select
-        $billing_month::date as billing_month,
-        r.tenant_id,
-        coalesce(t.name, 'Unmapped accounts') as tenant_name,
-        coalesce(t.department, 'Unmapped') as department,
-        t.cost_center,
-        r.cluster,
-        r.gpu_model,
-        r.charge_category,
-        null::varchar as charge_class,
-        case r.charge_category
-            when 'Usage' then format('GPU usage, {} at {} {}/GPU-hour', r.gpu_model,
-                                     r.unit_price, $currency)
-            else format('Credit for failed infrastructure, {} at {} {}/GPU-hour', r.gpu_model,
-                        r.unit_price, $currency)
-        end as charge_description,
-        r.gpu_ms / 3600000.0 as gpu_hours,
-        r.gpu_ms,
-        r.unit_price::decimal(18, 6) as unit_price,
-        r.charge_numerator,
-        (case when r.charge_category = 'Credit' then -1 else 1 end
-            * r.cents::decimal(18, 0) * 0.01::decimal(18, 2))::decimal(18, 2) as amount,
-        $currency as currency
-    from rounded as r
-    left join catalog_tenants as t on t.tenant_id = r.tenant_id
+    select * from computed where not (select closed from is_closed)
+    union all by name
+    select * from issued where (select closed from is_closed)
+    union all by name
+    select * from corrections where (select closed from is_closed)
 )
 
 select * from final
-order by tenant_id, cluster, gpu_model, charge_category desc, unit_price
+order by tenant_id, cluster, gpu_model, charge_category desc, unit_price, charge_class nulls first

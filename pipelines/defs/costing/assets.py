@@ -1,14 +1,41 @@
 """Costing: priced job time, the charge lines and the per-tenant month."""
 
+import dagster as dg
+
 from pipelines.defs.attribution.assets import job_gpu_hours, job_time_buckets
-from pipelines.defs.monthly import monthly_sql_asset
+from pipelines.defs.monthly import monthly_sql_asset, run_months, sql_description
+from pipelines.defs.partitions import monthly_partition, single_run
+from pipelines.defs.resources import ChargebackResource
+from pipelines.sql import replace_month, run
 
 GROUP = "costing"
 
 job_gpu_charges = monthly_sql_asset(
     "job_gpu_charges", "facts/job_gpu_charges", [job_gpu_hours], GROUP
 )
-charge_lines = monthly_sql_asset("charge_lines", "marts/charge_lines", [job_gpu_charges], GROUP)
+
+
+@dg.asset(
+    deps=[job_gpu_charges],
+    partitions_def=monthly_partition,
+    backfill_policy=single_run,
+    group_name=GROUP,
+    description=sql_description("marts/charge_lines"),
+    kinds={"duckdb", "sql"},
+)
+def charge_lines(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
+    def step(con, month, params, chargeback, catalog):
+        computed = replace_month(
+            con, "computed_charge_lines", "marts/computed_charge_lines", params
+        )
+        run(con, "ddl/closed_months")
+        run(con, "ddl/issued_charge_lines")
+        lines = replace_month(con, "charge_lines", "marts/charge_lines", params)
+        return {"computed_charge_lines": computed, "charge_lines": lines}
+
+    return run_months(context, chargeback, step)
+
+
 job_usage = monthly_sql_asset(
     "job_usage", "marts/job_usage", [job_time_buckets, job_gpu_charges], GROUP
 )

@@ -1,0 +1,30 @@
+"""The Dagster job that closes a billing month (the same as `python -m pipelines.close`)."""
+
+import datetime as dt
+
+import dagster as dg
+
+from pipelines.close import close_month
+from pipelines.defs.resources import ChargebackResource
+
+
+class CloseMonthConfig(dg.Config):
+    month: str  # YYYY-MM
+    closed_by: str = "platform-team"
+
+
+@dg.op
+def close_billing_month(
+    context: dg.OpExecutionContext, config: CloseMonthConfig, chargeback: ChargebackResource
+) -> None:
+    """Issue the month's charge lines; later re-runs of the month only add corrections."""
+    with chargeback.connect() as con:
+        lines, total = close_month(
+            con, dt.date.fromisoformat(config.month + "-01"), config.closed_by
+        )
+    context.log.info(f"closed {config.month}: {lines} charge lines issued, total {total}")
+
+
+@dg.job(description="Close a billing month: its charges are issued and never change again.")
+def close_month_job():
+    close_billing_month()

@@ -1,0 +1,3 @@
+-- The charge lines of each closed month exactly as issued (the shape of computed_charge_lines).
+create table if not exists issued_charge_lines as
+select *, null::timestamp as issued_at from computed_charge_lines limit 0

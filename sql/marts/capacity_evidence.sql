@@ -1,0 +1,190 @@
+-- One row per billing month × cluster × GPU model: the evidence for buying more GPUs, and the
+-- verdict it supports. Inputs: capacity_buckets (hours), queue_stats (its 'gpu_model' rows)
+-- and quota_compliance (quotas whose pool is the GPU model; quotas span clusters, so every
+-- cluster of a model shows the same idle-quota share).
+--   allocated_gpu_hours   job time: productive + idle + zombie + failed_job + failed_infra +
+--                         unmeasured
+--   allocation_rate_pct   100 × allocated / capacity (NULL without an inventory)
+--   productive_share_pct  100 × productive / allocated
+--   waste_share_pct       100 × (idle + zombie + failed_job) / allocated: the allocated time
+--                         governance can win back. failed_infra (the platform's fault, credited)
+--                         and unmeasured (no telemetry: never assumed idle) are not waste;
+--                         unmeasured_share_pct shows how much of the evidence is missing
+--   idle_quota_share_pct  100 × guaranteed GPU-hours of the quotas flagged idle_quota (used
+--                         < 30 % of their guarantee) / all guaranteed GPU-hours of the pool: how
+--                         much of what is promised goes to tenants who do not use it
+--   wait_p95_s, pending_gpu_hours   from queue_stats
+-- Verdict, first rule that holds (thresholds are the named constants of `thresholds`):
+--   govern first         waste_share_pct >= 25 or idle_quota_share_pct >= 20
+--   expansion justified  allocation_rate_pct >= 80 and wait_p95_s >= 4 h (14,400 s) and
+--                        waste_share_pct < 15 and unmeasured_share_pct <= 20 (low waste must be
+--                        measured, not assumed)
+--   hold                 otherwise
+-- verdict_rule states the rule with this row's numbers, e.g.
+-- 'waste share 31.0% >= 25% → govern first'.
+-- Parameters: $billing_month.
+with thresholds as (
+    select
+        25.0 as govern_waste_pct,
+        20.0 as govern_idle_quota_pct,
+        80.0 as expand_allocation_pct,
+        14400.0 as expand_wait_p95_s,
+        15.0 as expand_waste_below_pct,
+        20.0 as expand_unmeasured_max_pct
+),
+
+buckets as (
+    select
+        cluster,
+        gpu_model,
+        sum(gpu_hours) filter (bucket = 'capacity') as capacity_gpu_hours,
+        coalesce(sum(gpu_hours) filter (bucket = 'productive'), 0) as productive_gpu_hours,
+        coalesce(sum(gpu_hours) filter (bucket = 'idle'), 0) as idle_gpu_hours,
+        coalesce(sum(gpu_hours) filter (bucket = 'zombie'), 0) as zombie_gpu_hours,
+        coalesce(sum(gpu_hours) filter (bucket = 'failed_job'), 0) as failed_job_gpu_hours,
+        coalesce(sum(gpu_hours) filter (bucket = 'failed_infra'), 0) as failed_infra_gpu_hours,
+        coalesce(sum(gpu_hours) filter (bucket = 'unmeasured'), 0) as unmeasured_gpu_hours,
+        sum(gpu_hours) filter (bucket = 'down') as down_gpu_hours,
+        sum(gpu_hours) filter (bucket = 'unallocated') as unallocated_gpu_hours
+    from capacity_buckets
+    where billing_month = $billing_month
+    group by all
+),
+
+queues as (
+    select cluster, gpu_model, wait_p95_s, pending_gpu_hours
+    from queue_stats
+    where billing_month = $billing_month and grouping_set = 'gpu_model'
+),
+
+quotas as (
+    select
+        pool as gpu_model,
+        sum(guaranteed_gpu_hours) as guaranteed_gpu_hours,
+        coalesce(sum(guaranteed_gpu_hours) filter (idle_quota), 0) as idle_quota_gpu_hours
+    from quota_compliance
+    where billing_month = $billing_month and has_quota
+    group by all
+),
+
+shares as (
+    select
+        b.*,
+        b.productive_gpu_hours + b.idle_gpu_hours + b.zombie_gpu_hours + b.failed_job_gpu_hours
+            + b.failed_infra_gpu_hours + b.unmeasured_gpu_hours as allocated_gpu_hours,
+        q.wait_p95_s,
+        coalesce(q.pending_gpu_hours, 0) as pending_gpu_hours,
+        k.guaranteed_gpu_hours,
+        k.idle_quota_gpu_hours
+    from buckets as b
+    left join queues as q using (cluster, gpu_model)
+    left join quotas as k using (gpu_model)
+),
+
+rates as (
+    select
+        *,
+        100.0 * allocated_gpu_hours / nullif(capacity_gpu_hours, 0) as allocation_rate_pct,
+        100.0 * productive_gpu_hours / nullif(allocated_gpu_hours, 0) as productive_share_pct,
+        100.0 * (idle_gpu_hours + zombie_gpu_hours + failed_job_gpu_hours)
+            / nullif(allocated_gpu_hours, 0) as waste_share_pct,
+        100.0 * unmeasured_gpu_hours / nullif(allocated_gpu_hours, 0) as unmeasured_share_pct,
+        100.0 * idle_quota_gpu_hours / nullif(guaranteed_gpu_hours, 0)
+            as idle_quota_share_pct
+    from shares
+),
+
+formatted as (
+    -- the figures as verdict_rule prints them
+    select
+        *,
+        coalesce(format('{:.1f}%', waste_share_pct), 'unknown') as waste_fmt,
+        coalesce(format('{:.1f}%', idle_quota_share_pct), 'unknown') as idle_quota_fmt,
+        coalesce(format('{:.1f}%', allocation_rate_pct), 'unknown') as allocation_fmt,
+        coalesce(format('{:.1f}%', unmeasured_share_pct), 'unknown') as unmeasured_fmt,
+        coalesce(format('{:.1f} h', wait_p95_s / 3600), 'unknown') as wait_fmt
+    from rates
+),
+
+tests as (
+    select
+        r.*,
+        coalesce(r.waste_share_pct >= t.govern_waste_pct, false) as high_waste,
+        coalesce(r.idle_quota_share_pct >= t.govern_idle_quota_pct, false) as high_idle_quota,
+        coalesce(r.allocation_rate_pct >= t.expand_allocation_pct, false) as high_allocation,
+        coalesce(r.wait_p95_s >= t.expand_wait_p95_s, false) as long_waits,
+        coalesce(r.waste_share_pct < t.expand_waste_below_pct, false) as low_waste,
+        coalesce(r.unmeasured_share_pct <= t.expand_unmeasured_max_pct, false) as measured,
+        format('waste share {} {} {}%', r.waste_fmt,
+            case when r.waste_share_pct >= t.govern_waste_pct then '>=' else '<' end,
+            t.govern_waste_pct::int) as waste_text,
+        format('idle quota share {} {} {}%', r.idle_quota_fmt,
+            case when r.idle_quota_share_pct >= t.govern_idle_quota_pct then '>=' else '<' end,
+            t.govern_idle_quota_pct::int) as idle_quota_text,
+        format('allocation {} {} {}%', r.allocation_fmt,
+            case when r.allocation_rate_pct >= t.expand_allocation_pct then '>=' else '<' end,
+            t.expand_allocation_pct::int) as allocation_text,
+        format('p95 wait {} {} {} h', r.wait_fmt,
+            case when r.wait_p95_s >= t.expand_wait_p95_s then '>=' else '<' end,
+            (t.expand_wait_p95_s / 3600)::int) as wait_text,
+        format('waste share {} {} {}%', r.waste_fmt,
+            case when r.waste_share_pct < t.expand_waste_below_pct then '<' else '>=' end,
+            t.expand_waste_below_pct::int) as low_waste_text,
+        format('unmeasured {} {} {}%', r.unmeasured_fmt,
+            case when r.unmeasured_share_pct <= t.expand_unmeasured_max_pct then '<=' else '>' end,
+            t.expand_unmeasured_max_pct::int) as measured_text
+    from formatted as r
+    cross join thresholds as t
+),
+
+final as (
+    select
+        $billing_month::date as billing_month,
+        cluster,
+        gpu_model,
+        capacity_gpu_hours,
+        allocated_gpu_hours,
+        productive_gpu_hours,
+        idle_gpu_hours,
+        zombie_gpu_hours,
+        failed_job_gpu_hours,
+        failed_infra_gpu_hours,
+        unmeasured_gpu_hours,
+        down_gpu_hours,
+        unallocated_gpu_hours,
+        allocation_rate_pct,
+        productive_share_pct,
+        waste_share_pct,
+        unmeasured_share_pct,
+        wait_p95_s,
+        pending_gpu_hours,
+        guaranteed_gpu_hours,
+        idle_quota_gpu_hours,
+        idle_quota_share_pct,
+        case
+            when high_waste or high_idle_quota then 'govern first'
+            when high_allocation and long_waits and low_waste and measured
+                then 'expansion justified'
+            else 'hold'
+        end as verdict,
+        case
+            when high_waste or high_idle_quota then concat_ws('; ',
+                case when high_waste then waste_text end,
+                case when high_idle_quota then idle_quota_text end
+            ) || ' → govern first'
+            when high_allocation and long_waits and low_waste and measured
+                then concat_ws(', ', allocation_text, wait_text, low_waste_text, measured_text)
+                    || ' → expansion justified'
+            else concat_ws('; ', waste_text, idle_quota_text) || '; but '
+                || concat_ws(', ',
+                    case when not high_allocation then allocation_text end,
+                    case when not long_waits then wait_text end,
+                    case when not low_waste then low_waste_text end,
+                    case when not measured then measured_text end
+                ) || ' → hold'
+        end as verdict_rule
+    from tests
+)
+
+select * from final
+order by cluster, gpu_model

@@ -1,0 +1,191 @@
+-- One row per billing month × cluster × dimension × value: job outcomes and failed GPU time,
+-- in long form. dimension is one of
+--   node            an inventory node in service in the month, or a node jobs ran on
+--   fault_domain    of the node (inventory; 'unknown' when the node is not in it)
+--   driver_version  of the node (inventory; 'unknown' when the node is not in it)
+--   exit_code       of the job ('unknown' when the export has none)
+-- Job counts are the GPU jobs that started and ended in the month, each counted once per value
+-- (a job on two nodes counts on both: the export does not say which node failed a NODE_FAIL
+-- job). GPU-hours are the month's segments of every job (job_gpu_hours), so they tie to
+-- capacity_buckets: failed_infra = all of a NODE_FAIL job plus outage time, failed_job = the
+-- rest of a FAILED or OUT_OF_MEMORY job.
+--   infra_failure_rate_pct  100 × NODE_FAIL jobs / jobs
+--   job_failure_rate_pct    100 × (FAILED + OUT_OF_MEMORY) jobs / jobs
+--   failure_rank            node, fault_domain and driver_version: 1 = the worst value of the
+--                           dimension across clusters, by infra failure rate, then job failure
+--                           rate, then jobs (all descending), then cluster and value; NULL for
+--                           exit codes (rows ordered by jobs instead)
+-- Parameters: $billing_month, $month_start, $month_end.
+with nodes as (
+    select
+        cluster,
+        node,
+        coalesce(fault_domain, 'unknown') as fault_domain,
+        coalesce(driver_version, 'unknown') as driver_version
+    from catalog_nodes
+    where coalesce(in_service_from, $month_start::timestamp) < $month_end::timestamp
+        and coalesce(in_service_to, $month_end::timestamp) > $month_start::timestamp
+),
+
+job_nodes as (
+    select distinct g.cluster, g.job_id, g.node
+    from job_gpus as g
+    where g.billing_month = $billing_month
+),
+
+jobs as (
+    select cluster, job_id, state, coalesce(exit_code, 'unknown') as exit_code,
+        end_at >= $month_start::timestamp and end_at < $month_end::timestamp and start_at is not null
+            and gpus > 0 as is_ended
+    from stg_jobs
+    where billing_month = $billing_month
+),
+
+node_values as (
+    -- the node, fault domain and driver of every node a job held
+    select
+        n.cluster,
+        n.node,
+        coalesce(i.fault_domain, 'unknown') as fault_domain,
+        coalesce(i.driver_version, 'unknown') as driver_version
+    from (
+        select cluster, node from job_nodes
+        union
+        select cluster, node from nodes
+    ) as n
+    left join nodes as i using (cluster, node)
+),
+
+job_values as (
+    select distinct cluster, job_id, dimension, value
+    from (
+        select j.cluster, j.job_id, 'node' as dimension, n.node as value
+        from job_nodes as j
+        join node_values as n using (cluster, node)
+        union all
+        select j.cluster, j.job_id, 'fault_domain', n.fault_domain
+        from job_nodes as j
+        join node_values as n using (cluster, node)
+        union all
+        select j.cluster, j.job_id, 'driver_version', n.driver_version
+        from job_nodes as j
+        join node_values as n using (cluster, node)
+        union all
+        select cluster, job_id, 'exit_code', exit_code
+        from jobs
+    )
+),
+
+segments as (
+    select
+        g.cluster,
+        g.job_id,
+        g.node,
+        j.exit_code,
+        g.gpu_ms,
+        case when j.state = 'NODE_FAIL' or g.in_outage then g.gpu_ms else 0 end as failed_infra_ms,
+        case
+            when j.state in ('FAILED', 'OUT_OF_MEMORY') and not g.in_outage then g.gpu_ms else 0
+        end as failed_job_ms
+    from job_gpu_hours as g
+    join jobs as j using (cluster, job_id)
+    where g.billing_month = $billing_month
+),
+
+segment_values as (
+    select s.cluster, v.dimension, v.value, s.gpu_ms, s.failed_infra_ms, s.failed_job_ms
+    from segments as s
+    join node_values as n using (cluster, node)
+    cross join lateral (
+        select * from (values
+            ('node', s.node),
+            ('fault_domain', n.fault_domain),
+            ('driver_version', n.driver_version),
+            ('exit_code', s.exit_code)
+        ) as v (dimension, value)
+    ) as v
+),
+
+all_values as (
+    select cluster, 'node' as dimension, node as value from node_values
+    union
+    select cluster, 'fault_domain', fault_domain from node_values
+    union
+    select cluster, 'driver_version', driver_version from node_values
+    union
+    select cluster, dimension, value from job_values
+),
+
+outcomes as (
+    select
+        v.cluster,
+        v.dimension,
+        v.value,
+        count(*) as jobs,
+        count(*) filter (j.state = 'COMPLETED') as completed_jobs,
+        count(*) filter (j.state = 'FAILED') as failed_jobs,
+        count(*) filter (j.state = 'OUT_OF_MEMORY') as out_of_memory_jobs,
+        count(*) filter (j.state = 'TIMEOUT') as timeout_jobs,
+        count(*) filter (j.state = 'NODE_FAIL') as node_fail_jobs,
+        count(*) filter (j.state = 'CANCELLED') as cancelled_jobs,
+        count(*) filter (j.state = 'PREEMPTED') as preempted_jobs
+    from job_values as v
+    join jobs as j using (cluster, job_id)
+    where j.is_ended
+    group by all
+),
+
+gpu_time as (
+    select
+        cluster,
+        dimension,
+        value,
+        sum(gpu_ms) / 3600000.0 as allocated_gpu_hours,
+        sum(failed_infra_ms) / 3600000.0 as failed_infra_gpu_hours,
+        sum(failed_job_ms) / 3600000.0 as failed_job_gpu_hours
+    from segment_values
+    group by all
+),
+
+joined as (
+    select
+        a.cluster,
+        a.dimension,
+        a.value,
+        coalesce(o.jobs, 0) as jobs,
+        coalesce(o.completed_jobs, 0) as completed_jobs,
+        coalesce(o.failed_jobs, 0) as failed_jobs,
+        coalesce(o.out_of_memory_jobs, 0) as out_of_memory_jobs,
+        coalesce(o.timeout_jobs, 0) as timeout_jobs,
+        coalesce(o.node_fail_jobs, 0) as node_fail_jobs,
+        coalesce(o.cancelled_jobs, 0) as cancelled_jobs,
+        coalesce(o.preempted_jobs, 0) as preempted_jobs,
+        100.0 * o.node_fail_jobs / nullif(o.jobs, 0) as infra_failure_rate_pct,
+        100.0 * (o.failed_jobs + o.out_of_memory_jobs) / nullif(o.jobs, 0)
+            as job_failure_rate_pct,
+        coalesce(t.allocated_gpu_hours, 0) as allocated_gpu_hours,
+        coalesce(t.failed_infra_gpu_hours, 0) as failed_infra_gpu_hours,
+        coalesce(t.failed_job_gpu_hours, 0) as failed_job_gpu_hours
+    from all_values as a
+    left join outcomes as o using (cluster, dimension, value)
+    left join gpu_time as t using (cluster, dimension, value)
+),
+
+final as (
+    select
+        $billing_month::date as billing_month,
+        *,
+        case when dimension <> 'exit_code' then row_number() over (
+            partition by dimension
+            order by
+                infra_failure_rate_pct desc nulls last,
+                job_failure_rate_pct desc nulls last,
+                jobs desc,
+                cluster,
+                value
+        ) end as failure_rank
+    from joined
+)
+
+select * from final
+order by dimension, failure_rank, jobs desc, cluster, value

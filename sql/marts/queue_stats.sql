@@ -1,0 +1,126 @@
+-- One row per billing month × cluster × grouping set × tenant × queue × GPU model: queue waits,
+-- pending demand and job outcomes of the GPU jobs (gpus > 0) of job_usage.
+-- grouping_set says which dimensions the row is for; the others read 'all':
+--   tenant_queue_gpu_model  one tenant, queue and GPU model (the detail)
+--   tenant | queue | gpu_model   totals over the other two dimensions
+--   cluster                 the cluster's total
+-- (percentiles do not add up, so every total is computed from the jobs, not from the detail).
+-- A job's GPU model is the model of the GPUs it held longest in the month (inventory), else
+-- the model it asked for, else 'unknown'; its tenant is job_usage.tenant_id.
+--   jobs              GPU jobs of the month (held GPUs in it or were submitted in it)
+--   jobs_submitted    submitted in [$month_start, $month_end)
+--   jobs_started      started in the month: the jobs whose wait is counted here (once, in the
+--                     month the wait ended)
+--   wait_*_s          wait = start − submit in seconds (the exports carry no eligible time yet;
+--                     negative waits from clock skew count as 0); p50/p90/p95 interpolate
+--                     linearly between order statistics (quantile_cont)
+--   pending_gpu_hours GPUs × the part of [submit, start) inside the month: Σ wait × GPUs,
+--                     prorated at the month edges like allocated time; jobs that never started
+--                     wait until they were cancelled (end) or, still PENDING, to the month end
+--   outcome counts    jobs that ended in the month, by final state
+--   success_rate_pct  100 × COMPLETED / (COMPLETED + FAILED + TIMEOUT + OUT_OF_MEMORY +
+--                     NODE_FAIL); cancelled and preempted jobs are reported apart
+-- Parameters: $billing_month, $month_start, $month_end.
+with held_models as (
+    select cluster, job_id, gpu_model
+    from job_gpu_hours
+    where billing_month = $billing_month
+    group by cluster, job_id, gpu_model
+    qualify row_number() over (
+        partition by cluster, job_id order by sum(gpu_ms) desc, gpu_model
+    ) = 1
+),
+
+jobs as (
+    select
+        u.cluster,
+        u.job_id,
+        u.tenant_id,
+        coalesce(u.queue, 'unknown') as queue,
+        coalesce(h.gpu_model, u.gpu_model, 'unknown') as gpu_model,
+        u.gpus,
+        u.state,
+        u.submit_at >= $month_start::timestamp and u.submit_at < $month_end::timestamp
+            as is_submitted,
+        u.start_at >= $month_start::timestamp and u.start_at < $month_end::timestamp
+            as is_started,
+        u.end_at >= $month_start::timestamp and u.end_at < $month_end::timestamp as is_ended,
+        u.submit_at,
+        u.start_at,
+        case
+            when u.start_at is not null then u.start_at
+            when u.state = 'PENDING' then $month_end::timestamp
+            else u.end_at
+        end as wait_until
+    from job_usage as u
+    left join held_models as h using (cluster, job_id)
+    where u.billing_month = $billing_month and u.gpus > 0
+),
+
+measured as (
+    select
+        *,
+        case
+            when is_started and submit_at is not null
+                then greatest(epoch_ms(start_at) - epoch_ms(submit_at), 0) / 1000.0
+        end as wait_s,
+        coalesce(gpus * greatest(
+            epoch_ms(least(wait_until, $month_end::timestamp))
+            - epoch_ms(greatest(submit_at, $month_start::timestamp)),
+            0
+        ), 0) / 3600000.0 as pending_gpu_hours
+    from jobs
+),
+
+grouped as (
+    select
+        cluster,
+        case
+            when grouping(tenant_id, queue, gpu_model) = 0 then 'tenant_queue_gpu_model'
+            when grouping(tenant_id) = 0 then 'tenant'
+            when grouping(queue) = 0 then 'queue'
+            when grouping(gpu_model) = 0 then 'gpu_model'
+            else 'cluster'
+        end as grouping_set,
+        case when grouping(tenant_id) = 0 then tenant_id else 'all' end as tenant_id,
+        case when grouping(queue) = 0 then queue else 'all' end as queue,
+        case when grouping(gpu_model) = 0 then gpu_model else 'all' end as gpu_model,
+        count(*) as jobs,
+        count(*) filter (is_submitted) as jobs_submitted,
+        count(wait_s) as jobs_started,
+        quantile_cont(wait_s, 0.5) as wait_p50_s,
+        quantile_cont(wait_s, 0.9) as wait_p90_s,
+        quantile_cont(wait_s, 0.95) as wait_p95_s,
+        avg(wait_s) as wait_mean_s,
+        max(wait_s) as wait_max_s,
+        sum(pending_gpu_hours) as pending_gpu_hours,
+        count(*) filter (is_ended) as jobs_ended,
+        count(*) filter (is_ended and state = 'COMPLETED') as completed_jobs,
+        count(*) filter (is_ended and state = 'FAILED') as failed_jobs,
+        count(*) filter (is_ended and state = 'TIMEOUT') as timeout_jobs,
+        count(*) filter (is_ended and state = 'OUT_OF_MEMORY') as out_of_memory_jobs,
+        count(*) filter (is_ended and state = 'NODE_FAIL') as node_fail_jobs,
+        count(*) filter (is_ended and state = 'CANCELLED') as cancelled_jobs,
+        count(*) filter (is_ended and state = 'PREEMPTED') as preempted_jobs
+    from measured
+    group by grouping sets (
+        (cluster, tenant_id, queue, gpu_model),
+        (cluster, tenant_id),
+        (cluster, queue),
+        (cluster, gpu_model),
+        (cluster)
+    )
+),
+
+final as (
+    select
+        $billing_month::date as billing_month,
+        *,
+        100.0 * completed_jobs / nullif(
+            completed_jobs + failed_jobs + timeout_jobs + out_of_memory_jobs + node_fail_jobs, 0
+        ) as success_rate_pct
+    from grouped
+)
+
+select * from final
+order by cluster, grouping_set, tenant_id, queue, gpu_model

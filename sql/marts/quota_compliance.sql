@@ -1,0 +1,210 @@
+-- One row per billing month × tenant × pool: how the tenant's concurrent GPUs on the pool
+-- compared with its quota. A pool is a GPU model or a queue (a job's GPU time counts towards
+-- the pools named after its GPU model and its queue); every quota in force during the month
+-- has a row, used or not, and so has every tenant × GPU model used without a quota
+-- (has_quota false: guaranteed 0, no limit, all use borrowed).
+-- Concurrency is the exact step function of the tenant's job_gpu_hours segments (one GPU per
+-- segment, +1 at seg_from, -1 at seg_to), cut at quota changes and at day boundaries; quotas
+-- are effective-dated, so each step takes the guarantee and limit in force then.
+--   used_gpu_hours             integral of concurrent GPUs over the month
+--   mean_gpus / peak_gpus      time-weighted mean over the whole month / maximum (peak_at:
+--                              first time the peak was reached)
+--   guaranteed_gpu_hours       integral of the guarantee in force (guaranteed × hours in month
+--                              when one quota covers the whole month)
+--   borrowed_gpu_hours         integral of max(0, concurrent − guaranteed)
+--   unused_guaranteed_gpu_hours integral of max(0, guaranteed − concurrent)
+--   minutes_above_limit        time with concurrent > limit (no limit: never)
+--   quota_use_pct              100 × used / guaranteed_gpu_hours (NULL without a guarantee)
+--   guaranteed_gpus, limit_gpus, reserved: the latest quota version in force in the month.
+-- Flags:
+--   breach             minutes_above_limit > 0
+--   idle_quota         quota_use_pct < 30 (a guarantee held but mostly unused)
+--   chronic_borrowing  borrowing_days > 50 % of the month's days, where a borrowing day is a
+--                      day whose mean concurrent GPUs exceed the guarantee in force (used
+--                      GPU-hours of the day > guaranteed GPU-hours of the day): bursts above
+--                      the guarantee that the tenant's quieter hours offset do not count
+-- Days are 24-hour periods from $month_start (calendar days of the billing timezone unless a
+-- DST change falls inside the month).
+-- Parameters: $billing_month, $month_start, $month_end.
+with thresholds as (
+    select
+        30.0 as idle_quota_below_pct,
+        0.5 as chronic_borrowing_day_share
+),
+
+quotas as (
+    -- quota versions in force during the month, clipped to it
+    select
+        tenant_id,
+        pool,
+        guaranteed_gpus,
+        limit_gpus,
+        reserved,
+        greatest(valid_from, $month_start::timestamp) as quota_from,
+        least(valid_to, $month_end::timestamp) as quota_to
+    from catalog_quotas
+    where valid_from < $month_end::timestamp and valid_to > $month_start::timestamp
+),
+
+segments as (
+    select u.tenant_id, g.gpu_model, u.queue, g.seg_from, g.seg_to
+    from job_gpu_hours as g
+    join job_usage as u using (billing_month, cluster, job_id)
+    where g.billing_month = $billing_month
+),
+
+pools as (
+    select distinct tenant_id, pool from quotas
+    union
+    select distinct tenant_id, gpu_model from segments
+),
+
+pool_segments as (
+    select p.tenant_id, p.pool, s.seg_from, s.seg_to
+    from segments as s
+    join pools as p on p.tenant_id = s.tenant_id and p.pool in (s.gpu_model, s.queue)
+),
+
+days as (
+    select unnest(range($month_start::timestamp, $month_end::timestamp, interval 1 day)) as ts
+),
+
+events as (
+    select tenant_id, pool, ts, sum(delta) as delta
+    from (
+        select tenant_id, pool, seg_from as ts, 1 as delta from pool_segments
+        union all
+        select tenant_id, pool, seg_to, -1 from pool_segments
+        union all
+        select p.tenant_id, p.pool, d.ts, 0 from pools as p cross join days as d
+        union all
+        select tenant_id, pool, quota_from, 0 from quotas
+        union all
+        select tenant_id, pool, quota_to, 0 from quotas
+        union all
+        select tenant_id, pool, $month_end::timestamp, 0 from pools
+    )
+    group by all
+),
+
+steps as (
+    -- concurrent GPUs are constant on [step_from, step_to)
+    select
+        tenant_id,
+        pool,
+        ts as step_from,
+        lead(ts) over (partition by tenant_id, pool order by ts) as step_to,
+        sum(delta) over (
+            partition by tenant_id, pool order by ts
+            rows between unbounded preceding and current row
+        ) as gpus
+    from events
+),
+
+quota_steps as (
+    select
+        s.tenant_id,
+        s.pool,
+        s.step_from,
+        s.gpus,
+        epoch_ms(s.step_to) - epoch_ms(s.step_from) as step_ms,
+        (epoch_ms(s.step_from) - epoch_ms($month_start::timestamp)) // 86400000 as day_index,
+        q.quota_from is not null as in_quota,
+        coalesce(q.guaranteed_gpus, 0) as guaranteed_gpus,
+        q.limit_gpus
+    from steps as s
+    left join quotas as q
+        on q.tenant_id = s.tenant_id and q.pool = s.pool
+        and s.step_from >= q.quota_from and s.step_from < q.quota_to
+    where s.step_to is not null
+    -- overlapping versions of one quota: the later one is in force
+    qualify row_number() over (
+        partition by s.tenant_id, s.pool, s.step_from order by q.quota_from desc
+    ) = 1
+),
+
+day_use as (
+    select
+        tenant_id,
+        pool,
+        day_index,
+        sum(gpus * step_ms) as used_ms,
+        sum(guaranteed_gpus * step_ms) as guaranteed_ms
+    from quota_steps
+    group by all
+),
+
+latest_quota as (
+    select tenant_id, pool, guaranteed_gpus, limit_gpus, reserved
+    from quotas
+    qualify row_number() over (partition by tenant_id, pool order by quota_from desc) = 1
+),
+
+per_pool as (
+    select
+        tenant_id,
+        pool,
+        bool_or(in_quota) as has_quota,
+        sum(gpus * step_ms) as used_ms,
+        sum(step_ms) as month_ms,
+        max(gpus) as peak_gpus,
+        sum(guaranteed_gpus * step_ms) as guaranteed_ms,
+        sum(greatest(gpus - guaranteed_gpus, 0) * step_ms) as borrowed_ms,
+        sum(greatest(guaranteed_gpus - gpus, 0) * step_ms) as unused_guaranteed_ms,
+        coalesce(sum(step_ms) filter (gpus > limit_gpus), 0) as above_limit_ms
+    from quota_steps
+    group by all
+),
+
+peaks as (
+    select s.tenant_id, s.pool, min(s.step_from) as peak_at
+    from quota_steps as s
+    join per_pool as p using (tenant_id, pool)
+    where s.gpus = p.peak_gpus and p.peak_gpus > 0
+    group by all
+),
+
+day_counts as (
+    select
+        b.tenant_id,
+        b.pool,
+        count(*) as days,
+        count(*) filter (b.used_ms > b.guaranteed_ms) as borrowing_days
+    from day_use as b
+    group by all
+),
+
+final as (
+    select
+        $billing_month::date as billing_month,
+        p.tenant_id,
+        p.pool,
+        p.has_quota,
+        coalesce(q.guaranteed_gpus, 0) as guaranteed_gpus,
+        q.limit_gpus,
+        coalesce(q.reserved, false) as reserved,
+        p.month_ms / 3600000.0 as hours,
+        p.used_ms / 3600000.0 as used_gpu_hours,
+        p.used_ms / p.month_ms as mean_gpus,
+        p.peak_gpus::double as peak_gpus,
+        k.peak_at,
+        p.guaranteed_ms / 3600000.0 as guaranteed_gpu_hours,
+        p.borrowed_ms / 3600000.0 as borrowed_gpu_hours,
+        p.unused_guaranteed_ms / 3600000.0 as unused_guaranteed_gpu_hours,
+        p.above_limit_ms / 60000.0 as minutes_above_limit,
+        100.0 * p.used_ms / nullif(p.guaranteed_ms, 0) as quota_use_pct,
+        d.borrowing_days,
+        d.days,
+        p.above_limit_ms > 0 as breach,
+        coalesce(100.0 * p.used_ms / nullif(p.guaranteed_ms, 0) < t.idle_quota_below_pct, false)
+            as idle_quota,
+        d.borrowing_days > t.chronic_borrowing_day_share * d.days as chronic_borrowing
+    from per_pool as p
+    join day_counts as d using (tenant_id, pool)
+    cross join thresholds as t
+    left join latest_quota as q using (tenant_id, pool)
+    left join peaks as k using (tenant_id, pool)
+)
+
+select * from final
+order by tenant_id, pool

@@ -1,0 +1,154 @@
+-- One row per billing month × day × cluster × GPU model × tenant (level 'tenant'), plus one row
+-- per day × cluster × GPU model (level 'gpu_model', tenant_id 'all') with the model's totals
+-- and its capacity. Days are 24-hour periods from $month_start (calendar days of the billing
+-- timezone unless a DST change falls inside the month); `day` is their first date.
+--   allocated_gpu_hours   exact: the job_gpu_hours segments, split at day boundaries
+--   productive_gpu_hours, measured_gpu_hours, mean_util_pct   PRORATED: the telemetry of a job
+--                         is stored per job × GPU model × month (job_time_buckets), so each day
+--                         gets the job's monthly figures in proportion to its allocated hours
+--                         that day (as if its samples were spread evenly over its run). Summed
+--                         over the month they equal the job's figures; a single day may differ
+--                         from what its own samples would say.
+--   capacity_gpu_hours    gpu_model rows only: inventory GPUs × in-service hours of the day
+--                         (NULL without an inventory for the model)
+--   allocation_rate_pct   gpu_model rows only: 100 × allocated / capacity
+-- Parameters: $billing_month, $month_start, $month_end.
+with days as (
+    select
+        d.day_from,
+        d.day_from + interval 1 day as day_to,
+        (epoch_ms(d.day_from) - epoch_ms($month_start::timestamp)) // 86400000 as day_index
+    from (
+        select unnest(range($month_start::timestamp, $month_end::timestamp, interval 1 day))
+            as day_from
+    ) as d
+),
+
+segments as (
+    select
+        g.cluster,
+        g.job_id,
+        g.gpu_model,
+        u.tenant_id,
+        epoch_ms(g.seg_from) as from_ms,
+        epoch_ms(g.seg_to) as to_ms,
+        (epoch_ms(g.seg_from) - epoch_ms($month_start::timestamp)) // 86400000 as day_index
+    from job_gpu_hours as g
+    join job_usage as u using (billing_month, cluster, job_id)
+    where g.billing_month = $billing_month
+),
+
+day_pieces as (
+    -- a segment lies within one hour, so it touches at most two days
+    select
+        *,
+        epoch_ms($month_start::timestamp) + (day_index + 1) * 86400000 as cut_ms
+    from segments
+),
+
+job_days as (
+    select cluster, job_id, gpu_model, tenant_id, day_index, sum(gpu_ms) as allocated_ms
+    from (
+        select cluster, job_id, gpu_model, tenant_id, day_index,
+            least(to_ms, cut_ms) - from_ms as gpu_ms
+        from day_pieces
+        union all
+        select cluster, job_id, gpu_model, tenant_id, day_index + 1, to_ms - cut_ms
+        from day_pieces
+        where to_ms > cut_ms
+    )
+    group by all
+),
+
+prorated as (
+    select
+        d.*,
+        d.allocated_ms / b.allocated_ms as day_share,
+        b.productive_ms * d.allocated_ms / b.allocated_ms as productive_ms,
+        b.measured_ms * d.allocated_ms / b.allocated_ms as measured_ms,
+        b.util_weighted_ms * d.allocated_ms / b.allocated_ms as util_weighted_ms
+    from job_days as d
+    join job_time_buckets as b
+        on b.billing_month = $billing_month and b.cluster = d.cluster and b.job_id = d.job_id
+        and b.gpu_model = d.gpu_model
+),
+
+tenant_days as (
+    select
+        day_index,
+        cluster,
+        gpu_model,
+        tenant_id,
+        count(distinct job_id) as jobs,
+        sum(allocated_ms) as allocated_ms,
+        sum(productive_ms) as productive_ms,
+        sum(measured_ms) as measured_ms,
+        sum(util_weighted_ms) as util_weighted_ms
+    from prorated
+    group by all
+),
+
+capacity_days as (
+    select
+        d.day_index,
+        n.cluster,
+        n.gpu_model,
+        sum(n.gpus * greatest(
+            epoch_ms(least(coalesce(n.in_service_to, d.day_to), d.day_to))
+            - epoch_ms(greatest(coalesce(n.in_service_from, d.day_from), d.day_from)),
+            0
+        )) as capacity_ms
+    from catalog_nodes as n
+    cross join days as d
+    group by all
+),
+
+model_days as (
+    select
+        d.day_index,
+        m.cluster,
+        m.gpu_model,
+        'all' as tenant_id,
+        coalesce(sum(t.jobs), 0) as jobs,
+        coalesce(sum(t.allocated_ms), 0) as allocated_ms,
+        coalesce(sum(t.productive_ms), 0) as productive_ms,
+        coalesce(sum(t.measured_ms), 0) as measured_ms,
+        sum(t.util_weighted_ms) as util_weighted_ms,
+        any_value(c.capacity_ms) as capacity_ms
+    from days as d
+    cross join (
+        select distinct cluster, gpu_model from tenant_days
+        union
+        select distinct cluster, gpu_model from catalog_nodes
+    ) as m
+    left join tenant_days as t
+        on t.day_index = d.day_index and t.cluster = m.cluster and t.gpu_model = m.gpu_model
+    left join capacity_days as c
+        on c.day_index = d.day_index and c.cluster = m.cluster and c.gpu_model = m.gpu_model
+    group by all
+),
+
+final as (
+    select
+        $billing_month::date as billing_month,
+        ($billing_month::date + day_index::int) as day,
+        cluster,
+        gpu_model,
+        level,
+        tenant_id,
+        jobs,
+        allocated_ms / 3600000.0 as allocated_gpu_hours,
+        productive_ms / 3600000.0 as productive_gpu_hours,
+        measured_ms / 3600000.0 as measured_gpu_hours,
+        util_weighted_ms / nullif(measured_ms, 0) as mean_util_pct,
+        capacity_ms / 3600000.0 as capacity_gpu_hours,
+        100.0 * allocated_ms / nullif(capacity_ms, 0) as allocation_rate_pct
+    from (
+        select *, 'tenant' as level, null::bigint as capacity_ms from tenant_days
+        union all by name
+        select *, 'gpu_model' as level from model_days
+    )
+)
+
+select * from final
+order by day, cluster, gpu_model, level, tenant_id
