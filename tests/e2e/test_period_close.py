@@ -72,3 +72,21 @@ def test_an_open_month_is_replaced_and_a_month_closes_once(tmp_path):
             close_month(con, dt.date(2026, 11, 1), "finance")
         with pytest.raises(CloseError, match="2026-10 has no charge lines"):
             close_month(con, dt.date(2026, 10, 1), "finance")
+
+
+def test_the_workbook_shows_issued_corrections_and_net(tmp_path):
+    import openpyxl
+
+    build_tiny_month(tmp_path)
+    assert materialize_month(tmp_path, "2026-11-01").success
+    with resource_for(tmp_path).connect() as con:
+        close_month(con, dt.date(2026, 11, 1), "finance")
+    write(tmp_path / "catalog/rates.yaml", CHEAPER_A100)
+    assert materialize_month(tmp_path, "2026-11-01").success
+    summary = openpyxl.load_workbook(tmp_path / "reports/2026-11/chargeback-2026-11.xlsx")[
+        "Summary"
+    ]
+    values = {row[0].value: row[4].value for row in summary.iter_rows() if row[0].value}
+    assert Decimal(str(values["Issued lines (charge class empty)"])) == Decimal("19.63")
+    assert Decimal(str(values["Corrections (charge class Correction)"])) == Decimal("-5.00")
+    assert values["Net (issued + corrections)"].startswith("=E")

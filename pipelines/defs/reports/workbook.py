@@ -362,6 +362,17 @@ def _write_summary(
     _set_text(ws.cell(row=diff_row, column=1), "Difference (TOTAL above − Charges, must be 0)")
     diff = ws.cell(row=diff_row, column=5, value=f"=E{total_row}-E{charges_row}")
     diff.style = "cb total money"
+    # a closed month re-run: what was issued, the corrections since, and the net billed now
+    issued = sum((c[11] for c in charges if c[7] != "Correction"), Decimal("0.00"))
+    corrections = sum((c[11] for c in charges if c[7] == "Correction"), Decimal("0.00"))
+    issued_row, corrections_row, net_row = diff_row + 1, diff_row + 2, diff_row + 3
+    _set_text(ws.cell(row=issued_row, column=1), "Issued lines (charge class empty)")
+    ws.cell(row=issued_row, column=5, value=issued).style = "cb money"
+    _set_text(ws.cell(row=corrections_row, column=1), "Corrections (charge class Correction)")
+    ws.cell(row=corrections_row, column=5, value=corrections).style = "cb money"
+    _set_text(ws.cell(row=net_row, column=1), "Net (issued + corrections)")
+    net = ws.cell(row=net_row, column=5, value=f"=E{issued_row}+E{corrections_row}")
+    net.style = "cb total money"
 
     ws.freeze_panes = ws.cell(row=header_row + 1, column=1).coordinate
     ws.auto_filter.ref = _ref(header_row, 1, last, len(cols))
