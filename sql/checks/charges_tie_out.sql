@@ -1,6 +1,6 @@
 -- One row per broken tie: a tenant whose lines do not sum to its amount, a month total that is
 -- not the exact usage minus the exact credits, each rounded half up to the cent, or a line more
--- than a cent from its exact amount (charge_numerator / 36,000,000,000 cents, a magnitude).
+-- than a cent from its exact amount (charge_numerator / 15,120,000,000,000 cents, a magnitude).
 -- Parameters: $billing_month.
 with lines as (
     select tenant_id, sum(amount) as amount
@@ -29,8 +29,8 @@ total_tie as (
         'total' as level,
         'month' as subject,
         (select coalesce(sum(amount), 0) from tenants) as lines_amount,
-        (((coalesce(sum(charge_numerator), 0) + 18000000000) // 36000000000
-            - (coalesce(sum(credit_numerator), 0) + 18000000000) // 36000000000)
+        (((coalesce(sum(charge_numerator), 0) + 7560000000000) // 15120000000000
+            - (coalesce(sum(credit_numerator), 0) + 7560000000000) // 15120000000000)
             )::decimal(18, 0) * 0.01::decimal(18, 2) as expected_amount
     from job_gpu_charges
     where billing_month = $billing_month
@@ -41,11 +41,11 @@ line_ties as (
         'line' as level,
         format('{}/{}/{}/{}', tenant_id, cluster, gpu_model, unit_price) as subject,
         amount as lines_amount,
-        charge_numerator::double / 3600000000000 as expected_amount
+        charge_numerator::double / 1512000000000000 as expected_amount
     from charge_lines
     where billing_month = $billing_month
         and charge_class is distinct from 'Correction'  -- differences of two rounded lines
-        and abs(abs(amount) * 36000000000 * 100 - charge_numerator) >= 36000000000
+        and abs(abs(amount) * 15120000000000 * 100 - charge_numerator) >= 15120000000000
 )
 
 select level, subject, lines_amount::double as lines_amount,

@@ -1,8 +1,11 @@
 -- One row per inventory GPU (cluster × node × GPU index) in service during the billing month:
--- its capacity and the parts of it no job held, in milliseconds.
---   busy_union_ms: the union of the intervals jobs held it (two jobs at once count once here,
---                  twice in job time: that difference is the overlap data-quality error)
---   down_ms:       outage time no job held;  unallocated_ms: the rest.
+-- its capacity and how it was used, in GPU units (1/420 GPU-ms; a whole GPU for one ms = 420).
+-- A sweep over the GPU's timeline (job segments start/end, outage and service edges) gives,
+-- for every elementary interval, the share held by jobs (the sum of their gpu_share):
+--   busy_units         the held share, capped at a whole GPU
+--   overlap_units      the held share above a whole GPU: jobs holding more than the GPU has
+--                      (a data-quality error, reported, never silently summed)
+--   down_units         the free share inside outage windows;  unallocated_units: the rest.
 -- Parameters: $billing_month, $month_start, $month_end.
 with gpus as (
     select
@@ -10,10 +13,8 @@ with gpus as (
         n.node,
         n.gpu_model,
         unnest(range(n.gpus)) as gpu_index,
-        greatest(coalesce(n.in_service_from, $month_start::timestamp), $month_start::timestamp)
-            as service_from,
-        least(coalesce(n.in_service_to, $month_end::timestamp), $month_end::timestamp)
-            as service_to
+        greatest(n.in_service_from, $month_start::timestamp) as service_from,
+        least(n.in_service_to, $month_end::timestamp) as service_to
     from catalog_nodes as n
 ),
 
@@ -21,60 +22,69 @@ in_service as (
     select * from gpus where service_to > service_from
 ),
 
-held as (
-    -- every interval a job held a GPU, clipped to the GPU's service window
-    select
-        cluster, node, gpu_index,
-        greatest(h.seg_from, i.service_from) as held_from,
-        least(h.seg_to, i.service_to) as held_to
+changes as (
+    -- +share when a job segment starts holding the GPU, -share when it stops
+    select h.cluster, h.node, h.gpu_index, greatest(h.seg_from, i.service_from) as moment,
+        h.gpu_share as share_change, 0 as outage_change
     from job_gpu_hours as h
     join in_service as i using (cluster, node, gpu_index)
     where h.billing_month = $billing_month
         and h.seg_to > i.service_from and h.seg_from < i.service_to
-),
-
-islands as (
-    select
-        *,
-        sum(starts_island::int) over (partition by cluster, node, gpu_index order by held_from, held_to)
-            as island
-    from (
-        select
-            *,
-            held_from > coalesce(max(held_to) over (
-                partition by cluster, node, gpu_index order by held_from, held_to
-                rows between unbounded preceding and 1 preceding
-            ), held_from - interval 1 second) as starts_island
-        from held
-    )
-),
-
-busy as (
-    select cluster, node, gpu_index, min(held_from) as busy_from, max(held_to) as busy_to
-    from islands
-    group by cluster, node, gpu_index, island
-),
-
-outages as (
-    select
-        i.cluster, i.node, i.gpu_index,
-        greatest(o.outage_from, i.service_from) as outage_from,
-        least(o.outage_to, i.service_to) as outage_to
+    union all
+    select h.cluster, h.node, h.gpu_index, least(h.seg_to, i.service_to), -h.gpu_share, 0
+    from job_gpu_hours as h
+    join in_service as i using (cluster, node, gpu_index)
+    where h.billing_month = $billing_month
+        and h.seg_to > i.service_from and h.seg_from < i.service_to
+    union all
+    -- outage windows (merged per node, so never overlapping) clipped to the service window
+    select i.cluster, i.node, i.gpu_index, greatest(o.outage_from, i.service_from), 0, 1
     from in_service as i
     join catalog_outage_windows as o
         on o.cluster = i.cluster and o.node = i.node
         and o.outage_from < i.service_to and o.outage_to > i.service_from
+    union all
+    select i.cluster, i.node, i.gpu_index, least(o.outage_to, i.service_to), 0, -1
+    from in_service as i
+    join catalog_outage_windows as o
+        on o.cluster = i.cluster and o.node = i.node
+        and o.outage_from < i.service_to and o.outage_to > i.service_from
+    union all
+    -- the service window's edges bound the timeline
+    select cluster, node, gpu_index, service_from, 0, 0 from in_service
+    union all
+    select cluster, node, gpu_index, service_to, 0, 0 from in_service
 ),
 
-outage_busy_overlap as (
+points as (
+    select cluster, node, gpu_index, moment,
+        sum(share_change) as share_change, sum(outage_change) as outage_change
+    from changes
+    group by all
+),
+
+intervals as (
     select
-        o.cluster, o.node, o.gpu_index,
-        sum(epoch_ms(least(o.outage_to, b.busy_to)) - epoch_ms(greatest(o.outage_from, b.busy_from)))
-            as overlap_ms
-    from outages as o
-    join busy as b
-        on b.cluster = o.cluster and b.node = o.node and b.gpu_index = o.gpu_index
-        and b.busy_from < o.outage_to and b.busy_to > o.outage_from
+        cluster, node, gpu_index,
+        epoch_ms(lead(moment) over timeline) - epoch_ms(moment) as length_ms,
+        sum(share_change) over running as held_share,
+        sum(outage_change) over running > 0 as in_outage
+    from points
+    window
+        timeline as (partition by cluster, node, gpu_index order by moment),
+        running as (partition by cluster, node, gpu_index order by moment
+                    rows between unbounded preceding and current row)
+),
+
+used as (
+    select
+        cluster, node, gpu_index,
+        sum(length_ms * least(held_share, 420))::bigint as busy_units,
+        sum(length_ms * greatest(held_share - 420, 0))::bigint as overlap_units,
+        coalesce(sum(length_ms * (420 - least(held_share, 420))) filter (in_outage), 0)::bigint
+            as down_units
+    from intervals
+    where length_ms is not null
     group by all
 ),
 
@@ -85,21 +95,14 @@ final as (
         i.node,
         i.gpu_index,
         i.gpu_model,
-        epoch_ms(i.service_to) - epoch_ms(i.service_from) as capacity_ms,
-        coalesce((
-            select sum(epoch_ms(b.busy_to) - epoch_ms(b.busy_from)) from busy as b
-            where b.cluster = i.cluster and b.node = i.node and b.gpu_index = i.gpu_index
-        ), 0)::bigint as busy_union_ms,
-        (coalesce((
-            select sum(epoch_ms(o.outage_to) - epoch_ms(o.outage_from)) from outages as o
-            where o.cluster = i.cluster and o.node = i.node and o.gpu_index = i.gpu_index
-        ), 0) - coalesce((
-            select sum(x.overlap_ms) from outage_busy_overlap as x
-            where x.cluster = i.cluster and x.node = i.node and x.gpu_index = i.gpu_index
-        ), 0))::bigint as down_ms
+        (epoch_ms(i.service_to) - epoch_ms(i.service_from)) * 420 as capacity_units,
+        u.busy_units,
+        u.overlap_units,
+        u.down_units
     from in_service as i
+    join used as u using (cluster, node, gpu_index)
 )
 
-select *, capacity_ms - busy_union_ms - down_ms as unallocated_ms
+select *, capacity_units - busy_units - down_units as unallocated_units
 from final
 order by cluster, node, gpu_index

@@ -2,13 +2,14 @@
 -- month priced at the rate in force (rate_card mode). Each hour segment takes the tenant its
 -- account maps to and the rate valid at the segment's start, so a reorganisation or a rate
 -- change at midnight splits the job's hours exactly.
--- charge_numerator = gpu_ms × price in millionths; dividing it by 36,000,000,000 gives cents.
+-- charge_numerator = gpu_units (1/420 GPU-ms) × price in millionths; dividing it by
+-- 15,120,000,000,000 (1,512,000,000 units per GPU-hour × 10,000 millionths per cent) gives cents.
 -- The credited part is the failed_infra time (all of a NODE_FAIL job, else its time inside
 -- outage windows): the tenant is charged for it and credited back on a line of its own.
 -- Parameters: $billing_month.
 with segments as (
     select
-        g.cluster, g.job_id, j.account, g.gpu_model, g.hour, g.seg_from, g.gpu_ms,
+        g.cluster, g.job_id, j.account, g.gpu_model, g.hour, g.seg_from, g.gpu_units,
         g.in_outage or j.state = 'NODE_FAIL' as is_credited
     from job_gpu_hours as g
     join stg_jobs as j using (billing_month, cluster, job_id)
@@ -45,10 +46,10 @@ final as (
         a.tenant_id,
         s.gpu_model,
         m.price_per_gpu_hour as unit_price,
-        sum(s.gpu_ms)::bigint as gpu_ms,
-        sum(s.gpu_ms::hugeint * m.price_micro) as charge_numerator,
-        coalesce(sum(s.gpu_ms) filter (s.is_credited), 0)::bigint as credit_gpu_ms,
-        coalesce(sum(s.gpu_ms::hugeint * m.price_micro) filter (s.is_credited), 0)::hugeint
+        sum(s.gpu_units)::bigint as gpu_units,
+        sum(s.gpu_units::hugeint * m.price_micro) as charge_numerator,
+        coalesce(sum(s.gpu_units) filter (s.is_credited), 0)::bigint as credit_gpu_units,
+        coalesce(sum(s.gpu_units::hugeint * m.price_micro) filter (s.is_credited), 0)::hugeint
             as credit_numerator
     from segments as s
     join account_hours as a using (account, hour)

@@ -2,6 +2,8 @@
 -- job held is cut at hour boundaries (so telemetry joins on node, GPU and hour, an equi-join)
 -- and where an outage window of its node begins or ends (so outage time is known exactly).
 -- gpu_model is the node's model from the inventory, else the job's, else 'unknown'.
+-- gpu_ms is the time the job held (part of) the GPU; gpu_units = gpu_ms × gpu_share, the
+-- GPU-equivalent time in 1/420ths of a GPU-millisecond (3,600,000 × 420 units = 1 GPU-hour).
 -- Parameters: $billing_month, $month_start, $month_end.
 with held as (
     select
@@ -9,6 +11,7 @@ with held as (
         j.job_id,
         g.node,
         g.gpu_index,
+        g.gpu_share,
         coalesce(n.gpu_model, j.gpu_model, 'unknown') as gpu_model,
         greatest(j.start_at, $month_start::timestamp) as held_from,
         least(j.held_until, $month_end::timestamp) as held_to
@@ -61,13 +64,13 @@ cut_segments as (
 
 segments as (
     select
-        p.cluster, p.job_id, p.node, p.gpu_index, p.gpu_model, p.hour,
+        p.cluster, p.job_id, p.node, p.gpu_index, p.gpu_share, p.gpu_model, p.hour,
         p.piece_from as seg_from, p.piece_to as seg_to
     from pieces as p
     anti join outage_cuts as c using (cluster, job_id, node, gpu_index, hour)
     union all
     select
-        p.cluster, p.job_id, p.node, p.gpu_index, p.gpu_model, p.hour,
+        p.cluster, p.job_id, p.node, p.gpu_index, p.gpu_share, p.gpu_model, p.hour,
         c.seg_from, c.seg_to
     from pieces as p
     join cut_segments as c using (cluster, job_id, node, gpu_index, hour)
@@ -78,6 +81,7 @@ final as (
         $billing_month::date as billing_month,
         s.*,
         epoch_ms(s.seg_to) - epoch_ms(s.seg_from) as gpu_ms,
+        (epoch_ms(s.seg_to) - epoch_ms(s.seg_from)) * s.gpu_share as gpu_units,
         exists (
             select 1 from catalog_outage_windows as o
             where o.cluster = s.cluster and o.node = s.node

@@ -1,5 +1,5 @@
 -- One row per job × GPU model: the telemetry-derived time of the job in the billing month,
--- in milliseconds. Each sample is attributed to the job segment holding its GPU at its
+-- in GPU units (1/420 GPU-ms: a sample's covered milliseconds × the job's share of the GPU). Each sample is attributed to the job segment holding its GPU at its
 -- timestamp (equi-join on node, GPU and hour, then the exact range check); its covered time is
 -- clipped at the segment end. Idle samples (util < $idle_threshold_pct) in an unbroken run
 -- lasting >= $zombie_min_ms are zombie time.
@@ -12,9 +12,10 @@ with attributed as (
         g.gpu_index,
         g.gpu_model,
         g.in_outage,
+        g.gpu_share,
         s.ts,
         s.util_pct,
-        least(s.cover_ms, epoch_ms(g.seg_to) - epoch_ms(s.ts)) as cover_ms,
+        least(s.cover_ms, epoch_ms(g.seg_to) - epoch_ms(s.ts)) * g.gpu_share as cover_units,
         s.util_pct < $idle_threshold_pct as is_idle
     from read_parquet($sample_files, hive_partitioning = true) as s
     join job_gpu_hours as g
@@ -40,7 +41,7 @@ idle_runs as (
 classified as (
     select
         *,
-        is_idle and sum(cover_ms) filter (is_idle) over (
+        is_idle and sum(cover_units // gpu_share) filter (is_idle) over (
             partition by cluster, job_id, node, gpu_index, run_id
         ) >= $zombie_min_ms as is_zombie
     from idle_runs
@@ -52,13 +53,16 @@ final as (
         cluster,
         job_id,
         gpu_model,
-        sum(cover_ms)::bigint as measured_ms,
-        sum(cover_ms * util_pct) as util_weighted_ms,
-        coalesce(sum(cover_ms) filter (not in_outage), 0)::bigint as measured_outside_outage_ms,
-        coalesce(sum(cover_ms) filter (not in_outage and is_zombie), 0)::bigint as zombie_ms,
-        coalesce(sum(cover_ms) filter (not in_outage and is_idle and not is_zombie), 0)::bigint
-            as idle_ms,
-        coalesce(sum(cover_ms) filter (not in_outage and not is_idle), 0)::bigint as productive_ms
+        sum(cover_units)::bigint as measured_units,
+        sum(cover_units * util_pct) as util_weighted_units,
+        coalesce(sum(cover_units) filter (not in_outage), 0)::bigint
+            as measured_outside_outage_units,
+        coalesce(sum(cover_units) filter (not in_outage and is_zombie), 0)::bigint
+            as zombie_units,
+        coalesce(sum(cover_units) filter (not in_outage and is_idle and not is_zombie), 0)
+            ::bigint as idle_units,
+        coalesce(sum(cover_units) filter (not in_outage and not is_idle), 0)::bigint
+            as productive_units
     from classified
     group by all
 )

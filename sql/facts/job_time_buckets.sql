@@ -1,5 +1,5 @@
 -- One row per job × GPU model: the job's allocated time in the billing month split into the
--- waste buckets of DESIGN.md, in milliseconds. The buckets of a job sum to its allocated time:
+-- waste buckets of DESIGN.md, in GPU units (1/420 GPU-ms; 1,512,000,000 units = 1 GPU-hour). The buckets of a job sum to its allocated time:
 --   failed_infra: all of a NODE_FAIL job; otherwise its time inside outage windows
 --   failed_job:   the rest of a FAILED or OUT_OF_MEMORY job
 --   productive / idle / zombie: from the samples covering the rest; unmeasured: no sample.
@@ -10,8 +10,8 @@ with held as (
         job_id,
         gpu_model,
         count(distinct (node, gpu_index)) as gpus_held,
-        sum(gpu_ms)::bigint as allocated_ms,
-        coalesce(sum(gpu_ms) filter (in_outage), 0)::bigint as outage_ms
+        sum(gpu_units)::bigint as allocated_units,
+        coalesce(sum(gpu_units) filter (in_outage), 0)::bigint as outage_units
     from job_gpu_hours
     where billing_month = $billing_month
     group by all
@@ -21,12 +21,12 @@ joined as (
     select
         h.*,
         j.state,
-        coalesce(t.measured_ms, 0) as measured_ms,
-        t.util_weighted_ms,
-        coalesce(t.measured_outside_outage_ms, 0) as measured_outside_outage_ms,
-        coalesce(t.productive_ms, 0) as productive_ms,
-        coalesce(t.idle_ms, 0) as idle_ms,
-        coalesce(t.zombie_ms, 0) as zombie_ms
+        coalesce(t.measured_units, 0) as measured_units,
+        t.util_weighted_units,
+        coalesce(t.measured_outside_outage_units, 0) as measured_outside_outage_units,
+        coalesce(t.productive_units, 0) as productive_units,
+        coalesce(t.idle_units, 0) as idle_units,
+        coalesce(t.zombie_units, 0) as zombie_units
     from held as h
     join stg_jobs as j on j.billing_month = $billing_month and j.cluster = h.cluster
         and j.job_id = h.job_id
@@ -41,23 +41,23 @@ final as (
         job_id,
         gpu_model,
         gpus_held,
-        allocated_ms,
-        measured_ms,
-        util_weighted_ms,
-        case when state = 'NODE_FAIL' then allocated_ms else outage_ms end as failed_infra_ms,
+        allocated_units,
+        measured_units,
+        util_weighted_units,
+        case when state = 'NODE_FAIL' then allocated_units else outage_units end as failed_infra_units,
         case
-            when state in ('FAILED', 'OUT_OF_MEMORY') then allocated_ms - outage_ms else 0
-        end as failed_job_ms,
-        case when state in ('NODE_FAIL', 'FAILED', 'OUT_OF_MEMORY') then 0 else productive_ms end
-            as productive_ms,
-        case when state in ('NODE_FAIL', 'FAILED', 'OUT_OF_MEMORY') then 0 else idle_ms end
-            as idle_ms,
-        case when state in ('NODE_FAIL', 'FAILED', 'OUT_OF_MEMORY') then 0 else zombie_ms end
-            as zombie_ms,
+            when state in ('FAILED', 'OUT_OF_MEMORY') then allocated_units - outage_units else 0
+        end as failed_job_units,
+        case when state in ('NODE_FAIL', 'FAILED', 'OUT_OF_MEMORY') then 0 else productive_units end
+            as productive_units,
+        case when state in ('NODE_FAIL', 'FAILED', 'OUT_OF_MEMORY') then 0 else idle_units end
+            as idle_units,
+        case when state in ('NODE_FAIL', 'FAILED', 'OUT_OF_MEMORY') then 0 else zombie_units end
+            as zombie_units,
         case
             when state in ('NODE_FAIL', 'FAILED', 'OUT_OF_MEMORY') then 0
-            else allocated_ms - outage_ms - measured_outside_outage_ms
-        end as unmeasured_ms
+            else allocated_units - outage_units - measured_outside_outage_units
+        end as unmeasured_units
     from joined
 )
 

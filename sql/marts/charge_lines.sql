@@ -29,7 +29,7 @@ corrections as (
         'Correction of the issued line: '
             || coalesce(c.charge_description, i.charge_description) as charge_description,
         coalesce(c.gpu_hours, 0) - coalesce(i.gpu_hours, 0) as gpu_hours,
-        coalesce(c.gpu_ms, 0) - coalesce(i.gpu_ms, 0) as gpu_ms,
+        coalesce(c.gpu_units, 0) - coalesce(i.gpu_units, 0) as gpu_units,
         coalesce(c.unit_price, i.unit_price) as unit_price,
         coalesce(c.charge_numerator, 0) - coalesce(i.charge_numerator, 0) as charge_numerator,
         coalesce(c.amount, 0) - coalesce(i.amount, 0) as amount,
@@ -38,7 +38,7 @@ corrections as (
     full join issued as i
         using (tenant_id, cluster, gpu_model, charge_category, unit_price)
     where coalesce(c.amount, 0) <> coalesce(i.amount, 0)
-        or coalesce(c.gpu_ms, 0) <> coalesce(i.gpu_ms, 0)
+        or coalesce(c.gpu_units, 0) <> coalesce(i.gpu_units, 0)
 ),
 
 final as (

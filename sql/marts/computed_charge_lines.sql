@@ -11,7 +11,7 @@ with priced as (
     select
         c.tenant_id, c.cluster, c.gpu_model, c.unit_price,
         'Usage' as charge_category,
-        c.gpu_ms,
+        c.gpu_units,
         c.charge_numerator
     from job_gpu_charges as c
     where c.billing_month = $billing_month
@@ -19,16 +19,16 @@ with priced as (
     select
         c.tenant_id, c.cluster, c.gpu_model, c.unit_price,
         'Credit',
-        c.credit_gpu_ms,
+        c.credit_gpu_units,
         c.credit_numerator
     from job_gpu_charges as c
-    where c.billing_month = $billing_month and c.credit_gpu_ms > 0
+    where c.billing_month = $billing_month and c.credit_gpu_units > 0
 ),
 
 lines as (
     select
         tenant_id, cluster, gpu_model, unit_price, charge_category,
-        sum(gpu_ms)::bigint as gpu_ms,
+        sum(gpu_units)::bigint as gpu_units,
         sum(charge_numerator) as charge_numerator
     from priced
     group by all
@@ -37,15 +37,15 @@ lines as (
 floored as (
     select
         *,
-        charge_numerator // 36000000000 as floor_cents,
-        charge_numerator % 36000000000 as remainder
+        charge_numerator // 15120000000000 as floor_cents,
+        charge_numerator % 15120000000000 as remainder
     from lines
 ),
 
 shortfall as (
     select
         charge_category,
-        (sum(charge_numerator) + 18000000000) // 36000000000 - sum(floor_cents) as cents
+        (sum(charge_numerator) + 7560000000000) // 15120000000000 - sum(floor_cents) as cents
     from floored
     group by charge_category
 ),
@@ -80,8 +80,8 @@ final as (
             else format('Credit for failed infrastructure, {} at {} {}/GPU-hour', r.gpu_model,
                         r.unit_price, $currency)
         end as charge_description,
-        r.gpu_ms / 3600000.0 as gpu_hours,
-        r.gpu_ms,
+        r.gpu_units / 1512000000.0 as gpu_hours,
+        r.gpu_units,
         r.unit_price::decimal(18, 6) as unit_price,
         r.charge_numerator,
         (case when r.charge_category = 'Credit' then -1 else 1 end

@@ -4,7 +4,7 @@
 --                            another record of it superseded)
 --   unmapped_account         an account that maps to no tenant, with its GPU-hours
 --   telemetry_coverage       measured share of allocated GPU time per cluster
---   overlapping_allocations  a GPU two jobs held at the same time, with the doubled hours
+--   overlapping_allocations  a GPU jobs held beyond its whole, with the excess GPU-hours
 -- Parameters: $billing_month.
 with job_files as (
     select
@@ -57,7 +57,7 @@ coverage as (
         cluster,
         'telemetry_coverage' as category,
         cluster as subject,
-        sum(measured_ms) / nullif(sum(allocated_ms), 0) as value,
+        sum(measured_units) / nullif(sum(allocated_units), 0) as value,
         'measured share of allocated GPU time' as detail
     from job_time_buckets
     where billing_month = $billing_month
@@ -66,19 +66,13 @@ coverage as (
 
 overlapping_gpus as (
     select
-        c.cluster,
+        cluster,
         'overlapping_allocations' as category,
-        format('{}/gpu{}', c.node, c.gpu_index) as subject,
-        (h.held_ms - c.busy_union_ms) / 3600000.0 as value,
-        'GPU-hours held by two jobs at once' as detail
-    from gpu_capacity as c
-    join (
-        select cluster, node, gpu_index, sum(gpu_ms) as held_ms
-        from job_gpu_hours
-        where billing_month = $billing_month
-        group by all
-    ) as h using (cluster, node, gpu_index)
-    where c.billing_month = $billing_month and h.held_ms > c.busy_union_ms
+        format('{}/gpu{}', node, gpu_index) as subject,
+        overlap_units / 1512000000.0 as value,
+        'GPU-hours held beyond the whole GPU (jobs overlapping on it)' as detail
+    from gpu_capacity
+    where billing_month = $billing_month and overlap_units > 0
 ),
 
 final as (

@@ -1,21 +1,21 @@
 -- One row per job × billing month: every job that held GPUs in the month or was submitted in
 -- it, its allocated hours split into waste buckets, its utilisation and its informational
 -- amount (the job's exact charge less its credit, rounded half up; the bill is charge_lines).
--- tenant_id is the tenant of the job's first charged hour (or of its account at submit).
+-- tenant_id is the tenant of most of the job's charged time (or of its account at start).
 -- Parameters: $billing_month, $currency.
 with buckets as (
     select
         cluster,
         job_id,
-        sum(allocated_ms) as allocated_ms,
-        sum(measured_ms) as measured_ms,
-        sum(util_weighted_ms) as util_weighted_ms,
-        sum(productive_ms) as productive_ms,
-        sum(idle_ms) as idle_ms,
-        sum(zombie_ms) as zombie_ms,
-        sum(failed_job_ms) as failed_job_ms,
-        sum(failed_infra_ms) as failed_infra_ms,
-        sum(unmeasured_ms) as unmeasured_ms
+        sum(allocated_units) as allocated_units,
+        sum(measured_units) as measured_units,
+        sum(util_weighted_units) as util_weighted_units,
+        sum(productive_units) as productive_units,
+        sum(idle_units) as idle_units,
+        sum(zombie_units) as zombie_units,
+        sum(failed_job_units) as failed_job_units,
+        sum(failed_infra_units) as failed_infra_units,
+        sum(unmeasured_units) as unmeasured_units
     from job_time_buckets
     where billing_month = $billing_month
     group by all
@@ -25,8 +25,8 @@ charges as (
     select
         cluster,
         job_id,
-        arg_min(tenant_id, gpu_ms) filter (gpu_ms > 0) as charged_tenant_id,
-        (sum(charge_numerator - credit_numerator) + 18000000000) // 36000000000 as cents
+        arg_max(tenant_id, gpu_units) filter (gpu_units > 0) as charged_tenant_id,
+        (sum(charge_numerator - credit_numerator) + 7560000000000) // 15120000000000 as cents
     from job_gpu_charges
     where billing_month = $billing_month
     group by all
@@ -59,15 +59,15 @@ final as (
         j.start_at,
         j.end_at,
         j.is_running,
-        coalesce(b.allocated_ms, 0) / 3600000.0 as allocated_gpu_hours,
-        coalesce(b.measured_ms, 0) / 3600000.0 as measured_gpu_hours,
-        b.util_weighted_ms / nullif(b.measured_ms, 0) as mean_util_pct,
-        coalesce(b.productive_ms, 0) / 3600000.0 as productive_gpu_hours,
-        coalesce(b.idle_ms, 0) / 3600000.0 as idle_gpu_hours,
-        coalesce(b.zombie_ms, 0) / 3600000.0 as zombie_gpu_hours,
-        coalesce(b.failed_job_ms, 0) / 3600000.0 as failed_job_gpu_hours,
-        coalesce(b.failed_infra_ms, 0) / 3600000.0 as failed_infra_gpu_hours,
-        coalesce(b.unmeasured_ms, 0) / 3600000.0 as unmeasured_gpu_hours,
+        coalesce(b.allocated_units, 0) / 1512000000.0 as allocated_gpu_hours,
+        coalesce(b.measured_units, 0) / 1512000000.0 as measured_gpu_hours,
+        b.util_weighted_units / nullif(b.measured_units, 0) as mean_util_pct,
+        coalesce(b.productive_units, 0) / 1512000000.0 as productive_gpu_hours,
+        coalesce(b.idle_units, 0) / 1512000000.0 as idle_gpu_hours,
+        coalesce(b.zombie_units, 0) / 1512000000.0 as zombie_gpu_hours,
+        coalesce(b.failed_job_units, 0) / 1512000000.0 as failed_job_gpu_hours,
+        coalesce(b.failed_infra_units, 0) / 1512000000.0 as failed_infra_gpu_hours,
+        coalesce(b.unmeasured_units, 0) / 1512000000.0 as unmeasured_gpu_hours,
         (coalesce(c.cents, 0)::decimal(18, 0) * 0.01::decimal(18, 2))::decimal(18, 2) as amount,
         $currency as currency
     from stg_jobs as j

@@ -1,13 +1,23 @@
--- One row per GPU held by a started job of the month, as the scheduler exported it.
+-- One row per GPU held by a started job of the month, as the scheduler exported it, with the
+-- share of that GPU the job held in 1/420ths (420 = a whole GPU): a job of 0.5 GPU-equivalents
+-- exported on one GPU holds 210; a job holding as many or more GPU-eq than rows holds 420 each.
 -- Parameters: $billing_month.
-select distinct
-    j.billing_month,
-    j.cluster,
-    j.job_id,
-    a.node,
-    a.gpu_index,
+with exported as (
+    select distinct j.billing_month, j.cluster, j.job_id, a.node, a.gpu_index, j.gpus
+    from stg_jobs as j
+    join stg_allocation_records as a
+        on a.cluster = j.cluster and a.job_id = j.job_id and a.reject_reason is null
+    where j.billing_month = $billing_month and j.start_at is not null
+)
+
+select
+    billing_month,
+    cluster,
+    job_id,
+    node,
+    gpu_index,
+    least(420, greatest(1, round(420 * gpus / count(*) over (partition by cluster, job_id))))
+        ::integer as gpu_share,
     'export' as index_source
-from stg_jobs as j
-join stg_allocation_records as a
-    on a.cluster = j.cluster and a.job_id = j.job_id and a.reject_reason is null
-where j.billing_month = $billing_month and j.start_at is not null
+from exported
+order by cluster, job_id, node, gpu_index

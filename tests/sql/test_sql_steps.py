@@ -141,29 +141,30 @@ def test_stg_jobs_keeps_the_month_and_ends_running_jobs_at_the_export_time(con):
     assert picked == [("2", T(2026, 11, 1, 4)), ("3", T(2026, 12, 1, 6)), ("4", None)]
 
 
-def test_job_gpu_hours_splits_at_hours_and_outage_edges(con):
+def test_job_gpu_hours_splits_at_hours_and_outage_edges_and_weighs_the_share(con):
     con.execute("""
         create table stg_jobs as select date '2026-11-01' as billing_month, 'c' as cluster,
             'j' as job_id, 'A100' as gpu_model, timestamp '2026-11-05 10:30' as start_at,
             timestamp '2026-11-05 12:15' as held_until
     """)
     con.execute("""create table job_gpus as select date '2026-11-01' as billing_month,
-        'c' as cluster, 'j' as job_id, 'n1' as node, 3 as gpu_index""")
+        'c' as cluster, 'j' as job_id, 'n1' as node, 3 as gpu_index, 60 as gpu_share""")
     con.execute("create table catalog_nodes (cluster varchar, node varchar, gpu_model varchar)")
     con.execute("""create table catalog_outage_windows as select 'c' as cluster, 'n1' as node,
         timestamp '2026-11-05 11:20' as outage_from, timestamp '2026-11-05 11:40' as outage_to""")
     rows = con.execute(
-        "select hour::time, seg_from::time, seg_to::time, gpu_ms, in_outage from ("
+        "select hour::time, seg_from::time, seg_to::time, gpu_ms, gpu_units, in_outage from ("
         + _sql("facts/job_gpu_hours")
         + ")",
         {k: v for k, v in NOV.items() if k != "currency"},
     ).fetchall()
+    # a 1g MIG slice: 60/420 of the GPU, so GPU units = ms x 60
     assert [tuple(str(v) for v in row) for row in rows] == [
-        ("10:00:00", "10:30:00", "11:00:00", "1800000", "False"),
-        ("11:00:00", "11:00:00", "11:20:00", "1200000", "False"),
-        ("11:00:00", "11:20:00", "11:40:00", "1200000", "True"),
-        ("11:00:00", "11:40:00", "12:00:00", "1200000", "False"),
-        ("12:00:00", "12:00:00", "12:15:00", "900000", "False"),
+        ("10:00:00", "10:30:00", "11:00:00", "1800000", "108000000", "False"),
+        ("11:00:00", "11:00:00", "11:20:00", "1200000", "72000000", "False"),
+        ("11:00:00", "11:20:00", "11:40:00", "1200000", "72000000", "True"),
+        ("11:00:00", "11:40:00", "12:00:00", "1200000", "72000000", "False"),
+        ("12:00:00", "12:00:00", "12:15:00", "900000", "54000000", "False"),
     ]
 
 
@@ -194,7 +195,7 @@ def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
     utils = [1.0] * 6 + [50.0] + [1.0] * 12
     con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
         'c' as cluster, 'j' as job_id, 'n1' as node, 0 as gpu_index, 'A100' as gpu_model,
-        false as in_outage, h as hour, h as seg_from, h + interval 1 hour as seg_to
+        420 as gpu_share, false as in_outage, h as hour, h as seg_from, h + interval 1 hour as seg_to
         from unnest(range(timestamp '2026-11-02 00:00', timestamp '2026-11-02 04:00',
                           interval 1 hour)) as t(h)""")
     (tmp_path / "cluster=c/day=2026-11-02").mkdir(parents=True)
@@ -213,47 +214,56 @@ def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
     }
     cursor = run(con, "facts/job_sample_time", params)
     row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
-    assert (row["productive_ms"], row["idle_ms"], row["zombie_ms"]) == (
-        600_000,
-        3_600_000,
-        7_200_000,
+    # a whole GPU: units are 420 x ms
+    assert (row["productive_units"], row["idle_units"], row["zombie_units"]) == (
+        600_000 * 420,
+        3_600_000 * 420,
+        7_200_000 * 420,
     )
 
 
-def test_gpu_capacity_counts_two_jobs_on_one_gpu_once(con):
+def test_gpu_capacity_sweeps_shares_overlaps_and_outages(con):
+    # one GPU: j1 holds it whole 00:00-02:00, j2 whole 01:00-03:00 (overlap 01:00-02:00), two
+    # 1g MIG jobs m1 00:00-04:00 and m2 02:00-04:00 on top; outage 02:30-04:00
     con.execute("""create table catalog_nodes as select 'c' as cluster, 'n1' as node,
         'A100' as gpu_model, 1 as gpus, timestamp '1900-01-01' as in_service_from,
         timestamp '9999-12-31' as in_service_to""")
     con.execute("""create table job_gpu_hours as select * from (values
-        ('j1', timestamp '2026-11-02 00:00', timestamp '2026-11-02 02:00'),
-        ('j2', timestamp '2026-11-02 01:00', timestamp '2026-11-02 03:00')
-    ) as v(job_id, seg_from, seg_to)""")
+        ('j1', 420, timestamp '2026-11-02 00:00', timestamp '2026-11-02 02:00'),
+        ('j2', 420, timestamp '2026-11-02 01:00', timestamp '2026-11-02 03:00'),
+        ('m1', 60, timestamp '2026-11-03 00:00', timestamp '2026-11-03 04:00'),
+        ('m2', 60, timestamp '2026-11-03 02:00', timestamp '2026-11-03 04:00')
+    ) as v(job_id, gpu_share, seg_from, seg_to)""")
     con.execute("""create or replace table job_gpu_hours as select date '2026-11-01'
-        as billing_month, 'c' as cluster, job_id, 'n1' as node, 0 as gpu_index, seg_from, seg_to
-        from job_gpu_hours""")
+        as billing_month, 'c' as cluster, job_id, 'n1' as node, 0 as gpu_index, gpu_share,
+        seg_from, seg_to from job_gpu_hours""")
     con.execute("""create table catalog_outage_windows as select 'c' as cluster, 'n1' as node,
         timestamp '2026-11-02 02:30' as outage_from, timestamp '2026-11-02 04:00' as outage_to""")
     cursor = run(con, "facts/gpu_capacity", NOV)
     row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
-    hour = 3_600_000
-    assert (row["capacity_ms"], row["busy_union_ms"], row["down_ms"], row["unallocated_ms"]) == (
-        720 * hour,
-        3 * hour,
-        1 * hour,
-        716 * hour,
-    )
+    hour = 3_600_000  # ms; a whole GPU for an hour is 420 x hour units
+    assert (
+        row["capacity_units"], row["busy_units"], row["overlap_units"], row["down_units"],
+        row["unallocated_units"],
+    ) == (
+        720 * 420 * hour,
+        (3 * 420 + 4 * 60 + 2 * 60) * hour,  # j1+j2 cover 3 h whole; MIG slices 6 slice-hours
+        1 * 420 * hour,  # the hour both held it whole
+        int(1.5 * 420 * hour) - int(0.5 * 420 * hour),  # outage 02:30-04:00, j2 until 03:00
+        (720 * 420 - 3 * 420 - 6 * 60 - 420) * hour,
+    )  # fmt: skip
 
 
 def test_charge_lines_round_by_largest_remainder(con):
-    # three lines of 33 1/3 cents each (36e9 charge_numerator units per cent): exactly 1.00
+    # three lines of 33 1/3 cents each (1.512e13 charge_numerator units per cent): exactly 1.00
     con.execute("""create table job_gpu_charges as select date '2026-11-01' as billing_month,
         'c' as cluster, t as tenant_id, 'A100' as gpu_model, 1.0::decimal(18, 6) as unit_price,
-        1000::bigint as gpu_ms, 1200000000000::hugeint as charge_numerator,
-        0::bigint as credit_gpu_ms, 0::hugeint as credit_numerator
+        1000::bigint as gpu_units, 504000000000000::hugeint as charge_numerator,
+        0::bigint as credit_gpu_units, 0::hugeint as credit_numerator
         from unnest(['a', 'b', 'c']) as u(t)""")
     con.execute("create table catalog_tenants (tenant_id varchar, name varchar, "
                 "department varchar, cost_center varchar)")  # fmt: skip
-    rows = run(con, "marts/charge_lines", NOV).fetchall()
+    rows = run(con, "marts/computed_charge_lines", NOV).fetchall()
     amounts = [row[-2] for row in rows]
     # each is 33.333 cents: floors 0.33 x 3 = 0.99, one cent to the first by tie-break
     assert amounts == [Decimal("0.34"), Decimal("0.33"), Decimal("0.33")]
@@ -267,7 +277,7 @@ def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):
         'c' as cluster, 'j' as job_id, 'cv' as account, 'COMPLETED' as state""")
     con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
         'c' as cluster, 'j' as job_id, 'A100' as gpu_model, h as hour, h as seg_from,
-        3600000::bigint as gpu_ms, false as in_outage
+        (3600000 * 420)::bigint as gpu_units, false as in_outage
         from unnest(range(timestamp '2026-11-14 22:00', timestamp '2026-11-15 02:00',
                           interval 1 hour)) as t(h)""")
     con.execute("""create table catalog_account_tenants as select * from (values
@@ -283,7 +293,7 @@ def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):
          timestamp '9999-12-31', 2)
     ) as v(gpu_model, price_per_gpu_hour, price_micro, valid_from, valid_to, priority)""")
     rows = con.execute(
-        "select tenant_id, unit_price, gpu_ms, charge_numerator // 36000000000 from ("
+        "select tenant_id, unit_price, gpu_units // 420, charge_numerator // 15120000000000 from ("
         + _sql("facts/job_gpu_charges")
         + ") order by tenant_id",
         {"billing_month": dt.date(2026, 11, 1)},

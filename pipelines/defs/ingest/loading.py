@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import math
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -68,6 +67,11 @@ def load_scheduler_exports(
     return counts
 
 
+# A GPU's time is counted in 1/420ths: 420 = lcm(1..7), so MIG slices (1/7), halves, thirds,
+# quarters... of a GPU are whole numbers and every sum stays exact.
+WHOLE_GPU = 420
+
+
 def build_month_jobs(con: duckdb.DuckDBPyConnection, params: dict[str, Any]) -> dict[str, int]:
     """stg_jobs and job_gpus of one billing month."""
     jobs = replace_month(con, "stg_jobs", "staging/stg_jobs", params)
@@ -78,16 +82,28 @@ def build_month_jobs(con: duckdb.DuckDBPyConnection, params: dict[str, Any]) -> 
     assigned = assign_gpu_indices(con, params, exported)
     rows = [
         {"billing_month": params["billing_month"], "cluster": c, "job_id": j, "node": n,
-         "gpu_index": i, "index_source": s}
-        for (_, c, j, n, i, s) in exported
+         "gpu_index": i, "gpu_share": share, "index_source": source}
+        for (_, c, j, n, i, share, source) in exported
     ] + assigned  # fmt: skip
     schema = pa.schema([
         ("billing_month", pa.date32()), ("cluster", pa.string()), ("job_id", pa.string()),
-        ("node", pa.string()), ("gpu_index", pa.int32()), ("index_source", pa.string()),
+        ("node", pa.string()), ("gpu_index", pa.int32()), ("gpu_share", pa.int32()),
+        ("index_source", pa.string()),
     ])  # fmt: skip
     write_table(con, "month_job_gpus", rows, schema)
     gpus = replace_month(con, "job_gpus", "staging/job_gpus", params)
     return {"jobs": jobs, "job_gpus": gpus, "assigned_gpus": len(assigned)}
+
+
+def gpu_shares(gpus: float, nodes: int) -> list[int]:
+    """The shares (in 1/420 of a GPU) a job holds on each of its nodes: whole GPUs first, then
+    the fractional rest on one more GPU. `gpus_shares(0.5, 1) == [210]`, `(2, 1) == [420, 420]`.
+    """
+    per_node = round(gpus * WHOLE_GPU / nodes)
+    shares = [WHOLE_GPU] * (per_node // WHOLE_GPU)
+    if per_node % WHOLE_GPU:
+        shares.append(per_node % WHOLE_GPU)
+    return shares
 
 
 def assign_gpu_indices(
@@ -96,11 +112,12 @@ def assign_gpu_indices(
     """GPU indices for started jobs whose export does not say which GPUs they held.
 
     Assigned as Slurm's default selection does: in start order, the lowest free indices of each
-    node (the job's GPUs spread evenly over its nodes). Indices held by exported allocations are
-    never taken. Telemetry then matches per GPU like for any other job.
+    node (the job's GPUs spread evenly over its nodes); a fractional share (MIG slice, half a
+    GPU) goes to the lowest GPU with room for it. What exported allocations hold is never
+    taken. Telemetry then matches per GPU like for any other job.
     """
     month = params["billing_month"]
-    with_export = {(cluster, job_id) for (_, cluster, job_id, _, _, _) in exported}
+    with_export = {(cluster, job_id) for (_, cluster, job_id, *_) in exported}
     node_gpus = dict(
         ((cluster, node), gpus)
         for cluster, node, gpus in con.execute(
@@ -118,27 +135,34 @@ def assign_gpu_indices(
         {"m": month},
     ).fetchall()
     spans = {(c, j): (s, e) for c, j, _, _, s, e in held}
-    for _, cluster, job_id, node, index, _ in exported:
+    for _, cluster, job_id, node, index, share, _ in exported:
         start, end = spans[(cluster, job_id)]
-        busy[(cluster, node)].append((start, end, index))
+        busy[(cluster, node)].append((start, end, index, share))
 
     assigned = []
     for cluster, job_id, nodes, gpus, start, end in held:
         if (cluster, job_id) in with_export:
             continue
         names = hostlist.expand_hostlist(nodes)
-        per_node = math.ceil(gpus / len(names))
         for node in names:
-            size = node_gpus.get((cluster, node), max(8, per_node))
-            taken = {i for s, e, i in busy[(cluster, node)] if s < end and e > start}
-            free = [i for i in range(size) if i not in taken]
-            # an over-subscribed node (a data error, reported as overlap) still gets indices
-            chosen = (free + sorted(taken))[:per_node]
-            for index in chosen:
-                busy[(cluster, node)].append((start, end, index))
+            shares = gpu_shares(gpus, len(names))
+            size = node_gpus.get((cluster, node), max(8, len(shares)))
+            load = defaultdict(int)  # share already held on each index during the job
+            for s, e, index, share in busy[(cluster, node)]:
+                if s < end and e > start:
+                    load[index] += share
+            chosen: list[int] = []
+            for share in shares:
+                fits = [i for i in range(size) if i not in chosen and load[i] + share <= WHOLE_GPU]
+                # an over-subscribed node (a data error, reported as overlap) still gets one
+                spare = [i for i in range(size) if i not in chosen]
+                index = (fits or spare or [len(chosen)])[0]
+                chosen.append(index)
+                busy[(cluster, node)].append((start, end, index, share))
                 assigned.append({
                     "billing_month": month, "cluster": cluster, "job_id": job_id,
-                    "node": node, "gpu_index": index, "index_source": "assigned",
+                    "node": node, "gpu_index": index, "gpu_share": share,
+                    "index_source": "assigned",
                 })  # fmt: skip
     return assigned
 

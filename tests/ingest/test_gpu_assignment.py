@@ -1,0 +1,38 @@
+"""GPU indices for jobs whose export does not name them: lowest free first, shares packed."""
+
+import datetime as dt
+
+import duckdb
+
+from pipelines.defs.ingest.loading import assign_gpu_indices, gpu_shares
+
+T = dt.datetime
+
+
+def test_gpu_shares_split_whole_gpus_and_a_fraction():
+    assert gpu_shares(2, 1) == [420, 420]
+    assert gpu_shares(16, 2) == [420] * 8
+    assert gpu_shares(2 / 7, 1) == [120]  # two 1g MIG slices
+    assert gpu_shares(1.5, 1) == [420, 210]
+
+
+def test_fractional_jobs_share_a_gpu_and_whole_jobs_take_the_lowest_free():
+    con = duckdb.connect()
+    con.execute("create table catalog_nodes as select 'c' as cluster, 'n1' as node, 2 as gpus")
+    con.execute("""create table stg_jobs as select * from (values
+        ('a', 'n1', 1.0, timestamp '2026-11-02 00:00', timestamp '2026-11-02 05:00'),
+        ('m1', 'n1', 3 / 7, timestamp '2026-11-02 01:00', timestamp '2026-11-02 05:00'),
+        ('m2', 'n1', 4 / 7, timestamp '2026-11-02 02:00', timestamp '2026-11-02 05:00'),
+        ('m3', 'n1', 1 / 7, timestamp '2026-11-02 03:00', timestamp '2026-11-02 05:00'),
+        ('b', 'n1', 1.0, timestamp '2026-11-02 06:00', timestamp '2026-11-02 07:00')
+    ) as v(job_id, nodes, gpus, start_at, held_until)""")
+    con.execute("create or replace table stg_jobs as select date '2026-11-01' as billing_month, "
+                "'c' as cluster, * from stg_jobs")  # fmt: skip
+    rows = assign_gpu_indices(con, {"billing_month": dt.date(2026, 11, 1)}, [])
+    assert [(r["job_id"], r["gpu_index"], r["gpu_share"]) for r in rows] == [
+        ("a", 0, 420),
+        ("m1", 1, 180),
+        ("m2", 1, 240),  # fills GPU 1 exactly: 3/7 + 4/7
+        ("m3", 0, 60),  # no room anywhere: the lowest index, over-subscribed (an overlap)
+        ("b", 0, 420),  # after the others ended: the lowest index again
+    ]
