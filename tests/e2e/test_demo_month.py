@@ -43,8 +43,8 @@ def test_buckets_sum_exactly_to_capacity(demo):
         root,
         """
         select gpu_model,
-               sum(gpu_ms) filter (bucket <> 'capacity'),
-               sum(gpu_ms) filter (bucket = 'capacity')
+               sum(gpu_units) filter (bucket <> 'capacity'),
+               sum(gpu_units) filter (bucket = 'capacity')
         from capacity_buckets group by 1 order by 1
         """,
     )
@@ -52,10 +52,10 @@ def test_buckets_sum_exactly_to_capacity(demo):
     for _, buckets, capacity in rows:
         assert buckets == capacity
     # capacity from the inventory: 2 A100 nodes all month, 1 H100 node all month and one
-    # from day 10 (21 days), 8 GPUs each
+    # from day 10 (21 days), 8 GPUs each; 420 units per GPU-millisecond
     assert [capacity for _, _, capacity in rows] == [
-        2 * 8 * 720 * 3_600_000,
-        (8 * 720 + 8 * 21 * 24) * 3_600_000,
+        2 * 8 * 720 * 3_600_000 * 420,
+        (8 * 720 + 8 * 21 * 24) * 3_600_000 * 420,
     ]
 
 
