@@ -9,10 +9,13 @@ from pipelines.defs.costing.close_job import close_month_job
 from pipelines.defs.governance import assets as governance
 from pipelines.defs.ingest import assets as ingest
 from pipelines.defs.reports import assets as reports
+from pipelines.defs.reports import department_assets
 from pipelines.defs.resources import ChargebackResource
 from pipelines.defs.schedules import chargeback_job, chargeback_monthly_schedule
 
-all_assets = dg.load_assets_from_modules([ingest, attribution, costing, governance, reports])
+all_assets = dg.load_assets_from_modules(
+    [ingest, attribution, costing, governance, reports, department_assets]
+)
 
 defs = dg.Definitions(
     assets=all_assets,

@@ -1,0 +1,50 @@
+"""Reports: the business owners' page and workbook of each department and billing month."""
+
+from pathlib import Path
+
+import dagster as dg
+
+from pipelines.defs.costing.assets import charge_lines, job_usage, tenant_month
+from pipelines.defs.governance.assets import quota_compliance, utilization_daily
+from pipelines.defs.monthly import run_months
+from pipelines.defs.partitions import monthly_partition, single_run
+from pipelines.defs.reports.department import write_department_reports
+from pipelines.defs.resources import ChargebackResource
+from pipelines.version import code_version
+
+GROUP = "reports"
+
+
+@dg.asset(
+    deps=[charge_lines, tenant_month, job_usage, quota_compliance, utilization_daily],
+    partitions_def=monthly_partition,
+    backfill_policy=single_run,
+    group_name=GROUP,
+    kinds={"html", "excel"},
+)
+def department_reports(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
+    """One page and one workbook per department and billing month, for its business owner:
+    `<reports>/YYYY-MM/departments/<slug>.html` (self-contained: spend vs budget, waste by
+    bucket, daily allocated GPU-hours, tenants, top idle/zombie jobs, definitions) and
+    `<slug>.xlsx` (Summary, Charges, Job lines, Definitions of that department's tenants)."""
+
+    def step(con, month, params, chargeback, catalog):
+        settings = catalog.settings
+        parameters = {
+            "billing_month": month.label,
+            "period_start_utc": month.start.isoformat(sep=" "),
+            "period_end_utc": month.end.isoformat(sep=" "),
+            "billing_timezone": settings.billing_timezone,
+            "currency": settings.currency,
+            "cost_mode": settings.cost_mode,
+            "idle_threshold_pct": str(settings.idle_threshold_pct),
+            "zombie_min_hours": str(settings.zombie_min_hours),
+            # the run id stays out: the same inputs and code must give the same bytes
+            "code_version": code_version(),
+        }
+        folder = Path(chargeback.reports_dir) / month.label / "departments"
+        counts = write_department_reports(con, month, parameters, folder)
+        context.add_output_metadata({f"path_{month.label}": dg.MetadataValue.path(str(folder))})
+        return counts
+
+    return run_months(context, chargeback, step)
