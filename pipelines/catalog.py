@@ -29,6 +29,8 @@ class _Strict(BaseModel):
 class ClusterSettings(_Strict):
     scheduler_timezone: str = "UTC"
     sacct_fields: list[str] | None = None
+    # the scheduler's GPU type names -> the catalog's models, e.g. {a100: A100-80GB}
+    gpu_models: dict[str, str] = {}
 
 
 class Settings(_Strict):

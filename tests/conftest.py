@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
+import os
 
-import dagster as dg
-import duckdb
-import pytest
+# Partitions are defined when pipelines.definitions is imported: let the tests reach back to
+# the reference logs of 2016 (set before the import below).
+os.environ["CHARGEBACK_FIRST_MONTH"] = "2016-01"
 
-from pipelines.definitions import all_assets
-from pipelines.defs.checks import checks
-from pipelines.defs.resources import ChargebackResource
+import textwrap  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import dagster as dg  # noqa: E402
+import duckdb  # noqa: E402
+import pytest  # noqa: E402
+
+from pipelines.definitions import all_assets  # noqa: E402
+from pipelines.defs.checks import checks  # noqa: E402
+from pipelines.defs.resources import ChargebackResource  # noqa: E402
 
 
 def write(path: Path, text: str) -> Path:

@@ -1,5 +1,5 @@
 -- normal_state(text): the normalised job state of DESIGN.md, or NULL when unknown.
--- `CANCELLED by 1234` is CANCELLED; Slurm abbreviations are accepted.
+-- `CANCELLED by 1234` is CANCELLED; Slurm abbreviations and rarer states are accepted.
 create or replace macro normal_state(value) as
     case upper(split_part(trim(value), ' ', 1))
         when 'COMPLETED' then 'COMPLETED' when 'CD' then 'COMPLETED'
@@ -11,4 +11,12 @@ create or replace macro normal_state(value) as
         when 'PREEMPTED' then 'PREEMPTED' when 'PR' then 'PREEMPTED'
         when 'RUNNING' then 'RUNNING' when 'R' then 'RUNNING'
         when 'PENDING' then 'PENDING' when 'PD' then 'PENDING'
+        -- rarer Slurm states, folded into the nearest normalised one
+        when 'BOOT_FAIL' then 'NODE_FAIL' when 'BF' then 'NODE_FAIL'
+        when 'DEADLINE' then 'TIMEOUT' when 'DL' then 'TIMEOUT'
+        when 'SPECIAL_EXIT' then 'FAILED' when 'SE' then 'FAILED'
+        when 'REVOKED' then 'CANCELLED' when 'RV' then 'CANCELLED'
+        when 'SUSPENDED' then 'RUNNING' when 'S' then 'RUNNING'
+        when 'RESIZING' then 'RUNNING' when 'RS' then 'RUNNING'
+        when 'REQUEUED' then 'PREEMPTED' when 'RQ' then 'PREEMPTED'
     end

@@ -32,7 +32,12 @@ typed as (
         r.end_time,
         to_utc(r.submit_time, coalesce(z.scheduler_timezone, 'UTC')) as submit_at,
         to_utc(r.start_time, coalesce(z.scheduler_timezone, 'UTC')) as start_at,
-        to_utc(r.end_time, coalesce(z.scheduler_timezone, 'UTC')) as end_at,
+        to_utc(r.end_time, coalesce(z.scheduler_timezone, 'UTC')) as end_parsed,
+        -- a job still running or pending has no end yet, whatever the export put there
+        -- (sacct -T writes the window's end): it ends at the export time
+        case when normal_state(r.state) not in ('RUNNING', 'PENDING')
+            then to_utc(r.end_time, coalesce(z.scheduler_timezone, 'UTC'))
+        end as end_at,
         r.state as raw_state,
         normal_state(r.state) as state,
         r.exit_code,
@@ -47,6 +52,8 @@ checked as (
         case
             when parse_error is not null then parse_error
             when job_id is null then 'field job_id: missing'
+            -- a job step only has to be readable: its job carries the figures
+            when record_type = 'step' then null
             when account is null then 'field account: missing'
             when gpus is null then format('field gpus: ''{}'' is not a number', gpus_text)
             when gpus < 0 then format('field gpus: {} is negative', gpus_text)
@@ -54,7 +61,7 @@ checked as (
                 then format('field submit_time: ''{}'' is not a timestamp', submit_time)
             when start_time is not null and start_at is null
                 then format('field start_time: ''{}'' is not a timestamp', start_time)
-            when end_time is not null and end_at is null
+            when end_time is not null and end_parsed is null
                 then format('field end_time: ''{}'' is not a timestamp', end_time)
             when state is null then format('field state: ''{}'' is not a known state', raw_state)
             when end_at < start_at
@@ -69,7 +76,7 @@ final as (
     -- a job in several records (overlapping dumps): the most complete, latest record ranks 1;
     -- job steps (record_type 'step') are loaded but never rank: their job is the parent record
     select
-        * exclude (gpus_text, submit_time, start_time, end_time),
+        * exclude (gpus_text, submit_time, start_time, end_time, end_parsed),
         case when reject_reason is null and record_type = 'job' then row_number() over (
             partition by cluster, job_id, reject_reason is null and record_type = 'job'
             order by

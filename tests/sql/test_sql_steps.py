@@ -48,8 +48,8 @@ def given_raw_jobs(con, rows: list[tuple]) -> None:
 
 def raw_job(line, job_id, gpus="1", start="2026-11-02T10:00:00", end="2026-11-02T12:00:00",
             state="COMPLETED", cluster="c1", nodes="n1", error=None, file="jobs.csv",
-            record_type="job"):  # fmt: skip
-    return (cluster, file, line, "raw", error, job_id, "acct", "u", "q", "normal", "A100",
+            record_type="job", account="acct"):  # fmt: skip
+    return (cluster, file, line, "raw", error, job_id, account, "u", "q", "normal", "A100",
             gpus, nodes, "2026-11-02T09:00:00", start, end, state, "0", record_type)  # fmt: skip
 
 
@@ -81,6 +81,23 @@ class TestStgJobRecords:
         # Unknown / None times are unknown, not errors
         start_at = columns.index("start_at")
         assert by_line[8][reason] is None and by_line[8][start_at] is None
+
+    def test_slurm_quirks(self, con):
+        given_raw_jobs(con, [
+            raw_job(2, "1", state="RUNNING"),  # sacct -T writes an End for running jobs
+            raw_job(3, "2", state="BOOT_FAIL"),
+            raw_job(4, "2.batch", record_type="step", account=None),  # still loads
+        ])  # fmt: skip
+        con.execute("create table catalog_clusters (cluster varchar, scheduler_timezone varchar)")
+        rows = con.execute(
+            "select job_id, state, end_at, reject_reason, record_rank from ("
+            + _sql("staging/stg_job_records") + ") order by line"
+        ).fetchall()
+        assert rows == [
+            ("1", "RUNNING", None, None, 1),
+            ("2", "NODE_FAIL", T(2026, 11, 2, 12), None, 1),
+            ("2.batch", "COMPLETED", T(2026, 11, 2, 12), None, None),
+        ]
 
     def test_scheduler_timezone_becomes_utc(self, con):
         given_raw_jobs(con, [raw_job(2, "1", cluster="ny"), raw_job(3, "2", cluster="utc")])

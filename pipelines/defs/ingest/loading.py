@@ -41,9 +41,12 @@ def load_scheduler_exports(
     }
     for export in discover(landing_dir, "scheduler"):
         settings = catalog.settings.clusters.get(export.cluster, ClusterSettings())
+        aliases = {name.lower(): model for name, model in settings.gpu_models.items()}
         for row in export.format.read_rows(export.path, settings):
             row["cluster"] = export.cluster
             row["file"] = export.name
+            if row.get("gpu_model"):
+                row["gpu_model"] = aliases.get(row["gpu_model"].lower(), row["gpu_model"])
             rows[export.kind].append(row)
     for kind, names in columns.items():
         schema = pa.schema(

@@ -1,0 +1,234 @@
+"""Slurm `sacct --parsable2` exports (DESIGN.md "Inputs" 1): one job or job step per line.
+
+Fields are `|`-separated, named by a header line when the file has one (`JobID|JobIDRaw|...`,
+any case), else in the cluster's `sacct_fields` order or Open XDMoD's documented order.
+Times, state and exit code pass through as text; SQL types them (`sql/staging/`).
+
+GPU count of a record (`gpus`), from the `gres/gpu` entries of a TRES string: the untyped
+total (`gres/gpu=4`) whenever present, so a typed breakdown next to it (`gres/gpu:a100=4`) is
+never added a second time; without it the typed entries are summed; no GPU entry means 0.
+- A job that started: AllocTRES, the GPUs it held.
+- A job that never started (Start `Unknown`/`None`/empty, e.g. PENDING): ReqTRES (AllocTRES
+  when ReqTRES is empty). It allocates no GPU-hours; the count is the demand it stands for.
+- A job cancelled while pending (NodeList `None assigned`, Slurm sets Start = End): 0, it held
+  nothing, even when AllocTRES (older Slurm) repeats the request.
+`gpu_model` is the type of the typed entries (several types joined with `+`), else None.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from pipelines.catalog import ClusterSettings
+from pipelines.formats import ExportFormat
+
+# Open XDMoD's documented `sacct --format` order, the default for files without a header.
+DEFAULT_FIELDS = (
+    "jobid", "jobidraw", "cluster", "partition", "qos", "account", "group", "gid", "user",
+    "uid", "submit", "eligible", "start", "end", "elapsed", "exitcode", "state", "nnodes",
+    "ncpus", "reqcpus", "reqmem", "reqtres", "alloctres", "timelimit", "nodelist", "jobname",
+)  # fmt: skip
+
+# canonical job column <- sacct field
+_COLUMNS = {
+    "job_id": "jobid",
+    "cluster": "cluster",
+    "account": "account",
+    "user": "user",
+    "queue": "partition",
+    "qos": "qos",
+    "nodes": "nodelist",
+    "submit_time": "submit",
+    "start_time": "start",
+    "end_time": "end",
+    "state": "state",
+    "exit_code": "exitcode",
+}
+# Without these a file cannot be billed: a header lacking one is not taken for this format.
+REQUIRED_FIELDS = ("jobid", "account", "start", "end", "state", "alloctres", "nodelist")
+
+# 123, 123_4, 123_[1-9], 123_[1,5-7%2], 123+0; a step adds .batch, .extern, .0 ...
+JOB_ID = re.compile(r"[0-9]+(?:_(?:[0-9]+|\[[0-9,%-]+\]))?(?:\+[0-9]+)?(?:\.[A-Za-z0-9_]+)?")
+_COUNT = re.compile(r"[0-9]+")
+_NO_TIME = {"", "unknown", "none"}
+_NO_NODES = {"", "none assigned"}
+_SNIFF_LINES = 50
+
+
+class _TresError(ValueError):
+    """A gres/gpu entry whose count is not a whole number."""
+
+
+def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str | None]]:
+    """Yield one row per non-blank line: the canonical job columns as text, plus `line`,
+    `raw`, `parse_error` and `record_type` ('step' for `123.batch`, `123.0`, ...).
+
+    A line with the wrong number of fields, a malformed job id or GPU count is still yielded,
+    with `parse_error` naming the field, so that it reaches the rejects table.
+    """
+    layout: _Layout | None = None
+    for number, text in _lines(path):
+        fields = text.split("|")
+        if layout is None:
+            if _is_header(fields):
+                layout = _Layout(_names(fields), is_header=True)
+                continue
+            layout = _Layout(_names(settings.sacct_fields or DEFAULT_FIELDS), is_header=False)
+        yield _row(number, text, fields, layout)
+
+
+class _Layout:
+    """The field names of a file, from its header or the configured order."""
+
+    def __init__(self, names: list[str], is_header: bool) -> None:
+        self.names = names
+        self.is_header = is_header
+        self.position = {name: i for i, name in reversed(list(enumerate(names)))}
+        self.missing = [name for name in REQUIRED_FIELDS if name not in self.position]
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) of each non-blank line; bytes that are not UTF-8 replaced.
+
+    Lines end at LF only (like `wc -l`), so a stray CR inside a job name cannot split a record.
+    """
+    with path.open("rb") as handle:
+        for number, data in enumerate(handle, start=1):
+            text = data.decode("utf-8", errors="replace").rstrip("\r\n")
+            if text.strip():
+                yield number, text
+
+
+def _row(number: int, text: str, fields: list[str], layout: _Layout) -> dict[str, str | None]:
+    row: dict[str, str | None] = dict.fromkeys(_COLUMNS)
+    row.update(gpus=None, gpu_model=None, line=number, raw=text, parse_error=None)
+    position = layout.position
+    if "jobid" in position and position["jobid"] < len(fields):
+        row["job_id"] = fields[position["jobid"]].strip() or None
+    row["record_type"] = "step" if row["job_id"] and "." in row["job_id"] else "job"
+    if len(fields) == len(layout.names) + 1 and fields[-1] == "":
+        fields = fields[:-1]  # `sacct --parsable` (not 2) ends every line with a '|'
+    if layout.is_header and _names(fields) == layout.names:
+        row["parse_error"] = "repeated header line"
+    elif layout.missing:
+        row["parse_error"] = (
+            f"field {layout.missing[0]}: not in the sacct field order (settings sacct_fields)"
+        )
+    elif len(fields) != len(layout.names):
+        row["parse_error"] = f"expected {len(layout.names)} fields, found {len(fields)}"
+    elif row["job_id"] is None or not JOB_ID.fullmatch(row["job_id"]):
+        row["parse_error"] = f"field jobid: '{row['job_id'] or ''}' is not a Slurm job id"
+    if row["parse_error"] is not None:
+        return row
+
+    def value(name: str) -> str | None:
+        found = fields[position[name]].strip() if name in position else ""
+        return found or None
+
+    for column, name in _COLUMNS.items():
+        row[column] = value(name)
+    node_list = (row["nodes"] or "").lower()
+    if node_list in _NO_NODES:
+        row["nodes"] = None
+    if (row["start_time"] or "").lower() in _NO_TIME:
+        # never started: the GPUs it asked for are its pending demand
+        source = "reqtres" if value("reqtres") is not None else "alloctres"
+    elif node_list == "none assigned":
+        # cancelled while pending (Slurm sets Start = End): it held no GPU, whatever AllocTRES
+        # says (older Slurm copies the request there)
+        row["gpus"] = "0"
+        return row
+    else:
+        source = "alloctres"
+    try:
+        gpus, model = gpu_count(value(source) or "")
+    except _TresError as error:
+        row["parse_error"] = f"field {source}: {error}"
+        return row
+    row["gpus"] = str(gpus)
+    row["gpu_model"] = model
+    return row
+
+
+def gpu_count(tres: str) -> tuple[int, str | None]:
+    """(GPUs, GPU model) of a TRES string such as `billing=4,cpu=4,gres/gpu:a100=4,gres/gpu=4`.
+
+    The untyped `gres/gpu` total wins over the typed breakdown (never both added); typed
+    entries alone are summed. The model is the type (types joined by `+`), None if untyped.
+    """
+    total: int | None = None
+    typed: dict[str, int] = {}
+    for item in tres.split(","):
+        key, _, count = item.strip().partition("=")
+        kind, _, model = key.partition(":")
+        if kind.lower() != "gres/gpu":  # also skips gres/gpumem, gres/gpuutil, gres/shard
+            continue
+        if not _COUNT.fullmatch(count.strip()):
+            raise _TresError(f"'{item.strip()}' is not a GPU count")
+        if model:
+            typed[model] = typed.get(model, 0) + int(count)
+        else:
+            total = int(count)
+    gpus = total if total is not None else sum(typed.values())
+    models = sorted(model for model, count in typed.items() if count > 0)
+    return gpus, ("+".join(models) if gpus and models else None)
+
+
+def _names(fields: Iterable[str]) -> list[str]:
+    return [name.strip().lower() for name in fields]
+
+
+def _is_header(fields: list[str]) -> bool:
+    return "jobid" in _names(fields) and not JOB_ID.fullmatch(fields[0].strip())
+
+
+def sniff(path: Path, head: str) -> bool:
+    """A `|`-separated file whose lines are Slurm job records: with a header naming the
+    required fields and lines of its width, or headerless with lines of one width (at least as
+    many fields as are required) starting with a Slurm job id. The extension does not matter.
+
+    A headerless file's width is checked against the configured order line by line when it is
+    read (a wrong width is a parse error per row), since the sniffer does not know the cluster.
+    """
+    lines = head.split("\n")
+    if len(lines) > 1 and not head.endswith("\n"):
+        lines = lines[:-1]  # cut off at 64 KiB: the last line is partial
+    sample = [line.rstrip("\r").split("|") for line in lines if line.strip()][:_SNIFF_LINES]
+    if not sample:
+        return False
+    if _is_header(sample[0]):
+        header = _names(sample[0])
+        if not set(REQUIRED_FIELDS) <= set(header):
+            return False
+        width, jobid, records = len(header), header.index("jobid"), sample[1:]
+    else:
+        widths = Counter(len(fields) for fields in sample if JOB_ID.fullmatch(fields[0].strip()))
+        if not widths:
+            return False
+        width, jobid, records = widths.most_common(1)[0][0], 0, sample
+        if width < len(REQUIRED_FIELDS):
+            return False
+    # a malformed line or two among them is a parse error of its own, not a reason to refuse
+    good = [
+        fields
+        for fields in records
+        if len(fields) == width and JOB_ID.fullmatch(fields[jobid].strip())
+    ]
+    return len(good) * 2 > len(records) if records else True
+
+
+FORMAT = ExportFormat(
+    name="slurm_sacct",
+    area="scheduler",
+    kind="jobs",
+    expected=(
+        "Slurm `sacct --parsable2` ('|'-separated, a header naming "
+        + ", ".join(REQUIRED_FIELDS)
+        + ", or headerless in the sacct_fields / Open XDMoD order)"
+    ),
+    sniff=sniff,
+    read_rows=read_rows,
+)
