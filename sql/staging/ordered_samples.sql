@@ -1,16 +1,34 @@
--- One row per valid telemetry row of the month with the timestamp of the next row of its series
--- (cluster, node, GPU). A row whose next row has the same timestamp is a folded duplicate: of
--- equal timestamps the last read (file, line) wins. Reads the temporary table month_samples.
+-- One row per valid utilisation sample of the month with the timestamp of the next row of its
+-- series (cluster, node, GPU). A row whose next row has the same timestamp is a folded
+-- duplicate: of equal timestamps the last read (file, line) wins. Memory and power that came
+-- in series of their own (util_rank 0) join the sample of the same GPU and timestamp.
+-- Reads the temporary table month_samples.
+with utilisation as (
+    select * from month_samples
+    where reject_reason is null and util_rank > 0 and not coalesce(superseded, false)
+),
+
+other_metrics as (
+    select
+        cluster, node, gpu_index, ts,
+        arg_max(mem_used_mib, (file, line)) filter (mem_used_mib is not null) as mem_used_mib,
+        arg_max(power_w, (file, line)) filter (power_w is not null) as power_w
+    from month_samples
+    where reject_reason is null and util_rank = 0
+    group by all
+)
+
 select
-    cluster,
-    node,
-    gpu_index,
-    ts,
-    util_pct,
-    mem_used_mib,
-    power_w,
-    file,
-    line,
-    lead(ts) over (partition by cluster, node, gpu_index order by ts, file, line) as next_ts
-from month_samples
-where reject_reason is null
+    u.cluster,
+    u.node,
+    u.gpu_index,
+    u.ts,
+    u.util_pct,
+    coalesce(u.mem_used_mib, o.mem_used_mib) as mem_used_mib,
+    coalesce(u.power_w, o.power_w) as power_w,
+    u.file,
+    u.line,
+    lead(u.ts) over (partition by u.cluster, u.node, u.gpu_index order by u.ts, u.file, u.line)
+        as next_ts
+from utilisation as u
+left join other_metrics as o using (cluster, node, gpu_index, ts)

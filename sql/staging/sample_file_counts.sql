@@ -1,10 +1,14 @@
 -- One row per telemetry file and billing month: rows read (timestamp in the month or
--- unreadable), loaded, rejected, and duplicates folded. Reads month_samples and ordered_samples.
+-- unreadable), loaded, rejected, and duplicates folded (repeated samples, and GPU_UTIL samples
+-- superseded by GR_ENGINE_ACTIVE). Reads month_samples and ordered_samples.
 -- Parameters: $billing_month.
 with duplicates as (
     select cluster, file, count(*) as duplicates_folded
-    from ordered_samples
-    where next_ts = ts
+    from (
+        select cluster, file from ordered_samples where next_ts = ts
+        union all
+        select cluster, file from month_samples where superseded
+    )
     group by all
 ),
 

@@ -195,7 +195,8 @@ def test_sample_rollup_folds_duplicates_and_clips_cover(con):
         ) as v(cluster, file, line, ts, node, gpu_index, util_pct)
     """)
     con.execute("""create or replace table month_samples as select *, 0.0 as mem_used_mib,
-        0.0 as power_w, null::varchar as reject_reason from month_samples""")
+        0.0 as power_w, 1 as util_rank, false as superseded, null::varchar as reject_reason
+        from month_samples""")
     con.execute("create table ordered_samples as " + _sql("staging/ordered_samples"))
     rows = run(con, "staging/gpu_sample_rollup", NOV).fetchall()
     # spacings 60 s and 90 s: the step is their median, 75 s. The duplicate at 23:58 keeps the
@@ -318,4 +319,47 @@ def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):
     assert rows == [
         ("robotics", Decimal("2.500000"), 7_200_000, 500),
         ("vision", Decimal("2.000000"), 7_200_000, 400),
+    ]
+
+
+def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_series(
+    con, tmp_path
+):
+    # three converted DCGM files for one GPU at 00:00 and 00:01: GPU_UTIL, GR_ENGINE_ACTIVE
+    # (preferred) and FB_USED (a memory-only series, util_metric 'none')
+    for name, metric, util, mem in [
+        ("util", "DCGM_FI_DEV_GPU_UTIL", "90.0", "null"),
+        ("engine", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "40.0", "null"),
+        ("fb", "none", "null", "1234.0"),
+    ]:
+        con.execute(
+            f"copy (select timestamp '2026-11-02 00:00' + to_minutes(i) as ts, 'n1' as node, "
+            f"0 as gpu_index, {util}::double as util_pct, {mem}::double as mem_used_mib, "
+            f"null::double as power_w, '{metric}' as util_metric, null::varchar as parse_error,"
+            f" i + 1 as source_line from range(2) as r(i)) to '{tmp_path}/{name}.parquet'"
+        )
+    con.execute(
+        "create table sample_sources as select format('{}/{}.parquet', ?, n) as path, "
+        "n || '.json' as file, 'c' as cluster from unnest(['util', 'engine', 'fb']) as t(n)",
+        [str(tmp_path)],
+    )
+    files = [str(tmp_path / f"{n}.parquet") for n in ("util", "engine", "fb")]
+    con.execute(
+        "create table month_samples as " + _sql("staging/month_samples"),
+        {"files": files, "month_start": NOV["month_start"], "month_end": NOV["month_end"]},
+    )
+    con.execute("create table ordered_samples as " + _sql("staging/ordered_samples"))
+    rows = con.execute(
+        "select ts::time, util_pct, mem_used_mib, file from ordered_samples order by ts"
+    ).fetchall()
+    assert [tuple(str(v) for v in row) for row in rows] == [
+        ("00:00:00", "40.0", "1234.0", "engine.json"),
+        ("00:01:00", "40.0", "1234.0", "engine.json"),
+    ]
+    counts = run(con, "staging/sample_file_counts", NOV).fetchall()
+    # read, loaded, rejected, folded per file: GPU_UTIL's two samples were superseded
+    assert [(r[2], r[3], r[4], r[5], r[6]) for r in counts] == [
+        ("engine.json", 2, 2, 0, 0),
+        ("fb.json", 2, 2, 0, 0),
+        ("util.json", 2, 2, 0, 2),
     ]

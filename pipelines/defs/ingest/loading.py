@@ -245,11 +245,16 @@ SAMPLE_SCHEMA = pa.schema([
     ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
     ("source_line", pa.int64()), ("job_id", pa.string()), ("gpu_uuid", pa.string()),
     ("gpu_model", pa.string()), ("pod", pa.string()), ("namespace", pa.string()),
+    # which metric util_pct came from (DCGM: GR_ENGINE_ACTIVE beats GPU_UTIL; 'none' for a
+    # memory- or power-only series) and why a converted row cannot be read
+    ("util_metric", pa.string()), ("parse_error", pa.string()),
 ])  # fmt: skip
 
 
 def _schema_file(telemetry_dir: Path) -> Path:
-    path = telemetry_dir / "schema" / "samples.parquet"
+    # named after the schema, so a warehouse made by an older version gets the new columns
+    digest = hashlib.sha256(SAMPLE_SCHEMA.to_string().encode()).hexdigest()[:12]
+    path = telemetry_dir / "schema" / f"samples-{digest}.parquet"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(SAMPLE_SCHEMA.empty_table(), path)

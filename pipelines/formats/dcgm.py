@@ -1,0 +1,407 @@
+"""DCGM exporter metrics as Prometheus returns them (DESIGN.md "Inputs", telemetry 1).
+
+A file is the JSON body of `/api/v1/query_range` (`resultType: matrix`), holding one or several
+of `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (0-1), `DCGM_FI_DEV_GPU_UTIL` (0-100), `DCGM_FI_DEV_FB_USED`
+(MiB) and `DCGM_FI_DEV_POWER_USAGE` (W). Series of other metrics are not samples and are
+skipped; a file with series but none of these four stops the run.
+
+DuckDB's JSON reader parses the file (never Python's `json`), and the points are pivoted to one
+canonical sample row per (node, GPU, timestamp) at which any of the four metrics has a point:
+
+- node: label `Hostname`, else `hostname`, else the host part of `instance` (`10.0.0.7:9400` ->
+  `10.0.0.7`); GPU index: label `gpu`; `UUID`, `modelName`, `pod`, `namespace` and `hpc_job`
+  (as `job_id`) are kept.
+- util_pct: per GPU (node + `gpu` label) and per file, from `DCGM_FI_PROF_GR_ENGINE_ACTIVE` x 100
+  when the file has that metric for the GPU, else from `DCGM_FI_DEV_GPU_UTIL`. At a timestamp
+  where the chosen metric has no point, util_pct is NULL and the row is rejected (never mixed
+  with the other metric). `util_metric` names the chosen metric, `none` when the file has
+  no utilisation series for the GPU (a file of memory or power only).
+- Values are strings: `NaN` (and anything unreadable) becomes NULL; an infinite or out-of-range
+  utilisation is kept so that the SQL rejects it with its value.
+- Duplicate points (two series of one metric for one GPU and timestamp) become separate rows,
+  which the pipeline folds and counts.
+- source_line: `series * 1,000,000 + point`, both 1-based: series is the position in
+  `data.result`, point the position in its `values` (line 3000017 = 3rd series, 17th point;
+  Prometheus caps a series at 11,000 points per query). A row takes the line of its
+  utilisation point, else of its first point. (A body is usually one line, so the real line
+  number would say nothing.)
+- ts: Prometheus timestamps are Unix seconds, so UTC whatever the cluster's time zone.
+
+The choice of utilisation metric, and the pivot, happen within one file. Exported one query
+per metric, a file of `DCGM_FI_DEV_FB_USED` or `DCGM_FI_DEV_POWER_USAGE` alone gives rows
+without utilisation (`util_metric = 'none'`), which `sql/staging/month_samples.sql` rejects as
+it stands; merging them with the utilisation rows of other files, and preferring
+GR_ENGINE_ACTIVE across files, is for the SQL to do (it has `util_metric` to go by).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+
+from pipelines.catalog import ClusterSettings
+from pipelines.formats import ExportFormat
+from pipelines.sql import bind
+
+GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"
+METRICS = (GR_ENGINE_ACTIVE, GPU_UTIL, FB_USED, POWER_USAGE)
+POINTS_PER_SERIES = 1_000_000  # the source_line multiplier
+
+# A query_range body: `{"status": ..., "data": {"resultType": "matrix", "result": [...]}}`.
+# Points read as numbers first (3x faster); a value DuckDB cannot read as a number ("+Inf",
+# "abc") makes the file be read again with the points as text.
+_POINT_TYPES = ("DOUBLE", "VARCHAR")
+_BODY_COLUMNS = {
+    "status": "VARCHAR",
+    "errorType": "VARCHAR",
+    "error": "VARCHAR",
+    "data": 'STRUCT(resultType VARCHAR, result STRUCT(metric MAP(VARCHAR, VARCHAR), "values" '
+    "{point}[][])[])",
+}
+
+_READ_BODY = """
+create or replace temp table body as
+select status, errorType as error_type, error, data.resultType as result_type,
+    data.result as result
+from read_json($path, format = 'unstructured', records = true, columns = $columns,
+    maximum_object_size = $max_size)
+"""
+
+# One row per series of the four metrics, numbered by its place in data.result, with its
+# labels, its GPU's utilisation metric, the role of its points and its time span (the points
+# stay in `body`).
+_READ_SERIES = """
+create temp table series as
+with numbered as (
+    select unnest(result) as s, generate_subscripts(result, 1) as series_no
+    from body
+),
+
+labelled as (
+    select
+        series_no,
+        s.metric['__name__'] as metric,
+        coalesce(
+            nullif(trim(s.metric['Hostname']), ''),
+            nullif(trim(s.metric['hostname']), ''),
+            -- the host of `host:port` or `[ipv6]:port`
+            nullif(regexp_replace(s.metric['instance'], $host_port, '\\1\\2'), '')
+        ) as node,
+        s.metric['gpu'] as gpu,
+        s.metric['UUID'] as gpu_uuid,
+        s.metric['modelName'] as gpu_model,
+        s.metric['pod'] as pod,
+        s.metric['namespace'] as namespace,
+        s.metric['hpc_job'] as job_id,
+        case s.metric['__name__'] when $gr_engine_active then 2 when $gpu_util then 1 else 0 end
+            as util_rank,
+        -- Prometheus returns the values of a series in time order
+        try_cast(s."values"[1][1] as double) as first_point_s,
+        try_cast(s."values"[-1][1] as double) as last_point_s
+    from numbered
+),
+
+chosen as (
+    select
+        *,
+        -- GR_ENGINE_ACTIVE when the file has it for the GPU, else GPU_UTIL
+        max(util_rank) over (partition by node, gpu) as gpu_util_rank,
+        dense_rank() over (order by node, gpu) as gpu_key
+    from labelled
+    where metric in ($gr_engine_active, $gpu_util, $fb_used, $power_usage)
+)
+
+select
+    * exclude (util_rank, gpu_util_rank, first_point_s, last_point_s),
+    case
+        when util_rank > 0 and util_rank = gpu_util_rank then 'util'
+        when metric = $fb_used then 'mem'
+        when metric = $power_usage then 'power'
+        else 'other_util'  -- GPU_UTIL of a GPU that has GR_ENGINE_ACTIVE: not used
+    end as kind,
+    case gpu_util_rank when 2 then $gr_engine_active when 1 then $gpu_util else 'none' end
+        as util_metric,
+    least(first_point_s, last_point_s) as first_s,
+    greatest(first_point_s, last_point_s) as last_s
+from chosen
+"""
+
+# Pairs of series of one GPU whose time spans overlap: their points may share timestamps.
+_OVERLAPS = """
+select a.series_no, b.series_no, a.kind = b.kind as same_kind
+from series as a
+join series as b
+    on a.gpu_key = b.gpu_key and a.series_no < b.series_no
+    and a.first_s <= b.last_s and b.first_s <= a.last_s
+"""
+
+# One row per point, typed; the start of both ways to sample rows below.
+_POINTS = """
+with points as (
+    select
+        m.* exclude (first_s, last_s),
+        unnest(n.s."values") as point,
+        generate_subscripts(n.s."values", 1) as point_no
+    from (select unnest(result) as s, generate_subscripts(result, 1) as series_no from body) as n
+    join series as m using (series_no)
+),
+
+valued as (
+    select
+        * exclude (point, point_no, epoch_s, raw_value),
+        series_no * $points_per_series + point_no as source_line,
+        case
+            when isfinite(epoch_s) and abs(epoch_s) < 1e11
+                then make_timestamp(round(epoch_s * 1e6)::bigint)
+        end as ts,
+        case
+            when isnan(raw_value) then null
+            when kind = 'util' and metric = $gr_engine_active then round(raw_value * 100, 10)
+            when kind = 'util' then raw_value
+            when isfinite(raw_value) then raw_value
+        end as value
+    from (
+        select
+            *,
+            try_cast(point[1] as double) as epoch_s,
+            try_cast(point[2] as double) as raw_value
+        from points
+    )
+)
+"""
+
+# No two series of a GPU overlap in time: every point is a sample row of its own.
+_ROWS_PER_POINT = (
+    _POINTS
+    + """
+select
+    ts,
+    node,
+    try_cast(gpu as integer) as gpu_index,
+    case when kind = 'util' then value end as util_pct,
+    case when kind = 'mem' then value end as mem_used_mib,
+    case when kind = 'power' then value end as power_w,
+    source_line,
+    job_id,
+    gpu_uuid,
+    gpu_model,
+    pod,
+    namespace,
+    util_metric
+from valued
+"""
+)
+
+# Series of a GPU overlap: the points of one GPU and timestamp make one row. Two points of one
+# role there (series $repeating overlap another of their role) make two rows, folded
+# downstream; points without a readable timestamp each stay a row of their own.
+_ROWS_PER_TIMESTAMP = (
+    _POINTS
+    + """,
+
+copies as (
+    select *, case when ts is null then -source_line else 1 end as copy_no
+    from valued
+    where not list_contains($repeating, series_no)
+    union all
+    select
+        *,
+        case
+            when ts is null then -source_line
+            else row_number() over (partition by gpu_key, ts, kind order by source_line)
+        end as copy_no
+    from valued
+    where list_contains($repeating, series_no)
+)
+
+select
+    ts,
+    any_value(node) as node,
+    try_cast(any_value(gpu) as integer) as gpu_index,
+    any_value(value) filter (kind = 'util') as util_pct,
+    any_value(value) filter (kind = 'mem') as mem_used_mib,
+    any_value(value) filter (kind = 'power') as power_w,
+    coalesce(min(source_line) filter (kind = 'util'), min(source_line)) as source_line,
+    min(job_id) as job_id,
+    min(gpu_uuid) as gpu_uuid,
+    min(gpu_model) as gpu_model,
+    min(pod) as pod,
+    min(namespace) as namespace,
+    any_value(util_metric) as util_metric
+from copies
+group by gpu_key, ts, copy_no
+"""
+)
+
+_MALFORMED = re.compile(r"Malformed JSON.*? at byte (\d+)")
+# keys whose line an error message names (the first occurrence in the file's first MiB)
+STATUS_KEY, RESULT_TYPE_KEY, RESULT_KEY = b'"status"', b'"resultType"', b'"result"'
+METRIC_KEY, VALUES_KEY = b'"metric"', b'"values"'
+
+
+def to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
+    """Convert one query_range body to canonical samples Parquet at `out`; rows written."""
+    con = duckdb.connect()
+    try:
+        con.execute("set TimeZone = 'UTC'")
+        _read_body(con, path)
+        _check_body(con, path)
+        con.execute(_READ_SERIES, bind(_READ_SERIES, _PARAMS))
+        overlaps = con.execute(_OVERLAPS).fetchall()
+        sql = _ROWS_PER_TIMESTAMP if overlaps else _ROWS_PER_POINT
+        repeating = sorted({n for a, b, same_kind in overlaps if same_kind for n in (a, b)})
+        copy = f"copy ({sql}) to '{_quoted(out)}' (format parquet, compression snappy)"
+        return con.execute(copy, bind(sql, {**_PARAMS, "repeating": repeating})).fetchone()[0]
+    finally:
+        con.close()
+
+
+_PARAMS = {
+    "gr_engine_active": GR_ENGINE_ACTIVE,
+    "gpu_util": GPU_UTIL,
+    "fb_used": FB_USED,
+    "power_usage": POWER_USAGE,
+    "points_per_series": POINTS_PER_SERIES,
+    "host_port": r"^(?:\[([^\]]*)\]|([^:]*)):\d+$",
+}
+
+
+def _read_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Parse the file into the temporary table `body` and check it is one query_range body."""
+    for point_type in _POINT_TYPES:
+        columns = {**_BODY_COLUMNS, "data": _BODY_COLUMNS["data"].format(point=point_type)}
+        params = {
+            "path": str(path),
+            "columns": columns,
+            # the body is one JSON value: DuckDB must be allowed to hold all of it
+            "max_size": max(path.stat().st_size + 1024, 16 * 2**20),
+        }
+        try:
+            con.execute(_READ_BODY, params)
+            break
+        except duckdb.Error as error:
+            if point_type != _POINT_TYPES[-1] and "transform error" in str(error):
+                continue  # a point that is not a number: read them as text
+            raise ValueError(_json_error(path, error)) from None
+    bodies = con.execute("select count(*) from body").fetchone()[0]
+    if bodies != 1:
+        raise ValueError(
+            f"{path}: line {_line_of(path, STATUS_KEY)}: field status: expected one "
+            f"query_range body, found {bodies} JSON values"
+        )
+    status, error_type, error, result_type = con.execute(
+        "select status, error_type, error, result_type from body"
+    ).fetchone()
+    if status != "success":
+        detail = f" ({error_type}: {error})" if error_type or error else ""
+        raise ValueError(
+            f"{path}: line {_line_of(path, STATUS_KEY)}: field status: {status!r}{detail}, "
+            "expected 'success' (a Prometheus /api/v1/query_range response body)"
+        )
+    if result_type != "matrix":
+        raise ValueError(
+            f"{path}: line {_line_of(path, RESULT_TYPE_KEY)}: field data.resultType: "
+            f"{result_type!r}, expected 'matrix' (a Prometheus /api/v1/query_range response body)"
+        )
+
+
+def _check_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Stop on series that cannot be read as DCGM samples, naming the series."""
+    unnamed, total, known, names, longest = con.execute(
+        """
+        select
+            min(series_no) filter (coalesce(name, '') = ''),
+            count(*),
+            count(*) filter (list_contains($metrics, name)),
+            string_agg(distinct name, ', ' order by name),
+            max(len(points))
+        from (
+            select s.metric['__name__'] as name, s."values" as points, series_no
+            from (select unnest(result) as s, generate_subscripts(result, 1) as series_no
+                  from body)
+        )
+        """,
+        {"metrics": list(METRICS)},
+    ).fetchone()
+    if unnamed is not None:
+        raise ValueError(
+            f"{path}: line {_line_of(path, METRIC_KEY)}: field "
+            f"data.result[{unnamed - 1}].metric.__name__: missing; export the DCGM metrics "
+            "themselves, not an expression over them"
+        )
+    if total and not known:
+        raise ValueError(
+            f"{path}: line {_line_of(path, RESULT_KEY)}: field data.result: no "
+            f"{', '.join(METRICS)} series (found {names})"
+        )
+    if longest is not None and longest >= POINTS_PER_SERIES:
+        raise ValueError(
+            f"{path}: line {_line_of(path, VALUES_KEY)}: field data.result[].values: a series "
+            f"of {longest} points; split the export into ranges under {POINTS_PER_SERIES}"
+        )
+
+
+def _json_error(path: Path, error: duckdb.Error) -> str:
+    """One line naming the file, the line and what DuckDB could not read."""
+    message = str(error).split("\n", 1)[0].removeprefix("Invalid Input Error: ")
+    found = _MALFORMED.search(message)
+    if found:
+        line = _line_at(path, int(found.group(1)))
+        reason = message.rsplit(":", 1)[-1].strip()
+        return f"{path}: line {line}: field data: malformed JSON ({reason})"
+    message = re.sub(r' in file "[^"]*"', "", message)
+    return (
+        f"{path}: line 1: field data: not a Prometheus query_range body ({message[:200].strip()})"
+    )
+
+
+def _line_at(path: Path, offset: int) -> int:
+    """The 1-based line of byte `offset` of the file, counted without reading it all at once."""
+    line, remaining = 1, offset
+    with path.open("rb") as handle:
+        while remaining > 0:
+            chunk = handle.read(min(remaining, 2**20))
+            if not chunk:
+                break
+            line += chunk.count(b"\n")
+            remaining -= len(chunk)
+    return line
+
+
+def _line_of(path: Path, needle: bytes) -> int:
+    """The line of the first occurrence of `needle` within the first MiB, else 1."""
+    with path.open("rb") as handle:
+        head = handle.read(2**20)
+    position = head.find(needle)
+    return head.count(b"\n", 0, position) + 1 if position >= 0 else 1
+
+
+def _quoted(path: Path) -> str:
+    # COPY takes no bound file name; the path is ours (the converter's cache), not input text
+    return path.as_posix().replace("'", "''")
+
+
+_RESULT = re.compile(r'"result(Type)?"\s*:')
+
+
+def _sniff(path: Path, head: str) -> bool:
+    """A JSON object that is a Prometheus API response: a result, or an error body."""
+    text = head.lstrip("\ufeff \t\r\n")
+    if not text.startswith("{"):
+        return False
+    return bool(_RESULT.search(text)) or ('"status"' in text and '"errorType"' in text)
+
+
+FORMAT = ExportFormat(
+    name="dcgm_prometheus",
+    area="telemetry",
+    kind="samples",
+    expected="DCGM metrics as a Prometheus /api/v1/query_range JSON body (resultType matrix)",
+    sniff=_sniff,
+    to_parquet=to_parquet,
+)

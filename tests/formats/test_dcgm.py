@@ -1,0 +1,303 @@
+"""The DCGM reader (Prometheus query_range JSON) on hand-written bodies, and end to end.
+
+Fixtures: tests/fixtures/dcgm/ (timestamps: 1793491200 = 2026-11-01 00:00 UTC, 15 min apart).
+
+gpu-a01_2026-11-01.json, one series per line, all four metrics (series numbered from 1):
+  1 GR_ENGINE_ACTIVE gpu-a01/0 (`Hostname`)  0.9, 0.85, 0.02, NaN   -> util 90, 85, 2, NULL
+  2 GPU_UTIL         gpu-a01/0               50 x 4                 -> not used (1 preferred)
+  3 GPU_UTIL         gpu-a01/1 (`hostname`)  80, 80, 80, 101        -> 101 rejected by SQL
+  4 FB_USED gpu-a01/0, 5 FB_USED gpu-a01/1, 6 POWER_USAGE gpu-a01/0 only (one NaN)
+  7 DCGM_FI_DEV_SM_CLOCK (not a sample), 8 GPU_UTIL with only `instance: gpu-b01:9400`
+gpu-a01_fb-used_2026-11-01.json: memory only, two overlapping series (a duplicate), "+Inf".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipelines.catalog import ClusterSettings
+from pipelines.formats import dcgm
+from pipelines.landing import LandingError, discover
+from tests.conftest import materialize_month, query, write
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"
+COMBINED = FIXTURES / "gpu-a01_2026-11-01.json"
+MEMORY_ONLY = FIXTURES / "gpu-a01_fb-used_2026-11-01.json"
+UTC = ClusterSettings()
+GR, UTIL = dcgm.GR_ENGINE_ACTIVE, dcgm.GPU_UTIL
+A01_0 = ("GPU-8f3c2a71-0000-4e8b-9a1d-5b1f00000000", "NVIDIA A100-SXM4-80GB")
+A01_1 = ("GPU-8f3c2a71-0001-4e8b-9a1d-5b1f00000001", "NVIDIA A100-SXM4-80GB")
+
+
+def at(minute: int) -> dt.datetime:
+    return dt.datetime(2026, 11, 1, 0, minute)
+
+
+def rows_of(path: Path, tmp_path: Path) -> list[tuple]:
+    """The converted rows, sorted, and checks the count to_parquet returns."""
+    out = tmp_path / "out.partial"  # the pipeline's name for a conversion in progress
+    written = dcgm.to_parquet(path, out, UTC)
+    rows = duckdb.execute(
+        "select ts, node, gpu_index, util_pct, mem_used_mib, power_w, source_line, job_id, "
+        "gpu_uuid, gpu_model, pod, namespace, util_metric from read_parquet(?) "
+        "order by node, gpu_index, ts, source_line",
+        [str(out)],
+    ).fetchall()
+    assert written == len(rows)
+    return rows
+
+
+def _series(name: str | None, values: str = '[[1793491200,"1"]]') -> str:
+    metric = f'{{"__name__":"{name}","Hostname":"n1","gpu":"0"}}' if name else '{"gpu":"0"}'
+    return f'{{"metric":{metric},"values":{values}}}'
+
+
+def _body(*series: str) -> str:
+    return '{"status":"success","data":{"resultType":"matrix","result":[' + ",".join(series) + "]}}"
+
+
+def test_the_combined_export_gives_one_row_per_gpu_and_timestamp(tmp_path):
+    train = ("J1", *A01_0, "train-0", "ml", GR)
+    plain = (None, *A01_1, None, None, UTIL)
+    assert rows_of(COMBINED, tmp_path) == [
+        # GR_ENGINE_ACTIVE x 100 wins over the GPU_UTIL of the same GPU (50)
+        (at(0), "gpu-a01", 0, 90.0, 40960.0, 301.25, 1_000_001, *train),
+        (at(15), "gpu-a01", 0, 85.0, 40960.0, None, 1_000_002, *train),  # power NaN
+        (at(30), "gpu-a01", 0, 2.0, 512.0, 62.5, 1_000_003, *train),
+        (at(45), "gpu-a01", 0, None, 512.0, 61.5, 1_000_004, *train),  # util NaN: kept
+        # lower-case `hostname`; no power series for this GPU
+        (at(0), "gpu-a01", 1, 80.0, 2048.0, None, 3_000_001, *plain),
+        (at(15), "gpu-a01", 1, 80.0, 2048.0, None, 3_000_002, *plain),
+        (at(30), "gpu-a01", 1, 80.0, 2048.0, None, 3_000_003, *plain),
+        (at(45), "gpu-a01", 1, 101.0, 2048.0, None, 3_000_004, *plain),  # kept for SQL
+        # the node from `instance` when neither Hostname nor hostname is there
+        (at(0), "gpu-b01", 0, 7.0, None, None, 8_000_001, None, None,
+         "NVIDIA H100 80GB HBM3", None, None, UTIL),
+        (at(15), "gpu-b01", 0, 7.0, None, None, 8_000_002, None, None,
+         "NVIDIA H100 80GB HBM3", None, None, UTIL),
+    ]  # fmt: skip
+
+
+def test_source_line_points_at_the_series_and_point(tmp_path):
+    # series 3 of data.result, point 4 of its values: the 101 % sample
+    lines = COMBINED.read_text().splitlines()
+    series = json.loads(lines[3].rstrip(","))
+    assert series["metric"]["gpu"] == "1"
+    assert series["values"][3] == [1793493900, "101"]
+    row = next(r for r in rows_of(COMBINED, tmp_path) if r[6] == 3_000_004)
+    assert row[3] == 101.0
+
+
+def test_without_gr_engine_active_gpu_util_is_the_utilisation(tmp_path):
+    body = json.loads(COMBINED.read_text())
+    body["data"]["result"] = [s for s in body["data"]["result"] if s["metric"]["__name__"] != GR]
+    path = tmp_path / "no-gr.json"
+    path.write_text(json.dumps(body))
+    gpu0 = [(r[3], r[6], r[12]) for r in rows_of(path, tmp_path) if r[1:3] == ("gpu-a01", 0)]
+    # GPU_UTIL is now series 1
+    assert gpu0 == [(50.0, 1_000_001, UTIL), (50.0, 1_000_002, UTIL), (50.0, 1_000_003, UTIL),
+                    (50.0, 1_000_004, UTIL)]  # fmt: skip
+
+
+def test_a_pretty_printed_body_gives_the_same_rows(tmp_path):
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps(json.loads(COMBINED.read_text()), indent=2, sort_keys=True))
+    compact = tmp_path / "compact"
+    compact.mkdir()
+    assert rows_of(pretty, tmp_path) == rows_of(COMBINED, compact)
+
+
+def test_a_memory_only_export_keeps_its_duplicate_and_marks_no_utilisation(tmp_path):
+    none = (None, None, None, None, None, "none")
+    assert rows_of(MEMORY_ONLY, tmp_path) == [
+        (at(0), "gpu-a01", 0, None, 40960.0, None, 1_000_001, *none),
+        # two exporters (instance) for one GPU: both points stay, the pipeline folds one
+        (at(15), "gpu-a01", 0, None, 40960.0, None, 1_000_002, *none),
+        (at(15), "gpu-a01", 0, None, 40961.0, None, 2_000_001, *none),
+        (at(30), "gpu-a01", 0, None, None, None, 2_000_002, *none),  # "+Inf" MiB
+    ]
+
+
+def test_unreadable_timestamps_stay_rows_of_their_own(tmp_path):
+    path = tmp_path / "bad-ts.json"
+    path.write_text(
+        _body(
+            _series(UTIL, '[["soon","1"],[null,"2"],[1793491200,"-Inf"]]'),
+            _series(dcgm.FB_USED, '[["soon","10"],[1793491200,"20"]]'),
+            _series(UTIL, '[["later","3"],[1793491200,"4"]]'),  # overlaps series 1
+            _series(dcgm.FB_USED, '[[null,"30"],[1793491200,"40"]]'),  # overlaps series 2
+        )
+    )
+    rows = [(r[0], r[3], r[4], r[6]) for r in rows_of(path, tmp_path)]
+    assert rows == [
+        (at(0), float("-inf"), 20.0, 1_000_003),  # out of range, so the SQL rejects it
+        (at(0), 4.0, 40.0, 3_000_002),  # the second copy of 00:00: folded downstream
+        (None, 1.0, None, 1_000_001),
+        (None, 2.0, None, 1_000_002),
+        (None, None, 10.0, 2_000_001),
+        (None, 3.0, None, 3_000_001),
+        (None, None, 30.0, 4_000_001),
+    ]
+
+
+@pytest.mark.parametrize(
+    # an error body and a cut-off body are recognised, so that their error message is shown
+    "name",
+    ["gpu-a01_2026-11-01.json", "prometheus-error.json", "truncated.json"],
+)
+def test_recognised_by_content_not_extension(tmp_path, name):
+    target = tmp_path / "telemetry/c1" / name.replace(".json", ".export")
+    target.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / name, target)
+    assert [f.format.name for f in discover(tmp_path, "telemetry")] == ["dcgm_prometheus"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "this is not JSON\n",
+        '{"kind": "PodList", "items": []}',
+        "a,b,c\n1,2,3\n",
+    ],
+)
+def test_an_unrecognised_file_stops_with_one_line_naming_it(tmp_path, text):
+    path = write(tmp_path / "telemetry/c1/garbage.json", text)
+    with pytest.raises(LandingError) as error:
+        discover(tmp_path, "telemetry")
+    message = str(error.value)
+    assert message.startswith(f"{path}: line 1: unrecognised export, expected ")
+    assert "query_range" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ((FIXTURES / "truncated.json").read_text(),
+         "line 1: field data: malformed JSON (unexpected end of data.)"),
+        (COMBINED.read_text().replace('"gpu":"1"', '"gpu":"1",,'),
+         "line 4: field data: malformed JSON (unexpected character.)"),
+        ((FIXTURES / "instant-query.json").read_text(),
+         "line 1: field data.resultType: 'vector', expected 'matrix' (a Prometheus "
+         "/api/v1/query_range response body)"),
+        ((FIXTURES / "prometheus-error.json").read_text(),
+         "line 1: field status: 'error' (bad_data: exceeded maximum resolution of 11,000 points "
+         "per timeseries. Try decreasing the query resolution (?step=XX)), expected 'success' "
+         "(a Prometheus /api/v1/query_range response body)"),
+        ('{"status":"success","data":{"resultType":"matrix","result":{"a":1}}}',
+         "line 1: field data: not a Prometheus query_range body (JSON transform error, in "
+         "record/value 1: Expected ARRAY, but got OBJECT: {\"a\":1})"),
+        (_body(_series("up"), _series("node_load1")),
+         "line 1: field data.result: no DCGM_FI_PROF_GR_ENGINE_ACTIVE, DCGM_FI_DEV_GPU_UTIL, "
+         "DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_POWER_USAGE series (found node_load1, up)"),
+        (_body(_series(dcgm.GPU_UTIL), _series(None)),
+         "line 1: field data.result[1].metric.__name__: missing; export the DCGM metrics "
+         "themselves, not an expression over them"),
+        (_body() + "\n" + _body(), "line 1: field status: expected one query_range body, "
+         "found 2 JSON values"),
+    ],
+)  # fmt: skip
+def test_a_malformed_export_stops_with_file_line_and_field(tmp_path, text, message):
+    path = tmp_path / "export.json"
+    path.write_text(text)
+    with pytest.raises(ValueError) as error:
+        dcgm.to_parquet(path, tmp_path / "out.partial", UTC)
+    assert str(error.value) == f"{path}: {message}"
+
+
+def test_an_empty_result_is_no_rows(tmp_path):
+    path = tmp_path / "empty.json"
+    path.write_text(_body())
+    assert rows_of(path, tmp_path) == []
+
+
+# ---- end to end ---------------------------------------------------------------------------
+
+
+JOBS = """
+job_id,cluster,account,user,queue,qos,gpu_model,gpus,nodes,submit_time,start_time,end_time,state,exit_code
+J1,dc,alpha,ann,batch,normal,A100,1,gpu-a01,2026-11-01T00:00:00,2026-11-01T00:00:00,2026-11-01T01:00:00,COMPLETED,0
+J2,dc,alpha,ann,batch,normal,A100,1,gpu-a01,2026-11-01T00:00:00,2026-11-01T00:00:00,2026-11-01T01:00:00,COMPLETED,0
+"""
+
+ALLOCATIONS = """
+job_id,node,gpu_index
+J1,gpu-a01,0
+J2,gpu-a01,1
+"""
+
+
+def build_dcgm_month(root: Path, *exports: Path) -> None:
+    """Two one-hour jobs on gpu-a01's two GPUs, and the DCGM `exports` as cluster `dc`."""
+    write(root / "landing/scheduler/dc/jobs.csv", JOBS)
+    write(root / "landing/scheduler/dc/allocations.csv", ALLOCATIONS)
+    for export in exports:
+        target = root / "landing/telemetry/dc" / export.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(export, target)
+    write(
+        root / "catalog/tenants.yaml",
+        """
+        tenants:
+          - {id: alpha, name: Alpha Lab, department: Science, cost_center: CC-1,
+             accounts: [alpha]}
+        """,
+    )
+    write(root / "catalog/rates.yaml", "rates:\n  - {gpu_model: '*', price_per_gpu_hour: 2.00}\n")
+    write(root / "catalog/nodes.csv", "node,cluster,gpu_model,gpus\ngpu-a01,dc,A100,2\n")
+
+
+@pytest.fixture(scope="module")
+def dcgm_month(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("dcgm")
+    build_dcgm_month(root, COMBINED)
+    assert materialize_month(root, "2026-11-01").success
+    return root
+
+
+@pytest.mark.slow
+def test_jobs_are_measured_by_the_preferred_metric(dcgm_month):
+    rows = query(
+        dcgm_month,
+        "select job_id, mean_util_pct, measured_gpu_hours, productive_gpu_hours, "
+        "idle_gpu_hours, unmeasured_gpu_hours from job_usage order by job_id",
+    )
+    assert rows == [
+        # samples 90, 85, 2 (GR_ENGINE_ACTIVE, not GPU_UTIL's 50) of 15 min; 00:45 is NaN
+        ("J1", 59.0, 0.75, 0.5, 0.25, 0.25),
+        # 80 % three times; 00:45 (101 %) rejected
+        ("J2", 80.0, 0.75, 0.75, 0.0, 0.25),
+    ]
+
+
+@pytest.mark.slow
+def test_rows_reconcile_and_rejects_name_series_and_point(dcgm_month):
+    name = "telemetry/dc/gpu-a01_2026-11-01.json"
+    files = query(
+        dcgm_month,
+        "select subject, rows_read, rows_loaded, rows_rejected, duplicates_folded "
+        "from data_quality where category = 'file' and subject like 'telemetry/%'",
+    )
+    # 4 + 4 rows of gpu-a01, 2 of gpu-b01
+    assert files == [(name, 10, 8, 2, 0)]
+    rejects = query(dcgm_month, "select file, line, reason from rejects order by line")
+    assert rejects == [
+        (name, 1_000_004, "field util_pct: missing"),
+        (name, 3_000_004, "field util_pct: 101.0 is outside 0-100"),
+    ]
+
+
+@pytest.mark.slow
+def test_a_malformed_export_stops_the_run_naming_it(tmp_path):
+    build_dcgm_month(tmp_path, COMBINED, FIXTURES / "instant-query.json")
+    with pytest.raises(ValueError) as error:
+        materialize_month(tmp_path, "2026-11-01")
+    path = tmp_path / "landing/telemetry/dc/instant-query.json"
+    assert str(error.value).startswith(f"{path}: line 1: field data.resultType: 'vector'")
+    assert "\n" not in str(error.value)
