@@ -23,6 +23,8 @@ def test_assets_and_checks():
         ("tenant_month", "charges_tie_out"),
         ("job_usage", "every_account_mapped"),
         ("data_quality", "rows_reconcile"),
+        ("quota_compliance", "quota_compliance_ties_out"),
+        ("utilization_daily", "utilization_daily_ties_out"),
     }
     blocking = {
         spec.name
@@ -30,7 +32,8 @@ def test_assets_and_checks():
         for spec in assets_def.check_specs
         if spec.blocking
     }
-    assert blocking == {"capacity_buckets_sum_to_capacity", "charges_tie_out", "rows_reconcile"}
+    assert blocking >= {"capacity_buckets_sum_to_capacity", "charges_tie_out", "rows_reconcile"}
+    assert "every_account_mapped" not in blocking
 
 
 def test_every_asset_is_monthly_and_backfills_in_one_run():

@@ -30,7 +30,7 @@ row_errors as (
 ),
 
 allocated as (
-    select gpu_model, sum(gpu_ms) / 3600000.0 as gpu_hours
+    select gpu_model, sum(gpu_units) / 1512000000.0 as gpu_hours
     from job_gpu_hours
     where billing_month = $billing_month
     group by all
@@ -46,9 +46,13 @@ model_errors as (
     left join quota as q on q.pool = a.gpu_model
     group by all
     having abs(coalesce(sum(q.used_gpu_hours), 0) - any_value(a.gpu_hours)) > 1e-6
+),
+
+final as (
+    select * from row_errors
+    union all
+    select * from model_errors
 )
 
-select * from row_errors
-union all
-select * from model_errors
+select * from final
 order by level, subject

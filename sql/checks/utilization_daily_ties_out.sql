@@ -19,15 +19,15 @@ monthly as (
     select
         cluster,
         gpu_model,
-        sum(allocated_ms) / 3600000.0 as allocated,
-        sum(productive_ms) / 3600000.0 as productive
+        sum(allocated_units) / 1512000000.0 as allocated,
+        sum(productive_units) / 1512000000.0 as productive
     from job_time_buckets
     where billing_month = $billing_month
     group by all
 ),
 
 inventory as (
-    select cluster, gpu_model, sum(capacity_ms) / 3600000.0 as capacity
+    select cluster, gpu_model, sum(capacity_units) / 1512000000.0 as capacity
     from gpu_capacity
     where billing_month = $billing_month
     group by all
@@ -49,9 +49,13 @@ compared as (
     from daily as d
     full join monthly as m using (cluster, gpu_model)
     left join inventory as i using (cluster, gpu_model)
+),
+
+final as (
+    select cluster, gpu_model, measure, daily, monthly
+    from compared
+    where abs(coalesce(daily, 0) - coalesce(monthly, 0)) > 1e-6
 )
 
-select cluster, gpu_model, measure, daily, monthly
-from compared
-where abs(coalesce(daily, 0) - coalesce(monthly, 0)) > 1e-6
+select * from final
 order by cluster, gpu_model, measure

@@ -13,7 +13,8 @@
 --   idle_quota_share_pct  100 × guaranteed GPU-hours of the quotas flagged idle_quota (used
 --                         < 30 % of their guarantee) / all guaranteed GPU-hours of the pool: how
 --                         much of what is promised goes to tenants who do not use it
---   wait_p95_s, pending_gpu_hours   from queue_stats
+--   wait_p95_s, pending_gpu_hours   from queue_stats; pending_share_pct = 100 × pending /
+--                         capacity (demand that waited, relative to what the model can serve)
 -- Verdict, first rule that holds (thresholds are the named constants of `thresholds`):
 --   govern first         waste_share_pct >= 25 or idle_quota_share_pct >= 20
 --   expansion justified  allocation_rate_pct >= 80 and wait_p95_s >= 4 h (14,400 s) and
@@ -63,7 +64,7 @@ quotas as (
         sum(guaranteed_gpu_hours) as guaranteed_gpu_hours,
         coalesce(sum(guaranteed_gpu_hours) filter (idle_quota), 0) as idle_quota_gpu_hours
     from quota_compliance
-    where billing_month = $billing_month and has_quota
+    where billing_month = $billing_month
     group by all
 ),
 
@@ -90,23 +91,14 @@ rates as (
             / nullif(allocated_gpu_hours, 0) as waste_share_pct,
         100.0 * unmeasured_gpu_hours / nullif(allocated_gpu_hours, 0) as unmeasured_share_pct,
         100.0 * idle_quota_gpu_hours / nullif(guaranteed_gpu_hours, 0)
-            as idle_quota_share_pct
+            as idle_quota_share_pct,
+        100.0 * pending_gpu_hours / nullif(capacity_gpu_hours, 0) as pending_share_pct
     from shares
 ),
 
-formatted as (
-    -- the figures as verdict_rule prints them
-    select
-        *,
-        coalesce(format('{:.1f}%', waste_share_pct), 'unknown') as waste_fmt,
-        coalesce(format('{:.1f}%', idle_quota_share_pct), 'unknown') as idle_quota_fmt,
-        coalesce(format('{:.1f}%', allocation_rate_pct), 'unknown') as allocation_fmt,
-        coalesce(format('{:.1f}%', unmeasured_share_pct), 'unknown') as unmeasured_fmt,
-        coalesce(format('{:.1f} h', wait_p95_s / 3600), 'unknown') as wait_fmt
-    from rates
-),
-
 tests as (
+    -- each condition of the verdict, and how verdict_rule prints it (a missing figure fails
+    -- its condition and prints as unknown)
     select
         r.*,
         coalesce(r.waste_share_pct >= t.govern_waste_pct, false) as high_waste,
@@ -115,25 +107,25 @@ tests as (
         coalesce(r.wait_p95_s >= t.expand_wait_p95_s, false) as long_waits,
         coalesce(r.waste_share_pct < t.expand_waste_below_pct, false) as low_waste,
         coalesce(r.unmeasured_share_pct <= t.expand_unmeasured_max_pct, false) as measured,
-        format('waste share {} {} {}%', r.waste_fmt,
-            case when r.waste_share_pct >= t.govern_waste_pct then '>=' else '<' end,
-            t.govern_waste_pct::int) as waste_text,
-        format('idle quota share {} {} {}%', r.idle_quota_fmt,
-            case when r.idle_quota_share_pct >= t.govern_idle_quota_pct then '>=' else '<' end,
-            t.govern_idle_quota_pct::int) as idle_quota_text,
-        format('allocation {} {} {}%', r.allocation_fmt,
-            case when r.allocation_rate_pct >= t.expand_allocation_pct then '>=' else '<' end,
-            t.expand_allocation_pct::int) as allocation_text,
-        format('p95 wait {} {} {} h', r.wait_fmt,
-            case when r.wait_p95_s >= t.expand_wait_p95_s then '>=' else '<' end,
-            (t.expand_wait_p95_s / 3600)::int) as wait_text,
-        format('waste share {} {} {}%', r.waste_fmt,
-            case when r.waste_share_pct < t.expand_waste_below_pct then '<' else '>=' end,
-            t.expand_waste_below_pct::int) as low_waste_text,
-        format('unmeasured {} {} {}%', r.unmeasured_fmt,
-            case when r.unmeasured_share_pct <= t.expand_unmeasured_max_pct then '<=' else '>' end,
-            t.expand_unmeasured_max_pct::int) as measured_text
-    from formatted as r
+        coalesce(format('waste share {:.1f}% {} {:g}%', r.waste_share_pct,
+            if(r.waste_share_pct >= t.govern_waste_pct, '>=', '<'), t.govern_waste_pct),
+            'waste share unknown (no allocated time)') as waste_text,
+        coalesce(format('idle quota share {:.1f}% {} {:g}%', r.idle_quota_share_pct,
+            if(r.idle_quota_share_pct >= t.govern_idle_quota_pct, '>=', '<'),
+            t.govern_idle_quota_pct), 'no guaranteed quota') as idle_quota_text,
+        coalesce(format('allocation {:.1f}% {} {:g}%', r.allocation_rate_pct,
+            if(r.allocation_rate_pct >= t.expand_allocation_pct, '>=', '<'),
+            t.expand_allocation_pct), 'allocation unknown (no inventory)') as allocation_text,
+        coalesce(format('p95 wait {:.1f} h {} {:g} h', r.wait_p95_s / 3600,
+            if(r.wait_p95_s >= t.expand_wait_p95_s, '>=', '<'), t.expand_wait_p95_s / 3600),
+            'p95 wait unknown (no job started)') as wait_text,
+        coalesce(format('waste share {:.1f}% {} {:g}%', r.waste_share_pct,
+            if(r.waste_share_pct < t.expand_waste_below_pct, '<', '>='),
+            t.expand_waste_below_pct), 'waste share unknown') as low_waste_text,
+        coalesce(format('unmeasured {:.1f}% {} {:g}%', r.unmeasured_share_pct,
+            if(r.unmeasured_share_pct <= t.expand_unmeasured_max_pct, '<=', '>'),
+            t.expand_unmeasured_max_pct), 'unmeasured unknown') as measured_text
+    from rates as r
     cross join thresholds as t
 ),
 
@@ -158,6 +150,7 @@ final as (
         unmeasured_share_pct,
         wait_p95_s,
         pending_gpu_hours,
+        pending_share_pct,
         guaranteed_gpu_hours,
         idle_quota_gpu_hours,
         idle_quota_share_pct,

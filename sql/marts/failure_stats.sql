@@ -6,9 +6,9 @@
 --   exit_code       of the job ('unknown' when the export has none)
 -- Job counts are the GPU jobs that started and ended in the month, each counted once per value
 -- (a job on two nodes counts on both: the export does not say which node failed a NODE_FAIL
--- job). GPU-hours are the month's segments of every job (job_gpu_hours), so they tie to
--- capacity_buckets: failed_infra = all of a NODE_FAIL job plus outage time, failed_job = the
--- rest of a FAILED or OUT_OF_MEMORY job.
+-- job). GPU-hours (GPU-equivalents, from gpu_units) are the month's segments of every job
+-- (job_gpu_hours), so they tie to capacity_buckets: failed_infra = all of a NODE_FAIL job plus
+-- outage time, failed_job = the rest of a FAILED or OUT_OF_MEMORY job.
 --   infra_failure_rate_pct  100 × NODE_FAIL jobs / jobs
 --   job_failure_rate_pct    100 × (FAILED + OUT_OF_MEMORY) jobs / jobs
 --   failure_rank            node, fault_domain and driver_version: 1 = the worst value of the
@@ -34,11 +34,15 @@ job_nodes as (
 ),
 
 jobs as (
-    select cluster, job_id, state, coalesce(exit_code, 'unknown') as exit_code,
-        end_at >= $month_start::timestamp and end_at < $month_end::timestamp and start_at is not null
-            and gpus > 0 as is_ended
+    -- GPU jobs that started (a job cancelled while pending has no node and no exit code)
+    select
+        cluster,
+        job_id,
+        state,
+        coalesce(exit_code, 'unknown') as exit_code,
+        end_at >= $month_start::timestamp and end_at < $month_end::timestamp as is_ended
     from stg_jobs
-    where billing_month = $billing_month
+    where billing_month = $billing_month and start_at is not null and gpus > 0
 ),
 
 node_values as (
@@ -82,18 +86,21 @@ segments as (
         g.job_id,
         g.node,
         j.exit_code,
-        g.gpu_ms,
-        case when j.state = 'NODE_FAIL' or g.in_outage then g.gpu_ms else 0 end as failed_infra_ms,
+        g.gpu_units,
+        case when j.state = 'NODE_FAIL' or g.in_outage then g.gpu_units else 0 end
+            as failed_infra_units,
         case
-            when j.state in ('FAILED', 'OUT_OF_MEMORY') and not g.in_outage then g.gpu_ms else 0
-        end as failed_job_ms
+            when j.state in ('FAILED', 'OUT_OF_MEMORY') and not g.in_outage then g.gpu_units
+            else 0
+        end as failed_job_units
     from job_gpu_hours as g
     join jobs as j using (cluster, job_id)
     where g.billing_month = $billing_month
 ),
 
 segment_values as (
-    select s.cluster, v.dimension, v.value, s.gpu_ms, s.failed_infra_ms, s.failed_job_ms
+    select
+        s.cluster, v.dimension, v.value, s.gpu_units, s.failed_infra_units, s.failed_job_units
     from segments as s
     join node_values as n using (cluster, node)
     cross join lateral (
@@ -140,9 +147,9 @@ gpu_time as (
         cluster,
         dimension,
         value,
-        sum(gpu_ms) / 3600000.0 as allocated_gpu_hours,
-        sum(failed_infra_ms) / 3600000.0 as failed_infra_gpu_hours,
-        sum(failed_job_ms) / 3600000.0 as failed_job_gpu_hours
+        sum(gpu_units) / 1512000000.0 as allocated_gpu_hours,
+        sum(failed_infra_units) / 1512000000.0 as failed_infra_gpu_hours,
+        sum(failed_job_units) / 1512000000.0 as failed_job_gpu_hours
     from segment_values
     group by all
 ),

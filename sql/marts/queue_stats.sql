@@ -1,5 +1,5 @@
--- One row per billing month × cluster × grouping set × tenant × queue × GPU model: queue waits,
--- pending demand and job outcomes of the GPU jobs (gpus > 0) of job_usage.
+-- One row per billing month × cluster × grouping set × tenant × queue × GPU model: queue
+-- waits, pending demand and job outcomes of the GPU jobs (gpus > 0) of job_usage.
 -- grouping_set says which dimensions the row is for; the others read 'all':
 --   tenant_queue_gpu_model  one tenant, queue and GPU model (the detail)
 --   tenant | queue | gpu_model   totals over the other two dimensions
@@ -17,6 +17,7 @@
 --   pending_gpu_hours GPUs × the part of [submit, start) inside the month: Σ wait × GPUs,
 --                     prorated at the month edges like allocated time; jobs that never started
 --                     wait until they were cancelled (end) or, still PENDING, to the month end
+--                     (no submit time, or a never-started job with no end: no pending time)
 --   outcome counts    jobs that ended in the month, by final state
 --   success_rate_pct  100 × COMPLETED / (COMPLETED + FAILED + TIMEOUT + OUT_OF_MEMORY +
 --                     NODE_FAIL); cancelled and preempted jobs are reported apart
@@ -64,11 +65,14 @@ measured as (
             when is_started and submit_at is not null
                 then greatest(epoch_ms(start_at) - epoch_ms(submit_at), 0) / 1000.0
         end as wait_s,
-        coalesce(gpus * greatest(
-            epoch_ms(least(wait_until, $month_end::timestamp))
-            - epoch_ms(greatest(submit_at, $month_start::timestamp)),
-            0
-        ), 0) / 3600000.0 as pending_gpu_hours
+        case
+            when submit_at is not null and wait_until is not null then gpus * greatest(
+                epoch_ms(least(wait_until, $month_end::timestamp))
+                - epoch_ms(greatest(submit_at, $month_start::timestamp)),
+                0
+            )
+            else 0
+        end / 3600000.0 as pending_gpu_hours
     from jobs
 ),
 

@@ -3,9 +3,12 @@
 -- the pools named after its GPU model and its queue); every quota in force during the month
 -- has a row, used or not, and so has every tenant × GPU model used without a quota
 -- (has_quota false: guaranteed 0, no limit, all use borrowed).
--- Concurrency is the exact step function of the tenant's job_gpu_hours segments (one GPU per
--- segment, +1 at seg_from, -1 at seg_to), cut at quota changes and at day boundaries; quotas
--- are effective-dated, so each step takes the guarantee and limit in force then.
+-- Concurrency is the exact step function of the tenant's job_gpu_hours segments in
+-- GPU-equivalents (+gpu_share at seg_from, −gpu_share at seg_to; shares are 1/420ths of a GPU,
+-- so a 1g MIG slice counts 1/7), cut at quota changes and at day boundaries; quotas are
+-- effective-dated, so each step takes the guarantee and limit in force then (of overlapping
+-- versions, the one valid from later). Sums run in integer GPU units (share × ms) and become
+-- hours at the end (1,512,000,000 units = 1 GPU-hour).
 --   used_gpu_hours             integral of concurrent GPUs over the month
 --   mean_gpus / peak_gpus      time-weighted mean over the whole month / maximum (peak_at:
 --                              first time the peak was reached)
@@ -47,7 +50,7 @@ quotas as (
 ),
 
 segments as (
-    select u.tenant_id, g.gpu_model, u.queue, g.seg_from, g.seg_to
+    select u.tenant_id, g.gpu_model, u.queue, g.gpu_share, g.seg_from, g.seg_to
     from job_gpu_hours as g
     join job_usage as u using (billing_month, cluster, job_id)
     where g.billing_month = $billing_month
@@ -60,7 +63,7 @@ pools as (
 ),
 
 pool_segments as (
-    select p.tenant_id, p.pool, s.seg_from, s.seg_to
+    select p.tenant_id, p.pool, s.gpu_share, s.seg_from, s.seg_to
     from segments as s
     join pools as p on p.tenant_id = s.tenant_id and p.pool in (s.gpu_model, s.queue)
 ),
@@ -72,9 +75,9 @@ days as (
 events as (
     select tenant_id, pool, ts, sum(delta) as delta
     from (
-        select tenant_id, pool, seg_from as ts, 1 as delta from pool_segments
+        select tenant_id, pool, seg_from as ts, gpu_share as delta from pool_segments
         union all
-        select tenant_id, pool, seg_to, -1 from pool_segments
+        select tenant_id, pool, seg_to, -gpu_share from pool_segments
         union all
         select p.tenant_id, p.pool, d.ts, 0 from pools as p cross join days as d
         union all
@@ -88,7 +91,7 @@ events as (
 ),
 
 steps as (
-    -- concurrent GPUs are constant on [step_from, step_to)
+    -- the held share (in 1/420 GPU) is constant on [step_from, step_to)
     select
         tenant_id,
         pool,
@@ -97,7 +100,7 @@ steps as (
         sum(delta) over (
             partition by tenant_id, pool order by ts
             rows between unbounded preceding and current row
-        ) as gpus
+        ) as share
     from events
 ),
 
@@ -106,12 +109,12 @@ quota_steps as (
         s.tenant_id,
         s.pool,
         s.step_from,
-        s.gpus,
+        s.share,
         epoch_ms(s.step_to) - epoch_ms(s.step_from) as step_ms,
         (epoch_ms(s.step_from) - epoch_ms($month_start::timestamp)) // 86400000 as day_index,
         q.quota_from is not null as in_quota,
-        coalesce(q.guaranteed_gpus, 0) as guaranteed_gpus,
-        q.limit_gpus
+        coalesce(q.guaranteed_gpus, 0) * 420 as guaranteed_share,
+        q.limit_gpus * 420 as limit_share
     from steps as s
     left join quotas as q
         on q.tenant_id = s.tenant_id and q.pool = s.pool
@@ -128,8 +131,8 @@ day_use as (
         tenant_id,
         pool,
         day_index,
-        sum(gpus * step_ms) as used_ms,
-        sum(guaranteed_gpus * step_ms) as guaranteed_ms
+        sum(share * step_ms) as used_units,
+        sum(guaranteed_share * step_ms) as guaranteed_units
     from quota_steps
     group by all
 ),
@@ -145,13 +148,13 @@ per_pool as (
         tenant_id,
         pool,
         bool_or(in_quota) as has_quota,
-        sum(gpus * step_ms) as used_ms,
+        sum(share * step_ms) as used_units,
         sum(step_ms) as month_ms,
-        max(gpus) as peak_gpus,
-        sum(guaranteed_gpus * step_ms) as guaranteed_ms,
-        sum(greatest(gpus - guaranteed_gpus, 0) * step_ms) as borrowed_ms,
-        sum(greatest(guaranteed_gpus - gpus, 0) * step_ms) as unused_guaranteed_ms,
-        coalesce(sum(step_ms) filter (gpus > limit_gpus), 0) as above_limit_ms
+        max(share) as peak_share,
+        sum(guaranteed_share * step_ms) as guaranteed_units,
+        sum(greatest(share - guaranteed_share, 0) * step_ms) as borrowed_units,
+        sum(greatest(guaranteed_share - share, 0) * step_ms) as unused_guaranteed_units,
+        coalesce(sum(step_ms) filter (share > limit_share), 0) as above_limit_ms
     from quota_steps
     group by all
 ),
@@ -160,7 +163,7 @@ peaks as (
     select s.tenant_id, s.pool, min(s.step_from) as peak_at
     from quota_steps as s
     join per_pool as p using (tenant_id, pool)
-    where s.gpus = p.peak_gpus and p.peak_gpus > 0
+    where s.share = p.peak_share and p.peak_share > 0
     group by all
 ),
 
@@ -169,7 +172,7 @@ day_counts as (
         b.tenant_id,
         b.pool,
         count(*) as days,
-        count(*) filter (b.used_ms > b.guaranteed_ms) as borrowing_days
+        count(*) filter (b.used_units > b.guaranteed_units) as borrowing_days
     from day_use as b
     group by all
 ),
@@ -184,20 +187,21 @@ final as (
         q.limit_gpus,
         coalesce(q.reserved, false) as reserved,
         p.month_ms / 3600000.0 as hours,
-        p.used_ms / 3600000.0 as used_gpu_hours,
-        p.used_ms / p.month_ms as mean_gpus,
-        p.peak_gpus::double as peak_gpus,
+        p.used_units / 1512000000.0 as used_gpu_hours,
+        p.used_units / (p.month_ms * 420.0) as mean_gpus,
+        p.peak_share / 420.0 as peak_gpus,
         k.peak_at,
-        p.guaranteed_ms / 3600000.0 as guaranteed_gpu_hours,
-        p.borrowed_ms / 3600000.0 as borrowed_gpu_hours,
-        p.unused_guaranteed_ms / 3600000.0 as unused_guaranteed_gpu_hours,
+        p.guaranteed_units / 1512000000.0 as guaranteed_gpu_hours,
+        p.borrowed_units / 1512000000.0 as borrowed_gpu_hours,
+        p.unused_guaranteed_units / 1512000000.0 as unused_guaranteed_gpu_hours,
         p.above_limit_ms / 60000.0 as minutes_above_limit,
-        100.0 * p.used_ms / nullif(p.guaranteed_ms, 0) as quota_use_pct,
+        100.0 * p.used_units / nullif(p.guaranteed_units, 0) as quota_use_pct,
         d.borrowing_days,
         d.days,
         p.above_limit_ms > 0 as breach,
-        coalesce(100.0 * p.used_ms / nullif(p.guaranteed_ms, 0) < t.idle_quota_below_pct, false)
-            as idle_quota,
+        coalesce(
+            100.0 * p.used_units / nullif(p.guaranteed_units, 0) < t.idle_quota_below_pct, false
+        ) as idle_quota,
         d.borrowing_days > t.chronic_borrowing_day_share * d.days as chronic_borrowing
     from per_pool as p
     join day_counts as d using (tenant_id, pool)

@@ -2,6 +2,8 @@
 -- per day × cluster × GPU model (level 'gpu_model', tenant_id 'all') with the model's totals
 -- and its capacity. Days are 24-hour periods from $month_start (calendar days of the billing
 -- timezone unless a DST change falls inside the month); `day` is their first date.
+-- Hours are GPU-equivalent hours (a 1g MIG slice counts 1/7), summed in GPU units (1/420
+-- GPU-ms, 1,512,000,000 units = 1 GPU-hour) as job_gpu_hours and job_time_buckets store them.
 --   allocated_gpu_hours   exact: the job_gpu_hours segments, split at day boundaries
 --   productive_gpu_hours, measured_gpu_hours, mean_util_pct   PRORATED: the telemetry of a job
 --                         is stored per job × GPU model × month (job_time_buckets), so each day
@@ -30,6 +32,7 @@ segments as (
         g.job_id,
         g.gpu_model,
         u.tenant_id,
+        g.gpu_share,
         epoch_ms(g.seg_from) as from_ms,
         epoch_ms(g.seg_to) as to_ms,
         (epoch_ms(g.seg_from) - epoch_ms($month_start::timestamp)) // 86400000 as day_index
@@ -47,13 +50,14 @@ day_pieces as (
 ),
 
 job_days as (
-    select cluster, job_id, gpu_model, tenant_id, day_index, sum(gpu_ms) as allocated_ms
+    select cluster, job_id, gpu_model, tenant_id, day_index, sum(gpu_units) as allocated_units
     from (
         select cluster, job_id, gpu_model, tenant_id, day_index,
-            least(to_ms, cut_ms) - from_ms as gpu_ms
+            (least(to_ms, cut_ms) - from_ms) * gpu_share as gpu_units
         from day_pieces
         union all
-        select cluster, job_id, gpu_model, tenant_id, day_index + 1, to_ms - cut_ms
+        select cluster, job_id, gpu_model, tenant_id, day_index + 1,
+            (to_ms - cut_ms) * gpu_share
         from day_pieces
         where to_ms > cut_ms
     )
@@ -63,10 +67,9 @@ job_days as (
 prorated as (
     select
         d.*,
-        d.allocated_ms / b.allocated_ms as day_share,
-        b.productive_ms * d.allocated_ms / b.allocated_ms as productive_ms,
-        b.measured_ms * d.allocated_ms / b.allocated_ms as measured_ms,
-        b.util_weighted_ms * d.allocated_ms / b.allocated_ms as util_weighted_ms
+        b.productive_units * d.allocated_units / b.allocated_units as productive_units,
+        b.measured_units * d.allocated_units / b.allocated_units as measured_units,
+        b.util_weighted_units * d.allocated_units / b.allocated_units as util_weighted_units
     from job_days as d
     join job_time_buckets as b
         on b.billing_month = $billing_month and b.cluster = d.cluster and b.job_id = d.job_id
@@ -80,10 +83,10 @@ tenant_days as (
         gpu_model,
         tenant_id,
         count(distinct job_id) as jobs,
-        sum(allocated_ms) as allocated_ms,
-        sum(productive_ms) as productive_ms,
-        sum(measured_ms) as measured_ms,
-        sum(util_weighted_ms) as util_weighted_ms
+        sum(allocated_units) as allocated_units,
+        sum(productive_units) as productive_units,
+        sum(measured_units) as measured_units,
+        sum(util_weighted_units) as util_weighted_units
     from prorated
     group by all
 ),
@@ -93,11 +96,11 @@ capacity_days as (
         d.day_index,
         n.cluster,
         n.gpu_model,
-        sum(n.gpus * greatest(
+        sum(n.gpus * 420 * greatest(
             epoch_ms(least(coalesce(n.in_service_to, d.day_to), d.day_to))
             - epoch_ms(greatest(coalesce(n.in_service_from, d.day_from), d.day_from)),
             0
-        )) as capacity_ms
+        )) as capacity_units
     from catalog_nodes as n
     cross join days as d
     group by all
@@ -110,11 +113,11 @@ model_days as (
         m.gpu_model,
         'all' as tenant_id,
         coalesce(sum(t.jobs), 0) as jobs,
-        coalesce(sum(t.allocated_ms), 0) as allocated_ms,
-        coalesce(sum(t.productive_ms), 0) as productive_ms,
-        coalesce(sum(t.measured_ms), 0) as measured_ms,
-        sum(t.util_weighted_ms) as util_weighted_ms,
-        any_value(c.capacity_ms) as capacity_ms
+        coalesce(sum(t.allocated_units), 0) as allocated_units,
+        coalesce(sum(t.productive_units), 0) as productive_units,
+        coalesce(sum(t.measured_units), 0) as measured_units,
+        sum(t.util_weighted_units) as util_weighted_units,
+        any_value(c.capacity_units) as capacity_units
     from days as d
     cross join (
         select distinct cluster, gpu_model from tenant_days
@@ -137,14 +140,14 @@ final as (
         level,
         tenant_id,
         jobs,
-        allocated_ms / 3600000.0 as allocated_gpu_hours,
-        productive_ms / 3600000.0 as productive_gpu_hours,
-        measured_ms / 3600000.0 as measured_gpu_hours,
-        util_weighted_ms / nullif(measured_ms, 0) as mean_util_pct,
-        capacity_ms / 3600000.0 as capacity_gpu_hours,
-        100.0 * allocated_ms / nullif(capacity_ms, 0) as allocation_rate_pct
+        allocated_units / 1512000000.0 as allocated_gpu_hours,
+        productive_units / 1512000000.0 as productive_gpu_hours,
+        measured_units / 1512000000.0 as measured_gpu_hours,
+        util_weighted_units / nullif(measured_units, 0) as mean_util_pct,
+        capacity_units / 1512000000.0 as capacity_gpu_hours,
+        100.0 * allocated_units / nullif(capacity_units, 0) as allocation_rate_pct
     from (
-        select *, 'tenant' as level, null::bigint as capacity_ms from tenant_days
+        select *, 'tenant' as level, null::bigint as capacity_units from tenant_days
         union all by name
         select *, 'gpu_model' as level from model_days
     )

@@ -259,6 +259,8 @@ def test_checks_pass_and_the_unmapped_account_warns(tiny):
         "charges_tie_out": True,
         "every_account_mapped": False,
         "rows_reconcile": True,
+        "quota_compliance_ties_out": True,
+        "utilization_daily_ties_out": True,
     }
 
 

@@ -1,0 +1,672 @@
+"""Given/expect tests for the governance marts, and the marts on the small demo month.
+
+Each given/expect test builds the input tables of one SQL file in an in-memory DuckDB with a
+handful of rows whose results are computed by hand in the comments, then runs the file exactly
+as the pipeline does (pipelines.sql.run with bound parameters).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import duckdb
+import pytest
+from pytest import approx
+
+from pipelines.demo import generate_demo
+from pipelines.sql import replace_month, run
+from tests.conftest import materialize_month, query
+
+T = dt.datetime
+NOV = {
+    "billing_month": dt.date(2026, 11, 1),
+    "month_start": T(2026, 11, 1),
+    "month_end": T(2026, 12, 1),
+    "currency": "USD",
+}
+HOUR = dt.timedelta(hours=1)
+VERDICTS = {"govern first", "expansion justified", "hold"}
+
+
+@pytest.fixture
+def con():
+    con = duckdb.connect()
+    con.execute("set TimeZone = 'UTC'")
+    yield con
+    con.close()
+
+
+def rows_of(con, name: str, params: dict, columns: list[str]) -> list[tuple]:
+    """The rows `sql/<name>.sql` returns, reduced to `columns`, in the file's order."""
+    cursor = run(con, name, params)
+    names = [c[0] for c in cursor.description]
+    index = [names.index(c) for c in columns]
+    return [tuple(row[i] for i in index) for row in cursor.fetchall()]
+
+
+# --------------------------------------------------------------------------------------------
+# input tables, shaped like the pipeline's
+
+
+def given_job_gpu_hours(con, held: list[tuple]) -> None:
+    """held: (job_id, node, gpu_index, gpu_model, start, end[, outage (from, to)][, share]);
+    each is cut at hour boundaries (and at the outage edges) as facts/job_gpu_hours does.
+    share is the job's part of the GPU in 1/420ths (420, a whole GPU, when not given)."""
+    con.execute(
+        "create table job_gpu_hours (billing_month date, cluster varchar, job_id varchar, "
+        "node varchar, gpu_index integer, gpu_share integer, gpu_model varchar, hour timestamp, "
+        "seg_from timestamp, seg_to timestamp, gpu_ms bigint, gpu_units bigint, "
+        "in_outage boolean)"
+    )
+    for job_id, node, gpu, model, start, end, *extra in held:
+        outage = next((e for e in extra if isinstance(e, tuple)), None)
+        share = next((e for e in extra if isinstance(e, int)), 420)
+        cuts = {start, end}
+        hour = start.replace(minute=0, second=0)
+        while hour < end:
+            cuts.add(max(hour, start))
+            hour += HOUR
+        if outage:
+            cuts |= {t for t in outage if start < t < end}
+        points = sorted(cuts)
+        for seg_from, seg_to in zip(points, points[1:], strict=False):
+            in_outage = outage is not None and outage[0] <= seg_from < outage[1]
+            gpu_ms = int((seg_to - seg_from).total_seconds() * 1000)
+            con.execute(
+                "insert into job_gpu_hours values (date '2026-11-01', 'c1', ?, ?, ?, ?, ?, "
+                "date_trunc('hour', ?::timestamp), ?, ?, ?, ?, ?)",
+                [job_id, node, gpu, share, model, seg_from, seg_from, seg_to, gpu_ms,
+                 gpu_ms * share, in_outage],
+            )  # fmt: skip
+
+
+def given_job_usage(con, jobs: list[tuple]) -> None:
+    """jobs: (job_id, tenant_id, queue, gpu_model, gpus, state, submit_at, start_at, end_at)."""
+    con.execute(
+        "create table job_usage (billing_month date, cluster varchar, job_id varchar, "
+        "tenant_id varchar, queue varchar, gpu_model varchar, gpus double, state varchar, "
+        "submit_at timestamp, start_at timestamp, end_at timestamp)"
+    )
+    for job in jobs:
+        con.execute(
+            "insert into job_usage values (date '2026-11-01', 'c1', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            list(job),
+        )
+
+
+def given_catalog_nodes(con, nodes: list[tuple]) -> None:
+    """nodes: (node, gpu_model, gpus, fault_domain, driver_version, in_service_from[, to])."""
+    con.execute(
+        "create table catalog_nodes (cluster varchar, node varchar, gpu_model varchar, "
+        "gpus integer, rack varchar, fault_domain varchar, driver_version varchar, "
+        "in_service_from timestamp, in_service_to timestamp, monthly_cost decimal(18, 2))"
+    )
+    for node, model, gpus, domain, driver, since, *until in nodes:
+        con.execute(
+            "insert into catalog_nodes values ('c1', ?, ?, ?, 'r1', ?, ?, ?, ?, null)",
+            [node, model, gpus, domain, driver, since, until[0] if until else T(9999, 12, 31)],
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# quota_compliance
+
+QUOTA_COLUMNS = [
+    "tenant_id", "pool", "has_quota", "guaranteed_gpus", "limit_gpus", "used_gpu_hours",
+    "mean_gpus", "peak_gpus", "peak_at", "guaranteed_gpu_hours", "borrowed_gpu_hours",
+    "unused_guaranteed_gpu_hours", "minutes_above_limit", "quota_use_pct", "borrowing_days",
+    "days", "breach", "idle_quota", "chronic_borrowing",
+]  # fmt: skip
+
+
+def given_quota_month(con) -> None:
+    con.execute(
+        "create table catalog_quotas (tenant_id varchar, pool varchar, guaranteed_gpus double, "
+        "limit_gpus double, reserved boolean, valid_from timestamp, valid_to timestamp)"
+    )
+    always, never = T(1900, 1, 1), T(9999, 12, 31)
+    con.executemany(
+        "insert into catalog_quotas values (?, ?, ?, ?, ?, ?, ?)",
+        [
+            ("alpha", "A100", 2, 3, False, always, never),
+            ("alpha", "interactive", 1, 1, False, always, never),  # a queue pool
+            ("beta", "H100", 1, None, True, T(2026, 11, 16), never),  # from the 16th, no limit
+            ("gamma", "A100", 4, 8, False, always, never),  # never used
+            ("gamma", "H100", 4, 8, False, always, T(2026, 10, 1)),  # expired: no row
+            # a new version from the 16th added without closing the old one: it wins
+            ("delta", "V100", 1, 2, False, always, never),
+            ("delta", "V100", 2, 4, False, T(2026, 11, 16), never),
+        ],
+    )
+    given_job_usage(con, [
+        ("a1", "alpha", "batch", "A100", 2, "COMPLETED", None, None, None),
+        ("a2", "alpha", "batch", "A100", 2, "COMPLETED", None, None, None),
+        ("a3", "alpha", "interactive", "A100", 1, "COMPLETED", None, None, None),
+        ("a4", "alpha", "batch", "A100", 1, "COMPLETED", None, None, None),
+        ("b1", "beta", "batch", "H100", 2, "RUNNING", None, None, None),
+        ("u1", "unmapped", "batch", "A100", 1, "COMPLETED", None, None, None),
+        ("d1", "delta", "batch", "V100", 2, "COMPLETED", None, None, None),
+        ("d2", "delta", "batch", "V100", 1 / 7, "COMPLETED", None, None, None),
+    ])  # fmt: skip
+    given_job_gpu_hours(con, [
+        # alpha on A100: 2 GPUs 00:00-10:00 (20 GPU-h); 2 more 08:00-09:30 (3 GPU-h) take it
+        # to 4 > limit 3 for 90 minutes and 2 above its guarantee (3 GPU-h borrowed); a4 takes
+        # over GPU 0 the instant a1 releases it (1 GPU-h); a3 is interactive (0.5 GPU-h)
+        ("a1", "n1", 0, "A100", T(2026, 11, 1, 0), T(2026, 11, 1, 10)),
+        ("a1", "n1", 1, "A100", T(2026, 11, 1, 0), T(2026, 11, 1, 10)),
+        ("a2", "n1", 2, "A100", T(2026, 11, 1, 8), T(2026, 11, 1, 9, 30)),
+        ("a2", "n1", 3, "A100", T(2026, 11, 1, 8), T(2026, 11, 1, 9, 30)),
+        ("a4", "n1", 0, "A100", T(2026, 11, 1, 10), T(2026, 11, 1, 11)),
+        ("a3", "n2", 0, "A100", T(2026, 11, 2, 0), T(2026, 11, 2, 0, 30)),
+        # beta: 2 H100 from the 10th to the 26th (384 h, 768 GPU-h)
+        ("b1", "n3", 0, "H100", T(2026, 11, 10), T(2026, 11, 26)),
+        ("b1", "n3", 1, "H100", T(2026, 11, 10), T(2026, 11, 26)),
+        # unmapped: 2 GPU-h on A100 without any quota
+        ("u1", "n2", 1, "A100", T(2026, 11, 5, 12), T(2026, 11, 5, 14)),
+        # delta: 2 V100 for the first 15 days (720 GPU-h), nothing after
+        ("d1", "n4", 0, "V100", T(2026, 11, 1), T(2026, 11, 16)),
+        ("d1", "n4", 1, "V100", T(2026, 11, 1), T(2026, 11, 16)),
+        # and a 1g MIG slice (60/420 = 1/7 GPU) for the 20th: 24/7 GPU-h
+        ("d2", "n4", 2, "V100", T(2026, 11, 20), T(2026, 11, 21), 60),
+    ])  # fmt: skip
+
+
+def test_quota_compliance_by_hand(con):
+    given_quota_month(con)
+    rows = rows_of(con, "marts/quota_compliance", NOV, QUOTA_COLUMNS)
+    assert rows == [
+        # used 20 + 3 + 1 + 0.5 = 24.5; guaranteed 2 × 720 h = 1440; unused 1440 − (24.5 − 3);
+        # day 1 used 24 < 48 guaranteed: no borrowing day
+        ("alpha", "A100", True, 2.0, 3.0, approx(24.5), approx(24.5 / 720), 4.0,
+         T(2026, 11, 1, 8), 1440.0, approx(3.0), approx(1418.5), approx(90.0),
+         approx(100 * 24.5 / 1440), 0, 30, True, True, False),
+        # only a3 is in the queue: 1 GPU is not above a limit of 1
+        ("alpha", "interactive", True, 1.0, 1.0, approx(0.5), approx(0.5 / 720), 1.0,
+         T(2026, 11, 2), 720.0, approx(0.0), approx(719.5), 0.0, approx(100 * 0.5 / 720), 0,
+         30, False, True, False),
+        # borrowed: 10th-16th 2 × 144 h + 16th-26th (2 − 1) × 240 h = 528; guaranteed 1 × 360 h
+        # from the 16th, unused 26th-1st 120 h; borrowing days 10th-25th = 16 > 15: chronic
+        ("beta", "H100", True, 1.0, None, approx(768.0), approx(768 / 720), 2.0,
+         T(2026, 11, 10), 360.0, approx(528.0), approx(120.0), 0.0, approx(100 * 768 / 360),
+         16, 30, False, False, True),
+        # 1st-16th: 2 GPUs on a guarantee of 1 (360 borrowed, limit 2 not exceeded); then 1/7
+        # GPU for a day on the new guarantee of 2 (720 − 24/7 unused); guaranteed 360 + 720 =
+        # 1080; 15 borrowing days are not more than half of 30
+        ("delta", "V100", True, 2.0, 4.0, approx(720 + 24 / 7), approx((720 + 24 / 7) / 720),
+         2.0, T(2026, 11, 1), 1080.0, approx(360.0), approx(720 - 24 / 7), 0.0,
+         approx(100 * (720 + 24 / 7) / 1080), 15, 30, False, False, False),
+        ("gamma", "A100", True, 4.0, 8.0, 0.0, 0.0, 0.0, None, 2880.0, 0.0, approx(2880.0),
+         0.0, 0.0, 0, 30, False, True, False),
+        # use without a quota: all borrowed, no limit to breach, no guarantee to leave idle
+        ("unmapped", "A100", False, 0.0, None, approx(2.0), approx(2 / 720), 1.0,
+         T(2026, 11, 5, 12), 0.0, approx(2.0), 0.0, 0.0, None, 1, 30, False, False, False),
+    ]  # fmt: skip
+
+
+def test_quota_compliance_check_passes_then_catches_lost_time(con):
+    given_quota_month(con)
+    replace_month(con, "quota_compliance", "marts/quota_compliance", NOV)
+    assert run(con, "checks/quota_compliance_ties_out", NOV).fetchall() == []
+    con.execute(
+        "update quota_compliance set used_gpu_hours = used_gpu_hours - 1, mean_gpus = 5 "
+        "where tenant_id = 'alpha' and pool = 'A100'"
+    )
+    found = run(con, "checks/quota_compliance_ties_out", NOV).fetchall()
+    assert [(level, subject) for level, subject, *_ in found] == [
+        ("gpu_model", "A100"),
+        ("row", "alpha/A100"),
+    ]
+    # alpha 24.5 + unmapped 2 GPU-hours were allocated on A100
+    assert found[0][2:] == (approx(25.5), approx(26.5))
+
+
+# --------------------------------------------------------------------------------------------
+# queue_stats
+
+QUEUE_COLUMNS = [
+    "grouping_set", "tenant_id", "queue", "gpu_model", "jobs", "jobs_submitted", "jobs_started",
+    "wait_p50_s", "wait_p90_s", "wait_p95_s", "wait_mean_s", "pending_gpu_hours", "jobs_ended",
+    "completed_jobs", "failed_jobs", "timeout_jobs", "node_fail_jobs", "cancelled_jobs",
+    "success_rate_pct",
+]  # fmt: skip
+
+
+def given_queue_month(con) -> None:
+    d = T(2026, 11, 1)
+    given_job_usage(con, [
+        # alpha batch: waits 0, 60, 120, 600 s; q3 asked for no model but held an A100
+        ("q1", "alpha", "batch", "A100", 1, "COMPLETED", d.replace(day=2, hour=10),
+         d.replace(day=2, hour=10), d.replace(day=2, hour=11)),
+        ("q2", "alpha", "batch", "A100", 2, "COMPLETED", d.replace(day=3, hour=10),
+         d.replace(day=3, hour=10, minute=1), d.replace(day=3, hour=12)),
+        ("q3", "alpha", "batch", None, 1, "FAILED", d.replace(day=4, hour=10),
+         d.replace(day=4, hour=10, minute=2), d.replace(day=4, hour=11)),
+        ("q4", "alpha", "batch", "A100", 4, "NODE_FAIL", d.replace(day=5, hour=10),
+         d.replace(day=5, hour=10, minute=10), d.replace(day=5, hour=11)),
+        # waited 2 h across the month start: wait 7200 s, pending 1 h × 2 GPUs in November
+        ("q5", "alpha", "interactive", "A100", 2, "CANCELLED", T(2026, 10, 31, 23),
+         T(2026, 11, 1, 1), T(2026, 11, 1, 2)),
+        # beta: still pending at the month end (4 h × 4 GPUs), cancelled while pending
+        # (0.5 h × 1), started in October and timed out in November (no wait this month)
+        ("q6", "beta", "batch", "H100", 4, "PENDING", T(2026, 11, 30, 20), None, None),
+        ("q7", "beta", "batch", "H100", 1, "CANCELLED", T(2026, 11, 10), None,
+         T(2026, 11, 10, 0, 30)),
+        ("q8", "beta", "batch", "H100", 1, "TIMEOUT", T(2026, 10, 29), T(2026, 10, 30),
+         T(2026, 11, 2)),
+        # submitted at 23:00 on the 30th, started in December: 1 h × 1 GPU pending, no wait
+        ("q10", "beta", "batch", "H100", 1, "COMPLETED", T(2026, 11, 30, 23), T(2026, 12, 1, 1),
+         T(2026, 12, 1, 2)),
+        # cancelled while pending, the export lost its end: no pending time can be claimed
+        ("q11", "beta", "batch", "H100", 1, "CANCELLED", T(2026, 11, 12), None, None),
+        # a CPU job is not a GPU job
+        ("q9", "beta", "batch", None, 0, "COMPLETED", d.replace(day=6), d.replace(day=7),
+         d.replace(day=8)),
+    ])  # fmt: skip
+    given_job_gpu_hours(con, [
+        ("q1", "n1", 0, "A100", d.replace(day=2, hour=10), d.replace(day=2, hour=11)),
+        ("q3", "n1", 0, "A100", d.replace(day=4, hour=10, minute=2), d.replace(day=4, hour=11)),
+        ("q8", "n2", 0, "H100", T(2026, 11, 1), T(2026, 11, 2)),
+    ])  # fmt: skip
+
+
+def test_queue_stats_by_hand(con):
+    given_queue_month(con)
+    rows = rows_of(con, "marts/queue_stats", NOV, QUEUE_COLUMNS)
+    # waits [0, 60, 120, 600]: p50 = 90, p90 = 120 + 0.7 × 480 = 456, p95 = 120 + 0.85 × 480
+    batch_waits = (approx(90.0), approx(456.0), approx(528.0), approx(195.0))
+    # with q5's 7200: p50 = 120, p90 = 600 + 0.6 × 6600 = 4560, p95 = 600 + 0.8 × 6600
+    alpha_waits = (approx(120.0), approx(4560.0), approx(5880.0), approx(7980 / 5))
+    no_waits = (None, None, None, None)
+    # alpha batch pending: (2 × 60 + 1 × 120 + 4 × 600) GPU-s = 2640 / 3600 GPU-h
+    alpha_batch = approx(2640 / 3600)
+    assert rows == [
+        ("cluster", "all", "all", "all", 10, 8, 5, *alpha_waits,
+         approx(2640 / 3600 + 2 + 17.5), 7, 2, 1, 1, 1, 2, approx(40.0)),
+        ("gpu_model", "all", "all", "A100", 5, 4, 5, *alpha_waits,
+         approx(2640 / 3600 + 2), 5, 2, 1, 0, 1, 1, approx(50.0)),
+        ("gpu_model", "all", "all", "H100", 5, 4, 0, *no_waits, approx(17.5), 2, 0, 0, 1, 0,
+         1, approx(0.0)),
+        ("queue", "all", "batch", "all", 9, 8, 4, *batch_waits, approx(2640 / 3600 + 17.5), 6,
+         2, 1, 1, 1, 1, approx(40.0)),
+        ("queue", "all", "interactive", "all", 1, 0, 1, *(approx(7200.0),) * 4, approx(2.0),
+         1, 0, 0, 0, 0, 1, None),
+        ("tenant", "alpha", "all", "all", 5, 4, 5, *alpha_waits, approx(2640 / 3600 + 2), 5,
+         2, 1, 0, 1, 1, approx(50.0)),
+        ("tenant", "beta", "all", "all", 5, 4, 0, *no_waits, approx(17.5), 2, 0, 0, 1, 0, 1,
+         approx(0.0)),
+        ("tenant_queue_gpu_model", "alpha", "batch", "A100", 4, 4, 4, *batch_waits,
+         alpha_batch, 4, 2, 1, 0, 1, 0, approx(50.0)),
+        ("tenant_queue_gpu_model", "alpha", "interactive", "A100", 1, 0, 1,
+         *(approx(7200.0),) * 4, approx(2.0), 1, 0, 0, 0, 0, 1, None),
+        ("tenant_queue_gpu_model", "beta", "batch", "H100", 5, 4, 0, *no_waits, approx(17.5),
+         2, 0, 0, 1, 0, 1, approx(0.0)),
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# failure_stats
+
+FAILURE_COLUMNS = [
+    "dimension", "value", "jobs", "completed_jobs", "failed_jobs", "out_of_memory_jobs",
+    "node_fail_jobs", "infra_failure_rate_pct", "job_failure_rate_pct", "allocated_gpu_hours",
+    "failed_infra_gpu_hours", "failed_job_gpu_hours", "failure_rank",
+]  # fmt: skip
+
+
+def given_failure_month(con) -> None:
+    given_catalog_nodes(con, [
+        ("n1", "A100", 2, "fd-a", "drv-1", T(2025, 1, 1)),
+        ("n2", "A100", 1, "fd-a", "drv-2", T(2025, 1, 1)),
+        ("n3", "A100", 1, "fd-b", "drv-2", T(2025, 1, 1)),  # no job: rates unknown
+        ("n4", "A100", 1, "fd-c", "drv-3", T(2025, 1, 1), T(2026, 10, 1)),  # retired: no row
+    ])  # fmt: skip
+    jobs = [
+        # job, state, exit code, [(node, gpu, start, end, outage)]
+        ("f1", "COMPLETED", "0", [("n1", 0, T(2026, 11, 2, 0), T(2026, 11, 2, 2))]),
+        # a NODE_FAIL over two nodes counts on both (the export does not say which one failed)
+        ("f2", "NODE_FAIL", None, [("n1", 0, T(2026, 11, 3, 0), T(2026, 11, 3, 1)),
+                                   ("n2", 0, T(2026, 11, 3, 0), T(2026, 11, 3, 1))]),
+        ("f3", "FAILED", "1", [("n2", 0, T(2026, 11, 4, 0), T(2026, 11, 4, 3))]),
+        ("f4", "OUT_OF_MEMORY", "125", [("n2", 0, T(2026, 11, 5, 0), T(2026, 11, 5, 0, 30))]),
+        # its second hour lies in an outage of n1: failed_infra although it completed
+        ("f5", "COMPLETED", "0", [("n1", 1, T(2026, 11, 6, 0), T(2026, 11, 6, 2),
+                                   (T(2026, 11, 6, 1), T(2026, 11, 6, 5)))]),
+        # still running: its hours count, its outcome does not
+        ("f6", "RUNNING", None, [("n1", 1, T(2026, 11, 30, 22), T(2026, 12, 1))]),
+        # cancelled while pending: no node, and its exit code is no failure evidence
+        ("f7", "CANCELLED", "15", []),
+    ]  # fmt: skip
+    con.execute(
+        "create table stg_jobs (billing_month date, cluster varchar, job_id varchar, "
+        "gpus double, start_at timestamp, end_at timestamp, state varchar, exit_code varchar)"
+    )
+    con.execute(
+        "create table job_gpus (billing_month date, cluster varchar, job_id varchar, "
+        "node varchar, gpu_index integer, index_source varchar)"
+    )
+    held = []
+    for job_id, state, exit_code, gpus in jobs:
+        start, end = (gpus[0][2], gpus[0][3]) if gpus else (None, T(2026, 11, 7))
+        con.execute(
+            "insert into stg_jobs values (date '2026-11-01', 'c1', ?, ?, ?, ?, ?, ?)",
+            [
+                job_id,
+                max(len(gpus), 1),
+                start,
+                None if state == "RUNNING" else end,
+                state,
+                exit_code,
+            ],
+        )
+        for node, gpu, seg_start, seg_end, *outage in gpus:
+            con.execute(
+                "insert into job_gpus values (date '2026-11-01', 'c1', ?, ?, ?, 'export')",
+                [job_id, node, gpu],
+            )
+            held.append((job_id, node, gpu, "A100", seg_start, seg_end, *outage))
+    given_job_gpu_hours(con, held)
+
+
+def test_failure_stats_by_hand(con):
+    given_failure_month(con)
+    rows = rows_of(con, "marts/failure_stats", NOV, FAILURE_COLUMNS)
+    third, two_thirds = approx(100 / 3), approx(200 / 3)
+    assert rows == [
+        # drv-2 is n2 (and the idle n3): same infra rate as drv-1, more job failures
+        ("driver_version", "drv-2", 3, 0, 1, 1, 1, third, two_thirds, 4.5, 1.0, 3.5, 1),
+        ("driver_version", "drv-1", 3, 2, 0, 0, 1, third, 0.0, 7.0, 2.0, 0.0, 2),
+        # exit codes: by jobs, then value; f2 and the running f6 have none
+        ("exit_code", "0", 2, 2, 0, 0, 0, 0.0, 0.0, 4.0, 1.0, 0.0, None),
+        ("exit_code", "1", 1, 0, 1, 0, 0, 0.0, 100.0, 3.0, 0.0, 3.0, None),
+        ("exit_code", "125", 1, 0, 0, 1, 0, 0.0, 100.0, 0.5, 0.0, 0.5, None),
+        ("exit_code", "unknown", 1, 0, 0, 0, 1, 100.0, 0.0, 4.0, 2.0, 0.0, None),
+        # fd-a holds f2 once although it ran on two of its nodes
+        ("fault_domain", "fd-a", 5, 2, 1, 1, 1, 20.0, 40.0, 11.5, 3.0, 3.5, 1),
+        ("fault_domain", "fd-b", 0, 0, 0, 0, 0, None, None, 0.0, 0.0, 0.0, 2),
+        ("node", "n2", 3, 0, 1, 1, 1, third, two_thirds, 4.5, 1.0, 3.5, 1),
+        ("node", "n1", 3, 2, 0, 0, 1, third, 0.0, 7.0, 2.0, 0.0, 2),
+        ("node", "n3", 0, 0, 0, 0, 0, None, None, 0.0, 0.0, 0.0, 3),
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# capacity_evidence
+
+EVIDENCE_COLUMNS = [
+    "cluster", "gpu_model", "allocated_gpu_hours", "allocation_rate_pct", "productive_share_pct",
+    "waste_share_pct", "unmeasured_share_pct", "wait_p95_s", "pending_gpu_hours",
+    "idle_quota_share_pct", "verdict", "verdict_rule",
+]  # fmt: skip
+
+
+def given_evidence_month(con) -> None:
+    con.execute(
+        "create table capacity_buckets (billing_month date, cluster varchar, gpu_model varchar, "
+        "bucket varchar, gpu_hours double, gpu_ms bigint)"
+    )
+    buckets = ("capacity", "productive", "idle", "zombie", "failed_job", "failed_infra",
+               "unmeasured", "down", "unallocated")  # fmt: skip
+    models = {
+        # waste (150 + 30 + 7.5) / 750 = 25.0 %, exactly the threshold
+        ("c1", "A100"): (1000, 500, 150, 30, 7.5, 42.5, 20, 0, 250),
+        # little waste, but 30 % of the H100 guarantees belong to an idle quota
+        ("c1", "H100"): (1000, 800, 50, 0, 0, 0, 50, 0, 100),
+        # 90 % allocated, 5 h p95 wait, waste 70 / 900, unmeasured 30 / 900
+        ("c2", "B200"): (1000, 800, 50, 0, 20, 0, 30, 0, 100),
+        # busy and waiting, but waste 20 % is not low enough to buy
+        ("c2", "L40S"): (1000, 660, 120, 30, 20, 0, 20, 50, 100),
+        # busy, waiting, 5 % waste, but 50 % of it unmeasured: low waste is not established
+        ("c3", "A10"): (1000, 380, 45, 0, 0, 0, 475, 0, 100),
+        # quiet: half allocated, short waits, no quota
+        ("c3", "T4"): (1000, 450, 50, 0, 0, 0, 0, 0, 500),
+        # no inventory: allocation unknown
+        ("c3", "unknown"): (None, 10, 0, 0, 0, 0, 0, None, None),
+    }
+    for (cluster, model), hours in models.items():
+        for bucket, value in zip(buckets, hours, strict=True):
+            if value is not None:
+                con.execute(
+                    "insert into capacity_buckets values (date '2026-11-01', ?, ?, ?, ?, ?)",
+                    [cluster, model, bucket, value, int(value * 3_600_000)],
+                )
+    con.execute(
+        "create table queue_stats (billing_month date, cluster varchar, grouping_set varchar, "
+        "tenant_id varchar, queue varchar, gpu_model varchar, wait_p95_s double, "
+        "pending_gpu_hours double)"
+    )
+    con.executemany(
+        "insert into queue_stats values (date '2026-11-01', ?, ?, 'all', 'all', ?, ?, ?)",
+        [
+            ("c1", "gpu_model", "A100", 20000, 100),
+            ("c1", "gpu_model", "H100", 20000, 300),
+            ("c2", "gpu_model", "B200", 18000, 400),
+            ("c2", "gpu_model", "L40S", 18000, 50),
+            ("c3", "gpu_model", "A10", 18000, 60),
+            ("c3", "gpu_model", "T4", 1800, 2),
+            # detail rows must not be read as the model's figures
+            ("c2", "tenant_queue_gpu_model", "B200", 0, 0),
+            ("c2", "tenant", "B200", 0, 0),
+        ],
+    )
+    con.execute(
+        "create table quota_compliance (billing_month date, tenant_id varchar, pool varchar, "
+        "has_quota boolean, guaranteed_gpu_hours double, idle_quota boolean)"
+    )
+    con.executemany(
+        "insert into quota_compliance values (date '2026-11-01', ?, ?, ?, ?, ?)",
+        [
+            ("t1", "A100", True, 400, False),
+            ("t1", "H100", True, 700, False),
+            ("t2", "H100", True, 300, True),
+            ("t1", "B200", True, 500, False),
+            ("t3", "B200", False, 0, False),  # use without a quota
+            ("t2", "batch", True, 200, True),  # a queue pool is no GPU model's
+            ("t1", "L40S", True, 400, True),  # 400 of 2400: 16.7 % < 20 %
+            ("t2", "L40S", True, 2000, False),
+            ("t1", "A10", True, 100, False),
+        ],
+    )
+
+
+def test_capacity_evidence_shows_every_verdict_with_its_numbers(con):
+    given_evidence_month(con)
+    rows = rows_of(con, "marts/capacity_evidence", NOV, EVIDENCE_COLUMNS)
+    assert rows == [
+        ("c1", "A100", approx(750.0), approx(75.0), approx(100 * 500 / 750), approx(25.0),
+         approx(100 * 20 / 750), 20000.0, 100.0, 0.0, "govern first",
+         "waste share 25.0% >= 25% → govern first"),
+        ("c1", "H100", approx(900.0), approx(90.0), approx(100 * 800 / 900),
+         approx(100 * 50 / 900), approx(100 * 50 / 900), 20000.0, 300.0, approx(30.0),
+         "govern first", "idle quota share 30.0% >= 20% → govern first"),
+        ("c2", "B200", approx(900.0), approx(90.0), approx(100 * 800 / 900),
+         approx(100 * 70 / 900), approx(100 * 30 / 900), 18000.0, 400.0, 0.0,
+         "expansion justified",
+         "allocation 90.0% >= 80%, p95 wait 5.0 h >= 4 h, waste share 7.8% < 15%, "
+         "unmeasured 3.3% <= 20% → expansion justified"),
+        ("c2", "L40S", approx(850.0), approx(85.0), approx(100 * 660 / 850),
+         approx(100 * 170 / 850), approx(100 * 20 / 850), 18000.0, 50.0, approx(100 / 6),
+         "hold",
+         "waste share 20.0% < 25%; idle quota share 16.7% < 20%; but waste share 20.0% >= 15% "
+         "→ hold"),
+        ("c3", "A10", approx(900.0), approx(90.0), approx(100 * 380 / 900), approx(5.0),
+         approx(100 * 475 / 900), 18000.0, 60.0, 0.0, "hold",
+         "waste share 5.0% < 25%; idle quota share 0.0% < 20%; but unmeasured 52.8% > 20% "
+         "→ hold"),
+        ("c3", "T4", approx(500.0), approx(50.0), approx(90.0), approx(10.0), 0.0, 1800.0, 2.0,
+         None, "hold",
+         "waste share 10.0% < 25%; no guaranteed quota; but allocation 50.0% < 80%, "
+         "p95 wait 0.5 h < 4 h → hold"),
+        ("c3", "unknown", approx(10.0), None, approx(100.0), 0.0, 0.0, None, 0.0, None, "hold",
+         "waste share 0.0% < 25%; no guaranteed quota; but allocation unknown (no inventory), "
+         "p95 wait unknown (no job started) → hold"),
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# utilization_daily
+
+DAILY_COLUMNS = [
+    "day", "gpu_model", "level", "tenant_id", "jobs", "allocated_gpu_hours",
+    "productive_gpu_hours", "measured_gpu_hours", "mean_util_pct", "capacity_gpu_hours",
+    "allocation_rate_pct",
+]  # fmt: skip
+
+
+def given_daily_month(con) -> None:
+    given_catalog_nodes(con, [
+        ("n1", "A100", 2, "fd-a", "drv-1", T(2025, 1, 1)),
+        ("n2", "H100", 1, "fd-a", "drv-1", T(2026, 11, 3)),  # in service from the 3rd
+        ("n3", "A100", 1, "fd-a", "drv-1", T(2025, 1, 1), T(2026, 11, 3)),  # retired on the 3rd
+    ])  # fmt: skip
+    given_job_usage(con, [
+        ("u1", "alpha", "batch", "A100", 1, "COMPLETED", None, None, None),
+        ("u2", "alpha", "batch", "A100", 1, "COMPLETED", None, None, None),
+        ("u3", "beta", "batch", "H100", 1, "COMPLETED", None, None, None),
+    ])  # fmt: skip
+    given_job_gpu_hours(con, [
+        ("u1", "n1", 0, "A100", T(2026, 11, 1, 22), T(2026, 11, 2, 2)),  # 2 h on each day
+        ("u2", "n1", 1, "A100", T(2026, 11, 2, 0), T(2026, 11, 2, 1)),
+        ("u3", "n2", 0, "H100", T(2026, 11, 3, 0), T(2026, 11, 3, 6)),
+    ])  # fmt: skip
+    con.execute(
+        "create table job_time_buckets (billing_month date, cluster varchar, job_id varchar, "
+        "gpu_model varchar, allocated_units bigint, measured_units bigint, "
+        "util_weighted_units double, productive_units bigint)"
+    )
+    h = 1_512_000_000  # GPU units in a GPU-hour
+    con.executemany(
+        "insert into job_time_buckets values (date '2026-11-01', 'c1', ?, ?, ?, ?, ?, ?)",
+        [
+            # u1: 4 h, all measured at 50 %, 3 h productive
+            ("u1", "A100", 4 * h, 4 * h, 4 * h * 50.0, 3 * h),
+            # u2: 1 h, half measured at 2 %, nothing productive
+            ("u2", "A100", 1 * h, h // 2, h / 2 * 2.0, 0),
+            ("u3", "H100", 6 * h, 6 * h, 6 * h * 90.0, 6 * h),
+        ],
+    )
+
+
+def test_utilization_daily_by_hand(con):
+    given_daily_month(con)
+    rows = rows_of(con, "marts/utilization_daily", NOV, DAILY_COLUMNS)
+    assert len(rows) == 3 + 30 * 2  # three tenant-days, and each model on each day
+    tenants = [row for row in rows if row[2] == "tenant"]
+    d = dt.date(2026, 11, 1)
+    assert tenants == [
+        # u1's month prorated half and half over its two days
+        (d, "A100", "tenant", "alpha", 1, 2.0, approx(1.5), approx(2.0), approx(50.0), None,
+         None),
+        # u1's other half plus u2: util (2 × 50 + 0.5 × 2) / 2.5 measured hours
+        (d.replace(day=2), "A100", "tenant", "alpha", 2, 3.0, approx(1.5), approx(2.5),
+         approx(101 / 2.5), None, None),
+        (d.replace(day=3), "H100", "tenant", "beta", 1, 6.0, approx(6.0), approx(6.0),
+         approx(90.0), None, None),
+    ]  # fmt: skip
+    models = {(row[0].day, row[1]): row for row in rows if row[2] == "gpu_model"}
+    assert models[1, "A100"] == (d, "A100", "gpu_model", "all", 1, 2.0, approx(1.5),
+                                 approx(2.0), approx(50.0), 72.0, approx(100 * 2 / 72))  # fmt: skip
+    assert models[2, "A100"][4:7] == (2, 3.0, approx(1.5))
+    assert models[1, "H100"] == (d, "H100", "gpu_model", "all", 0, 0.0, 0.0, 0.0, None, 0.0,
+                                 None)  # fmt: skip
+    assert models[3, "H100"][5:] == (6.0, approx(6.0), approx(6.0), approx(90.0), 24.0,
+                                     approx(25.0))  # fmt: skip
+    assert models[3, "A100"][9] == 48.0
+    assert sum(row[9] for row in models.values() if row[1] == "A100") == 2 * 720 + 2 * 24
+    assert sum(row[9] for row in models.values() if row[1] == "H100") == 28 * 24
+
+
+def test_utilization_daily_splits_a_segment_at_a_half_hour_midnight(con):
+    # billing in Asia/Kolkata (+05:30): November starts 2026-10-31 18:30 UTC, so the hour
+    # segment 11-01 18:00-19:00 UTC is half on the 1st and half on the 2nd
+    given_catalog_nodes(con, [("n1", "A100", 1, "fd-a", "drv-1", T(2025, 1, 1))])
+    given_job_usage(con, [("k1", "alpha", "batch", "A100", 1, "COMPLETED", None, None, None)])
+    given_job_gpu_hours(con, [("k1", "n1", 0, "A100", T(2026, 11, 1, 18), T(2026, 11, 1, 19))])
+    con.execute(
+        "create table job_time_buckets as select date '2026-11-01' as billing_month, "
+        "'c1' as cluster, 'k1' as job_id, 'A100' as gpu_model, 1512000000 as allocated_units, "
+        "0 as measured_units, null::double as util_weighted_units, 0 as productive_units"
+    )
+    kolkata = {**NOV, "month_start": T(2026, 10, 31, 18, 30), "month_end": T(2026, 11, 30, 18, 30)}
+    rows = rows_of(con, "marts/utilization_daily", kolkata, DAILY_COLUMNS)
+    tenants = [(row[0], row[5]) for row in rows if row[2] == "tenant"]
+    assert tenants == [(dt.date(2026, 11, 1), 0.5), (dt.date(2026, 11, 2), 0.5)]
+
+
+def test_utilization_daily_check_passes_then_catches_a_lost_hour(con):
+    given_daily_month(con)
+    con.execute(
+        "create table gpu_capacity (billing_month date, cluster varchar, gpu_model varchar, "
+        "capacity_units bigint)"
+    )
+    con.executemany(
+        "insert into gpu_capacity values (date '2026-11-01', 'c1', ?, ?)",
+        [("A100", (2 * 720 + 2 * 24) * 1_512_000_000), ("H100", 28 * 24 * 1_512_000_000)],
+    )
+    replace_month(con, "utilization_daily", "marts/utilization_daily", NOV)
+    assert run(con, "checks/utilization_daily_ties_out", NOV).fetchall() == []
+    con.execute(
+        "update utilization_daily set allocated_gpu_hours = allocated_gpu_hours - 1 "
+        "where level = 'tenant' and gpu_model = 'H100'"
+    )
+    found = run(con, "checks/utilization_daily_ties_out", NOV).fetchall()
+    assert found == [
+        ("c1", "H100", "allocated", approx(5.0), approx(6.0)),
+        ("c1", "H100", "gpu_model rows allocated", approx(6.0), approx(5.0)),
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# the small demo month, end to end
+
+GOVERNANCE_CHECKS = {"quota_compliance_ties_out", "utilization_daily_ties_out"}
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> tuple[Path, object]:
+    root = tmp_path_factory.mktemp("governance-demo")
+    generate_demo(root, month="2026-11", seed=7, small=True)
+    result = materialize_month(root, "2026-11-01")
+    assert result.success
+    return root, result
+
+
+def test_demo_month_governance_marts_make_sense(demo):
+    root, result = demo
+    evaluations = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert {name: evaluations.get(name) for name in GOVERNANCE_CHECKS} == dict.fromkeys(
+        GOVERNANCE_CHECKS, True
+    )
+
+    quota_pairs = set(query(root, "select tenant_id, pool from catalog_quotas"))
+    rows = query(root, "select tenant_id, pool from quota_compliance where has_quota")
+    assert set(rows) == quota_pairs and len(rows) == len(quota_pairs)
+
+    [(breach, minutes, peak, limit)] = query(
+        root,
+        "select breach, minutes_above_limit, peak_gpus, limit_gpus from quota_compliance "
+        "where tenant_id = 'vision' and pool = 'A100-80GB'",
+    )
+    assert breach and minutes > 0 and peak > limit
+
+    verdicts = query(
+        root, "select gpu_model, verdict, verdict_rule from capacity_evidence order by 1"
+    )
+    assert [model for model, _, _ in verdicts] == ["A100-80GB", "H100-80GB"]
+    for _, verdict, rule in verdicts:
+        assert verdict in VERDICTS and rule.endswith(f"→ {verdict}")
+
+    # every model's queue total counts each GPU job of the month once
+    [(jobs, model_jobs)] = query(
+        root,
+        "select (select count(*) from job_usage where gpus > 0), "
+        "sum(jobs) filter (grouping_set = 'gpu_model') from queue_stats",
+    )
+    assert jobs == model_jobs > 0
+
+    [(nodes, ranked)] = query(
+        root,
+        "select (select count(*) from catalog_nodes), count(failure_rank) "
+        "from failure_stats where dimension = 'node'",
+    )
+    assert nodes == ranked == 4
