@@ -1,6 +1,7 @@
 -- One row per billing month × tenant: usage and waste (from job_usage), the charge (from
 -- charge_lines), the budget and its status: ok, warn (>= 80 % used), over (> 100 %), or
 -- 'no budget'. Every catalog tenant appears, used or not; 'unmapped' appears when it has jobs.
+-- quota_flags lists the quota_compliance flags raised, e.g. 'breach (A100-80GB), idle_quota (H100)'.
 -- Parameters: $billing_month, $budget_month, $currency.
 with usage as (
     select
@@ -25,6 +26,23 @@ charges as (
     select tenant_id, sum(amount) as amount
     from charge_lines
     where billing_month = $billing_month
+    group by tenant_id
+),
+
+flags as (
+    select
+        tenant_id,
+        string_agg(format('{} ({})', flag, pool), ', ' order by flag, pool) as quota_flags
+    from (
+        select tenant_id, pool, 'breach' as flag from quota_compliance
+        where billing_month = $billing_month and breach
+        union all
+        select tenant_id, pool, 'idle_quota' from quota_compliance
+        where billing_month = $billing_month and idle_quota
+        union all
+        select tenant_id, pool, 'chronic_borrowing' from quota_compliance
+        where billing_month = $billing_month and chronic_borrowing
+    )
     group by tenant_id
 ),
 
@@ -63,10 +81,11 @@ final as (
             when coalesce(c.amount, 0) >= 0.8 * b.amount then 'warn'
             else 'ok'
         end as budget_status,
-        '' as quota_flags
+        coalesce(f.quota_flags, '') as quota_flags
     from tenants as t
     left join usage as u using (tenant_id)
     left join charges as c using (tenant_id)
+    left join flags as f using (tenant_id)
     left join catalog_budgets as b on b.tenant_id = t.tenant_id and b.month = $budget_month
 )
 

@@ -39,6 +39,7 @@ def charge_lines(context: dg.AssetExecutionContext, chargeback: ChargebackResour
 job_usage = monthly_sql_asset(
     "job_usage", "marts/job_usage", [job_time_buckets, job_gpu_charges], GROUP
 )
+# quota_compliance (governance) is named by key: it depends on job_usage, defined here
 tenant_month = monthly_sql_asset(
-    "tenant_month", "marts/tenant_month", [job_usage, charge_lines], GROUP
+    "tenant_month", "marts/tenant_month", [job_usage, charge_lines, "quota_compliance"], GROUP
 )
