@@ -47,6 +47,7 @@ _COLUMNS = {
     "state": "state",
     "exit_code": "exitcode",
 }
+_NOT_ENDED = {"RUNNING", "R", "PENDING", "PD", "SUSPENDED", "S", "REQUEUED", "RQ", "RESIZING"}
 # Without these a file cannot be billed: a header lacking one is not taken for this format.
 REQUIRED_FIELDS = ("jobid", "account", "start", "end", "state", "alloctres", "nodelist")
 
@@ -130,6 +131,10 @@ def _row(number: int, text: str, fields: list[str], layout: _Layout) -> dict[str
 
     for column, name in _COLUMNS.items():
         row[column] = value(name)
+    if (row["state"] or "").upper().split(" ")[0] in _NOT_ENDED:
+        # sacct shows an End for jobs that have not ended (Start again, or the -E window's
+        # end): it is not when the job ended, so the pipeline ends it at the export time
+        row["end_time"] = None
     node_list = (row["nodes"] or "").lower()
     if node_list in _NO_NODES:
         row["nodes"] = None

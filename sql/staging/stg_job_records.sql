@@ -32,12 +32,7 @@ typed as (
         r.end_time,
         to_utc(r.submit_time, coalesce(z.scheduler_timezone, 'UTC')) as submit_at,
         to_utc(r.start_time, coalesce(z.scheduler_timezone, 'UTC')) as start_at,
-        to_utc(r.end_time, coalesce(z.scheduler_timezone, 'UTC')) as end_parsed,
-        -- a job still running or pending has no end yet, whatever the export put there
-        -- (sacct -T writes the window's end): it ends at the export time
-        case when normal_state(r.state) not in ('RUNNING', 'PENDING')
-            then to_utc(r.end_time, coalesce(z.scheduler_timezone, 'UTC'))
-        end as end_at,
+        to_utc(r.end_time, coalesce(z.scheduler_timezone, 'UTC')) as end_at,
         r.state as raw_state,
         normal_state(r.state) as state,
         r.exit_code,
@@ -61,7 +56,7 @@ checked as (
                 then format('field submit_time: ''{}'' is not a timestamp', submit_time)
             when start_time is not null and start_at is null
                 then format('field start_time: ''{}'' is not a timestamp', start_time)
-            when end_time is not null and end_parsed is null
+            when end_time is not null and end_at is null
                 then format('field end_time: ''{}'' is not a timestamp', end_time)
             when state is null then format('field state: ''{}'' is not a known state', raw_state)
             when end_at < start_at
@@ -76,7 +71,7 @@ final as (
     -- a job in several records (overlapping dumps): the most complete, latest record ranks 1;
     -- job steps (record_type 'step') are loaded but never rank: their job is the parent record
     select
-        * exclude (gpus_text, submit_time, start_time, end_time, end_parsed),
+        * exclude (gpus_text, submit_time, start_time, end_time),
         case when reject_reason is null and record_type = 'job' then row_number() over (
             partition by cluster, job_id, reject_reason is null and record_type = 'job'
             order by

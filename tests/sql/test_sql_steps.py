@@ -84,7 +84,7 @@ class TestStgJobRecords:
 
     def test_slurm_quirks(self, con):
         given_raw_jobs(con, [
-            raw_job(2, "1", state="RUNNING"),  # sacct -T writes an End for running jobs
+            raw_job(2, "1", state="RUNNING", end=None),
             raw_job(3, "2", state="BOOT_FAIL"),
             raw_job(4, "2.batch", record_type="step", account=None),  # still loads
         ])  # fmt: skip
