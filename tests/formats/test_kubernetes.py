@@ -465,13 +465,6 @@ def test_each_pod_counts_once_in_its_last_state(k8s_month):
     ]  # fmt: skip
 
 
-MIG_GAP = (
-    "fractional GPUs are held as whole GPU indices: loading.py::assign_gpu_indices gives the "
-    "job ceil(gpus / nodes) = 1 index and facts/job_gpu_hours.sql counts every index as one "
-    "GPU, so 2/7 GPU-eq x 7 h is charged as 7 GPU-hours (14.00) instead of 2 (4.00)"
-)
-
-
 @pytest.mark.slow
 def test_the_mig_pod_is_a_fraction_of_a_gpu(k8s_month):
     rows = query(
@@ -486,7 +479,6 @@ def test_the_mig_pod_is_a_fraction_of_a_gpu(k8s_month):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=MIG_GAP)
 def test_the_mig_pod_allocates_its_gpu_equivalents(k8s_month):
     rows = query(
         k8s_month,
@@ -512,7 +504,6 @@ def test_charge_lines_of_whole_gpu_pods(k8s_month):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=MIG_GAP)
 def test_charge_lines_of_the_mig_pod_and_the_total(k8s_month):
     assert query(k8s_month, f"{CHARGE_LINES} where gpu_model = $h100", {"h100": H100}) == [
         ("vision", H100, "Usage", 2.0, Decimal("4.00")),
