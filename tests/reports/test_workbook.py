@@ -573,7 +573,8 @@ def test_opens_in_libreoffice(written, tmp_path):
             f"-env:UserInstallation=file://{tmp_path / 'lo-profile'}",
             "--headless",
             "--convert-to",
-            "csv",
+            # comma-separated, double quotes, UTF-8 (charset 76), first line 1
+            "csv:Text - txt - csv (StarCalc):44,34,76,1",
             "--outdir",
             str(converted),
             str(out),
@@ -589,3 +590,10 @@ def test_opens_in_libreoffice(written, tmp_path):
     assert Decimal(rows["Total of Charges sheet"][4].replace(",", "")) == TOTAL
     difference = rows["Difference (TOTAL above − Charges, must be 0)"][4]
     assert Decimal(difference.replace(",", "")) == 0
+    # and the whole workbook prints to PDF (what finance forwards), no repair prompt blocking
+    subprocess.run(
+        [soffice, f"-env:UserInstallation=file://{tmp_path / 'lo-profile'}", "--headless",
+         "--convert-to", "pdf", "--outdir", str(converted), str(out)],
+        check=True, timeout=180, capture_output=True,
+    )  # fmt: skip
+    assert (converted / "chargeback-2026-11.pdf").read_bytes().startswith(b"%PDF-")

@@ -270,11 +270,24 @@ def _build_workbook(
     _write_data_quality(sheets["Data quality"], quality, rejects, rejects_total)
     _write_definitions(sheets["Definitions"], parameters)
 
+    fit_pages_to_width(wb)
     # openpyxl stores formulas without cached results: ask Excel/LibreOffice to compute them.
     wb.calculation.fullCalcOnLoad = True
     wb.properties.creator = "gpu-chargeback"
     wb.properties.title = f"GPU chargeback {billing_month:%Y-%m}"
     return wb
+
+
+def fit_pages_to_width(wb: Workbook) -> None:
+    """Print (and PDF-export) every sheet landscape, one page wide, header row repeated."""
+    for ws in wb.worksheets:
+        ws.page_setup.orientation = "landscape"
+        ws.page_setup.paperSize = ws.PAPERSIZE_A4
+        ws.sheet_properties.pageSetUpPr.fitToPage = True
+        ws.page_setup.fitToWidth = 1
+        ws.page_setup.fitToHeight = 0
+        if ws.freeze_panes:
+            ws.print_title_rows = f"1:{ws[ws.freeze_panes].row - 1}"
 
 
 def _write_summary(
