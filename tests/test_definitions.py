@@ -23,6 +23,7 @@ def test_assets_and_checks():
         ("tenant_month", "charges_tie_out"),
         ("job_usage", "every_account_mapped"),
         ("data_quality", "rows_reconcile"),
+        ("gpu_capacity", "gpus_never_oversubscribed"),
         ("quota_compliance", "quota_compliance_ties_out"),
         ("utilization_daily", "utilization_daily_ties_out"),
     }

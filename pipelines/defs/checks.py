@@ -8,7 +8,7 @@ import datetime as dt
 
 import dagster as dg
 
-from pipelines.defs.attribution.assets import capacity_buckets
+from pipelines.defs.attribution.assets import capacity_buckets, gpu_capacity
 from pipelines.defs.costing.assets import job_usage, tenant_month
 from pipelines.defs.reports.assets import data_quality
 from pipelines.defs.resources import ChargebackResource
@@ -74,6 +74,15 @@ def capacity_buckets_sum_to_capacity(
     return _result(*violations(context, chargeback, "capacity_buckets_sum_to_capacity"))
 
 
+@dg.asset_check(asset=gpu_capacity)
+def gpus_never_oversubscribed(
+    context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
+) -> dg.AssetCheckResult:
+    """The GPU-equivalents held on one physical GPU never exceed 1 at any time; the GPUs where
+    they do are listed (their excess also breaks capacity_buckets_sum_to_capacity)."""
+    return _result(*violations(context, chargeback, "gpus_never_oversubscribed"))
+
+
 @dg.asset_check(asset=tenant_month, blocking=True)
 def charges_tie_out(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
@@ -111,4 +120,10 @@ def rows_reconcile(
     return _result(*violations(context, chargeback, "rows_reconcile"))
 
 
-checks = [capacity_buckets_sum_to_capacity, charges_tie_out, every_account_mapped, rows_reconcile]
+checks = [
+    capacity_buckets_sum_to_capacity,
+    gpus_never_oversubscribed,
+    charges_tie_out,
+    every_account_mapped,
+    rows_reconcile,
+]

@@ -259,6 +259,7 @@ def test_checks_pass_and_the_unmapped_account_warns(tiny):
         "charges_tie_out": True,
         "every_account_mapped": False,
         "rows_reconcile": True,
+        "gpus_never_oversubscribed": True,
         "quota_compliance_ties_out": True,
         "utilization_daily_ties_out": True,
     }

@@ -1,0 +1,29 @@
+"""Two jobs on one GPU at once: reported by name, never silently summed into capacity."""
+
+from tests.conftest import materialize_month, query, write
+from tests.e2e.test_tiny_month import ALLOCATIONS, build_tiny_month
+
+
+def test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path):
+    build_tiny_month(tmp_path)
+    # J7 (Nov 15 10:00-10:45) moves onto GPU 1 of n1, and a new job J9 holds it whole as well
+    write(
+        tmp_path / "landing/scheduler/tiny/allocations.csv",
+        ALLOCATIONS.replace("J7,n1,0", "J7,n1,1") + "J9,n1,1\n",
+    )
+    jobs = tmp_path / "landing/scheduler/tiny/jobs.csv"
+    jobs.write_text(
+        jobs.read_text()
+        + "J9,tiny,alpha,ann,batch,normal,A100,1,n1,2026-11-15T09:00:00,2026-11-15T10:15:00,"
+        "2026-11-15T10:30:00,COMPLETED,0\n"
+    )
+    result = materialize_month(tmp_path, "2026-11-01", raise_on_error=False)
+    outcomes = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert outcomes["gpus_never_oversubscribed"].passed is False
+    assert outcomes["capacity_buckets_sum_to_capacity"].passed is False
+    # blocking: the workbook of a month whose buckets do not add up is not written
+    assert not (tmp_path / "reports/2026-11/chargeback-2026-11.xlsx").exists()
+    assert query(
+        tmp_path,
+        "select subject, value from data_quality where category = 'overlapping_allocations'",
+    ) == [("n1/gpu1", 0.25)]  # J7 and J9 both held it 10:15-10:30
