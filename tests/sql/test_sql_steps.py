@@ -120,7 +120,9 @@ class TestStgJobRecords:
             "select file, record_rank from (" + _sql("staging/stg_job_records") + ") order by 2"
         ).fetchall()
         # the step is loaded (no reject) but never competes with its job's records
-        assert rows == [("dump-2.csv", 1), ("dump-3.csv", 2), ("dump-1.csv", 3), ("dump-3.csv", None)]
+        assert rows == [
+            ("dump-2.csv", 1), ("dump-3.csv", 2), ("dump-1.csv", 3), ("dump-3.csv", None),
+        ]  # fmt: skip
 
 
 def _sql(name: str) -> str:
@@ -213,7 +215,8 @@ def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
     utils = [1.0] * 6 + [50.0] + [1.0] * 12
     con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
         'c' as cluster, 'j' as job_id, 'n1' as node, 0 as gpu_index, 'A100' as gpu_model,
-        420 as gpu_share, false as in_outage, h as hour, h as seg_from, h + interval 1 hour as seg_to
+        420 as gpu_share, false as in_outage, h as hour, h as seg_from,
+        h + interval 1 hour as seg_to
         from unnest(range(timestamp '2026-11-02 00:00', timestamp '2026-11-02 04:00',
                           interval 1 hour)) as t(h)""")
     (tmp_path / "cluster=c/day=2026-11-02").mkdir(parents=True)
