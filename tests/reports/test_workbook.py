@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import zipfile
 from decimal import Decimal
+from xml.etree import ElementTree
 
 import duckdb
 import openpyxl
@@ -62,6 +63,110 @@ DDL = [
     """create table rejects (billing_month date, file varchar, line bigint, reason varchar,
     raw varchar)""",
 ]
+
+# The governance marts, columns as sql/marts/*.sql build them.
+GOVERNANCE_DDL = [
+    """create table quota_compliance (billing_month date, tenant_id varchar, pool varchar,
+    has_quota boolean, guaranteed_gpus double, limit_gpus double, reserved boolean,
+    hours double, used_gpu_hours double, mean_gpus double, peak_gpus double,
+    peak_at timestamp, guaranteed_gpu_hours double, borrowed_gpu_hours double,
+    unused_guaranteed_gpu_hours double, minutes_above_limit double, quota_use_pct double,
+    borrowing_days bigint, days bigint, breach boolean, idle_quota boolean,
+    chronic_borrowing boolean)""",
+    """create table queue_stats (billing_month date, cluster varchar, grouping_set varchar,
+    tenant_id varchar, queue varchar, gpu_model varchar, jobs bigint, jobs_submitted bigint,
+    jobs_started bigint, wait_p50_s double, wait_p90_s double, wait_p95_s double,
+    wait_mean_s double, wait_max_s double, pending_gpu_hours double, jobs_ended bigint,
+    completed_jobs bigint, failed_jobs bigint, timeout_jobs bigint,
+    out_of_memory_jobs bigint, node_fail_jobs bigint, cancelled_jobs bigint,
+    preempted_jobs bigint, success_rate_pct double)""",
+    """create table failure_stats (billing_month date, cluster varchar, dimension varchar,
+    value varchar, jobs bigint, completed_jobs bigint, failed_jobs bigint,
+    out_of_memory_jobs bigint, timeout_jobs bigint, node_fail_jobs bigint,
+    cancelled_jobs bigint, preempted_jobs bigint, infra_failure_rate_pct double,
+    job_failure_rate_pct double, allocated_gpu_hours double, failed_infra_gpu_hours double,
+    failed_job_gpu_hours double, failure_rank bigint)""",
+    """create table capacity_evidence (billing_month date, cluster varchar, gpu_model varchar,
+    capacity_gpu_hours double, allocated_gpu_hours double, productive_gpu_hours double,
+    idle_gpu_hours double, zombie_gpu_hours double, failed_job_gpu_hours double,
+    failed_infra_gpu_hours double, unmeasured_gpu_hours double, down_gpu_hours double,
+    unallocated_gpu_hours double, allocation_rate_pct double, productive_share_pct double,
+    waste_share_pct double, unmeasured_share_pct double, wait_p95_s double,
+    pending_gpu_hours double, pending_share_pct double, guaranteed_gpu_hours double,
+    idle_quota_gpu_hours double, idle_quota_share_pct double, verdict varchar,
+    verdict_rule varchar)""",
+    """create table utilization_daily (billing_month date, day date, cluster varchar,
+    gpu_model varchar, level varchar, tenant_id varchar, jobs hugeint,
+    allocated_gpu_hours double, productive_gpu_hours double, measured_gpu_hours double,
+    mean_util_pct double, capacity_gpu_hours double, allocation_rate_pct double)""",
+]
+GOVERNANCE_TABLES = (
+    "quota_compliance", "queue_stats", "failure_stats", "capacity_evidence", "utilization_daily",
+)  # fmt: skip
+
+# (tenant, pool, has_quota, guaranteed, limit, reserved, hours, used, mean, peak, peak_at,
+#  guaranteed_h, borrowed_h, unused_h, minutes_above_limit, use_pct, borrowing_days, days,
+#  breach, idle_quota, chronic_borrowing)
+QUOTA = [
+    ("chaff", "A100-80GB", True, 2.0, 4.0, False, 720.0, 360.0, 0.5, 5.0,
+     "2026-11-02 09:30:00", 1440.0, 30.0, 1110.0, 45.0, 40.0, 3, 30, True, False, False),
+    ("r&d", "H100", False, 0.0, None, False, 720.0, 12.0, 0.25, 1.0,
+     "2026-11-30 23:00:00", 0.0, 12.0, 0.0, 0.0, None, 20, 30, False, False, True),
+]  # fmt: skip
+
+# (cluster, grouping_set, tenant, queue, model, jobs, submitted, started, p50, p90, p95, mean,
+#  max, pending_h, ended, completed, failed, timeout, oom, node_fail, cancelled, preempted,
+#  success_pct)
+QUEUE = [
+    ("phillips", "tenant", "chaff", "all", "all", 2, 2, 2, 1800.0, 5400.0, 7200.0, 3600.0,
+     9000.0, 12.5, 2, 1, 1, 0, 0, 0, 0, 0, 50.0),
+    ("phillips", "queue", "all", "gpu", "all", 2, 2, 2, 1800.0, 5400.0, 7200.0, 3600.0,
+     9000.0, 12.5, 2, 1, 1, 0, 0, 0, 0, 0, 50.0),
+    ("phillips", "cluster", "all", "all", "all", 3, 3, 3, 900.0, 3600.0, 5400.0, 2700.0,
+     9000.0, 13.0, 3, 2, 1, 0, 0, 0, 1, 0, 66.66666666666667),
+]  # fmt: skip
+
+# (cluster, dimension, value, jobs, completed, failed, oom, timeout, node_fail, cancelled,
+#  preempted, infra_pct, job_pct, allocated_h, failed_infra_h, failed_job_h, rank)
+FAILURES = [
+    ("phillips", "node", "gpu-02", 4, 2, 0, 0, 0, 2, 0, 0, 50.0, 0.0, 40.0, 20.0, 0.0, 1),
+    ("phillips", "node", "gpu-01", 4, 3, 1, 0, 0, 0, 0, 0, 0.0, 25.0, 30.0, 0.0, 2.0, 2),
+    ("phillips", "fault_domain", "rack-a", 8, 5, 1, 0, 0, 2, 0, 0, 25.0, 12.5, 70.0, 20.0,
+     2.0, 1),
+    ("phillips", "driver_version", "550.54", 8, 5, 1, 0, 0, 2, 0, 0, 25.0, 12.5, 70.0, 20.0,
+     2.0, 1),
+    ("phillips", "exit_code", "0", 5, 5, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 50.0, 0.0, 0.0, None),
+    ("phillips", "exit_code", "137", 1, 0, 1, 0, 0, 0, 0, 0, 0.0, 100.0, 2.0, 0.0, 2.0, None),
+]  # fmt: skip
+
+RULE = "waste share 28.3% >= 25% → govern first"
+# (cluster, model, capacity, allocated, productive, idle, zombie, failed_job, failed_infra,
+#  unmeasured, down, unallocated, alloc_pct, productive_pct, waste_pct, unmeasured_pct,
+#  wait_p95_s, pending_h, pending_pct, guaranteed_h, idle_quota_h, idle_quota_pct, verdict,
+#  rule)
+CAPACITY = [
+    ("phillips", "A100-80GB", 1000.0, 600.0, 400.0, 100.0, 50.0, 20.0, 10.0, 20.0, 100.0,
+     300.0, 60.0, 66.0, 28.3, 3.5, 14400.0, 12.5, 1.25, 1440.0, 360.0, 25.0, "govern first",
+     RULE),
+]  # fmt: skip
+
+# (day, cluster, model, level, tenant, allocated_h, capacity_h)
+DAILY = [
+    ("2026-11-01", "phillips", "A100-80GB", "gpu_model", "all", 10.0, 48.0),
+    ("2026-11-01", "kube", "H100", "gpu_model", "all", 2.0, None),
+    ("2026-11-01", "phillips", "A100-80GB", "tenant", "chaff", 999.0, None),
+    ("2026-11-02", "phillips", "A100-80GB", "gpu_model", "all", 20.0, 48.0),
+]
+
+SHA_SACCT = hashlib.sha256(b"sacct").hexdigest()
+SHA_DCGM = hashlib.sha256(b"dcgm").hexdigest()
+CATALOG_VERSION = hashlib.sha256(b"catalog").hexdigest()
+INPUTS = [
+    {"file": "telemetry/kube/dcgm-1.csv", "cluster": "kube", "format": "dcgm",
+     "sha256": SHA_DCGM},
+    {"file": "scheduler/phillips/sacct-1.log", "cluster": "phillips", "format": "slurm",
+     "sha256": SHA_SACCT},
+]  # fmt: skip
 
 # (tenant_id, name, department, cost_center, cluster, model, category, class, description,
 #  gpu_hours, unit_price, amount)
@@ -169,14 +274,42 @@ def con(tmp_path):
         "(?, 'scheduler/phillips/old.log', 1, 'october', 'zzz')",
         [NOV, NOV, OCT],
     )
+    _insert_governance(con)
     yield con
     con.close()
+
+
+def _insert_governance(con):
+    for statement in GOVERNANCE_DDL:
+        con.execute(statement)
+    for q in QUOTA:
+        values = [NOV, *q[:10], _ts(q[10]), *q[11:]]
+        con.execute(f"insert into quota_compliance values ({', '.join('?' * 22)})", values)
+    for q in QUEUE:
+        con.execute(f"insert into queue_stats values ({', '.join('?' * 24)})", [NOV, *q])
+    for f in FAILURES:
+        con.execute(f"insert into failure_stats values ({', '.join('?' * 18)})", [NOV, *f])
+    for c in CAPACITY:
+        con.execute(f"insert into capacity_evidence values ({', '.join('?' * 25)})", [NOV, *c])
+    for day, cluster, model, level, tenant, allocated, capacity in DAILY:
+        con.execute(
+            "insert into utilization_daily values (?, ?, ?, ?, ?, ?, 1, ?, 0, 0, null, ?, null)",
+            [NOV, dt.date.fromisoformat(day), cluster, model, level, tenant, allocated, capacity],
+        )
+    # another month never leaks in
+    con.execute(
+        "insert into capacity_evidence (billing_month, cluster, gpu_model, verdict) "
+        "values (?, 'phillips', 'A100-80GB', 'hold')",
+        [OCT],
+    )
 
 
 @pytest.fixture
 def written(con, tmp_path):
     out = tmp_path / "reports" / "2026-11" / "chargeback-2026-11.xlsx"
-    result = write_chargeback_workbook(con, NOV, PARAMETERS, out)
+    result = write_chargeback_workbook(
+        con, NOV, PARAMETERS, out, inputs=INPUTS, catalog_version=CATALOG_VERSION
+    )
     return out, result, openpyxl.load_workbook(out)
 
 
@@ -227,8 +360,13 @@ def test_sheet_names_in_order(written):
         "Charges",
         "Job lines",
         "Waste",
+        "Quota & Budget",
+        "Queue & Service",
+        "Failures",
+        "Capacity",
         "Data quality",
         "Definitions",
+        "Audit",
     ]
 
 
@@ -341,7 +479,15 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
         "Job lines": ("A2", "A1:X4"),
         "Waste": ("A2", "A1:E10"),
         "Data quality": ("A2", "A1:J4"),
-        "Definitions": ("A2", f"A1:B{len(workbook.DEFINITIONS) + 1}"),
+        "Definitions": (
+            "A2",
+            f"A1:B{len(workbook.DEFINITIONS + workbook.GOVERNANCE_DEFINITIONS) + 1}",
+        ),
+        "Quota & Budget": ("A2", "A1:T3"),
+        "Queue & Service": ("A2", "A1:V4"),
+        "Failures": ("A3", "A2:P4"),
+        "Capacity": ("A2", "A1:O2"),
+        "Audit": ("A2", "A1:B6"),
     }
     for name, (freeze, ref) in expected.items():
         ws = wb[name]
@@ -350,7 +496,7 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
         assert ws[first].font.bold, name
         assert ws.column_dimensions["A"].width >= 8, name
     # second tables on a sheet carry their own filter as Excel tables
-    assert set(wb["Waste"].tables) == {"WasteByTenant"}
+    assert set(wb["Waste"].tables) == {"WasteByTenant", "WasteByModel"}
     assert set(wb["Data quality"].tables) == {"Rejects"}
     assert set(wb["Definitions"].tables) == {"Parameters"}
 
@@ -480,9 +626,12 @@ def test_definitions_hold_the_figures_and_every_parameter(written):
 def test_same_tables_give_byte_identical_files(con, tmp_path):
     first = tmp_path / "a" / "chargeback-2026-11.xlsx"
     second = tmp_path / "b" / "chargeback-2026-11.xlsx"
-    result = write_chargeback_workbook(con, NOV, PARAMETERS, first)
-    write_chargeback_workbook(con, NOV, PARAMETERS, second)
+    audit = {"inputs": INPUTS, "catalog_version": CATALOG_VERSION}
+    result = write_chargeback_workbook(con, NOV, PARAMETERS, first, **audit)
+    write_chargeback_workbook(con, NOV, PARAMETERS, second, **audit)
     assert first.read_bytes() == second.read_bytes()
+    with zipfile.ZipFile(first) as archive:
+        assert sum(name.startswith("xl/charts/chart") for name in archive.namelist()) == 3
     # Identical bytes from two quick writes could still hide a clock: check the stamps too.
     with zipfile.ZipFile(first) as archive:
         assert {info.date_time for info in archive.infolist()} == {(2026, 12, 1, 0, 0, 0)}
@@ -597,3 +746,235 @@ def test_opens_in_libreoffice(written, tmp_path):
         check=True, timeout=180, capture_output=True,
     )  # fmt: skip
     assert (converted / "chargeback-2026-11.pdf").read_bytes().startswith(b"%PDF-")
+
+
+def _rows(ws, first, last, columns):
+    return [
+        tuple(ws.cell(row=r, column=c).value for c in range(1, columns + 1))
+        for r in range(first, last + 1)
+    ]
+
+
+def test_quota_and_budget_sheet(written):
+    _, _, wb = written
+    ws = wb["Quota & Budget"]
+    assert _rows(ws, 2, 3, 20) == [
+        ("chaff", "A100-80GB", "yes", 2, 4, "no", 360, 0.5, 5, dt.datetime(2026, 11, 2, 9, 30),
+         1440, 30, 1110, 45, 0.4, 3, 30, "yes", "no", "no"),
+        ("r&d", "H100", "no", 0, None, "no", 12, 0.25, 1, dt.datetime(2026, 11, 30, 23),
+         0, 12, 0, 0, None, 20, 30, "no", "no", "yes"),
+    ]  # fmt: skip
+    assert ws["O2"].number_format == "0.0%"
+    # the breach flag is red, the other flags are not
+    breach = [ws[f"{col}{row}"].fill.fgColor.rgb for col in "RST" for row in (2, 3)]
+    assert breach == ["00" + workbook.OVER_BUDGET_RGB] + ["00000000"] * 5
+    header = _row_of(ws, "Budget vs actual (USD)") + 1
+    assert _rows(ws, header, header + 3, 6) == [
+        ("Tenant ID", "Tenant", "Amount (USD)", "Budget (USD)", "Budget used", "Budget status"),
+        ("chaff", "Chaffinch Lab", 1234.56, 1000, f"=C{header + 1}/D{header + 1}", "over"),
+        ("r&d", RND_NAME, 789.01, 900, f"=C{header + 2}/D{header + 2}", "warn"),
+        ("unmapped", "unmapped", 10.43, None, None, "no budget"),
+    ]
+    assert ws.tables["BudgetVsActual"].ref == f"A{header}:F{header + 3}"
+    fills = [ws.cell(row=header + i, column=6).fill.fgColor.rgb for i in (1, 2, 3)]
+    assert fills == ["00" + workbook.OVER_BUDGET_RGB, "00" + workbook.WARN_BUDGET_RGB, "00000000"]
+
+
+def test_queue_and_service_sheet_shows_waits_in_hours(written):
+    _, _, wb = written
+    ws = wb["Queue & Service"]
+    assert ws["H1"].value == "Wait p50 (h)"
+    assert _rows(ws, 2, 4, 22) == [
+        ("cluster", "phillips", "all", "all", "all", 3, 3, 0.25, 1, 1.5, 0.75, 2.5, 13, 3, 2,
+         1, 0, 0, 0, 1, 0, 0.6666666666666667),
+        ("tenant", "phillips", "chaff", "all", "all", 2, 2, 0.5, 1.5, 2, 1, 2.5, 12.5, 2, 1, 1,
+         0, 0, 0, 0, 0, 0.5),
+        ("queue", "phillips", "all", "gpu", "all", 2, 2, 0.5, 1.5, 2, 1, 2.5, 12.5, 2, 1, 1, 0,
+         0, 0, 0, 0, 0.5),
+    ]  # fmt: skip
+
+
+def test_failures_sheet_has_a_section_per_dimension(written):
+    _, _, wb = written
+    ws = wb["Failures"]
+    assert ws["A1"].value == "Top nodes by failure rank"
+    assert _rows(ws, 2, 4, 16) == [
+        ("Rank", "Cluster", "Node", "Jobs", "Completed", "Failed", "Out of memory", "Timeout",
+         "Node fail", "Cancelled", "Preempted", "Infra failure rate", "Job failure rate",
+         "Allocated GPU-hours", "Failed (infra) GPU-hours", "Failed (job) GPU-hours"),
+        (1, "phillips", "gpu-02", 4, 2, 0, 0, 0, 2, 0, 0, 0.5, 0, 40, 20, 0),
+        (2, "phillips", "gpu-01", 4, 3, 1, 0, 0, 0, 0, 0, 0, 0.25, 30, 0, 2),
+    ]  # fmt: skip
+    for title, label, values in (
+        ("Fault domains", "Fault domain", [(1, "phillips", "rack-a", 8)]),
+        ("Driver versions", "Driver version", [(1, "phillips", "550.54", 8)]),
+        ("Exit codes (by jobs)", "Exit code", [(None, "phillips", "0", 5),
+                                               (None, "phillips", "137", 1)]),
+    ):  # fmt: skip
+        row = _row_of(ws, title)
+        assert ws.cell(row=row + 1, column=3).value == label
+        assert _rows(ws, row + 2, row + 1 + len(values), 4) == values
+    assert set(ws.tables) == {"FailuresFaultDomain", "FailuresDriver", "FailuresExitCode"}
+
+
+def test_failures_shows_only_the_top_nodes(con, tmp_path, monkeypatch):
+    monkeypatch.setattr(workbook, "TOP_NODES_SHOWN", 1)
+    out = tmp_path / "chargeback-2026-11.xlsx"
+    write_chargeback_workbook(con, NOV, PARAMETERS, out)
+    ws = openpyxl.load_workbook(out)["Failures"]
+    assert ws["A1"].value == "Top nodes by failure rank (the first 1 of 2)"
+    assert (ws["C3"].value, ws["C4"].value) == ("gpu-02", None)
+
+
+def test_capacity_sheet_verdict_and_daily_totals(written):
+    _, _, wb = written
+    ws = wb["Capacity"]
+    assert _rows(ws, 1, 2, 15) == [
+        ("Cluster", "GPU model", "Verdict", "Verdict rule", "Capacity GPU-hours",
+         "Allocated GPU-hours", "Allocation rate", "Productive share", "Waste share",
+         "Unmeasured share", "Wait p95 (h)", "Pending GPU-hours", "Pending share",
+         "Guaranteed GPU-hours", "Idle-quota share"),
+        ("phillips", "A100-80GB", "govern first", RULE, 1000, 600, 0.6, 0.66, 0.283, 0.035, 4,
+         12.5, 0.0125, 1440, 0.25),
+    ]  # fmt: skip
+    assert ws["C2"].font.bold and ws["D2"].font.bold
+    header = _row_of(ws, "Daily allocation vs capacity (all clusters and GPU models)") + 1
+    # level 'tenant' rows stay out; the kube model without inventory adds no capacity
+    assert _rows(ws, header + 1, header + 3, 4) == [
+        (dt.datetime(2026, 11, 1), 12, 48, f"=B{header + 1}/C{header + 1}"),
+        (dt.datetime(2026, 11, 2), 20, 48, f"=B{header + 2}/C{header + 2}"),
+        (None, None, None, None),
+    ]
+    detail = _row_of(ws, "Daily allocation and capacity by cluster × GPU model") + 1
+    assert ws.tables["DailyByModel"].ref == f"A{detail}:E{detail + 3}"
+
+
+def _charts(path):
+    """{chart title: sorted formulas (series names, categories, values)} from the package."""
+    c = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
+    a = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+    charts = {}
+    with zipfile.ZipFile(path) as archive:
+        for name in archive.namelist():
+            if name.startswith("xl/charts/chart"):
+                root = ElementTree.fromstring(archive.read(name))
+                title = "".join(t.text for t in root.find(f"{c}chart/{c}title").iter(f"{a}t"))
+                charts[title] = (
+                    root.find(f"{c}chart/{c}plotArea")[0].tag.removeprefix(c),
+                    sorted({f.text for f in root.iter(f"{c}f")}),
+                )
+        drawings = [n for n in archive.namelist() if re.fullmatch(r"xl/drawings/drawing\d+.xml", n)]
+    return charts, len(drawings)
+
+
+def test_native_charts_reference_the_right_ranges(written):
+    out, _, wb = written
+    charts, drawings = _charts(out)
+    assert drawings == 3  # Waste, Quota & Budget, Capacity
+
+    qb = wb["Quota & Budget"]
+    h = _row_of(qb, "Budget vs actual (USD)") + 1
+    q = "'Quota & Budget'"
+    assert charts["Spend vs budget"] == (
+        "barChart",
+        sorted([f"{q}!C{h}", f"{q}!D{h}", f"{q}!$B${h + 1}:$B${h + 3}",
+                f"{q}!$C${h + 1}:$C${h + 3}", f"{q}!$D${h + 1}:$D${h + 3}"]),
+    )  # fmt: skip
+
+    cap = wb["Capacity"]
+    h = _row_of(cap, "Daily allocation vs capacity (all clusters and GPU models)") + 1
+    assert (cap[f"B{h}"].value, cap[f"C{h}"].value) == (
+        "Allocated GPU-hours",
+        "Capacity GPU-hours",
+    )
+    assert charts["Daily allocation vs capacity"] == (
+        "lineChart",
+        sorted([f"'Capacity'!B{h}", f"'Capacity'!C{h}", f"'Capacity'!$A${h + 1}:$A${h + 2}",
+                f"'Capacity'!$B${h + 1}:$B${h + 2}", f"'Capacity'!$C${h + 1}:$C${h + 2}"]),
+    )  # fmt: skip
+
+    waste = wb["Waste"]
+    h = _row_of(waste, "Waste by cluster × GPU model (GPU-hours)") + 1
+    buckets = [waste.cell(row=h, column=col).value for col in range(1, 10)]
+    assert buckets == ["Cluster × GPU model", *workbook.BUCKET_ORDER[1:]]
+    assert [waste.cell(row=h + 1, column=col).value for col in range(1, 10)] == [
+        "phillips × A100-80GB",
+        *(BUCKETS[b] for b in workbook.BUCKET_ORDER[1:]),
+    ]
+    kind, refs = charts["Waste by bucket"]
+    letters = "BCDEFGHI"
+    assert (kind, refs) == (
+        "barChart",
+        sorted([f"'Waste'!$A${h + 1}"]
+               + [f"'Waste'!{col}{h}" for col in letters]
+               + [f"'Waste'!${col}${h + 1}" for col in letters]),
+    )  # fmt: skip
+    with zipfile.ZipFile(out) as archive:
+        waste_chart = next(
+            archive.read(n).decode()
+            for n in archive.namelist()
+            if n.startswith("xl/charts/") and "Waste by bucket" in archive.read(n).decode()
+        )
+    assert '<grouping val="stacked" />' in waste_chart
+
+
+def test_audit_lists_inputs_hashes_and_table_rows(written):
+    _, _, wb = written
+    ws = wb["Audit"]
+    assert _rows(ws, 2, 4, 2) == [
+        ("Billing month", "2026-11"),
+        ("Code version", "0.1.0+g1234abc"),
+        ("Catalog version (sha256 over the catalog files)", CATALOG_VERSION),
+    ]
+    header = _row_of(ws, "Input files") + 1
+    assert _rows(ws, header + 1, header + 3, 8) == [
+        ("scheduler/phillips/sacct-1.log", "phillips", "slurm", SHA_SACCT, 10, 8, 2, 1),
+        ("telemetry/kube/dcgm-1.csv", "kube", "dcgm", SHA_DCGM, None, None, None, None),
+        (None,) * 8,
+    ]
+    header = _row_of(ws, "Warehouse tables: rows of 2026-11") + 1
+    shown = dict(_rows(ws, header + 1, header + len(workbook.AUDIT_TABLES), 2))
+    assert shown == {
+        "stg_jobs": "not available", "job_gpu_hours": "not available", "job_usage": 3,
+        "capacity_buckets": 9, "charge_lines": 6, "tenant_month": 3, "quota_compliance": 2,
+        "queue_stats": 3, "failure_stats": 6, "capacity_evidence": 1, "utilization_daily": 4,
+        "rejects": 2, "data_quality": 3,
+    }  # fmt: skip
+    run_id = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-")
+    assert not any(run_id.search(str(c.value)) for row in ws.iter_rows() for c in row)
+
+
+def test_audit_without_inputs_still_lists_the_counted_files(con, tmp_path):
+    out = tmp_path / "chargeback-2026-11.xlsx"
+    write_chargeback_workbook(con, NOV, PARAMETERS, out)
+    ws = openpyxl.load_workbook(out)["Audit"]
+    header = _row_of(ws, "Input files") + 1
+    assert _rows(ws, header + 1, header + 1, 8) == [
+        ("scheduler/phillips/sacct-1.log", "phillips", None, "not computed", 10, 8, 2, 1)
+    ]
+    assert ws["B4"].value == "unknown"
+
+
+def test_missing_governance_marts_say_not_available(con, tmp_path):
+    for table in GOVERNANCE_TABLES:
+        con.execute(f"drop table {table}")
+    out = tmp_path / "chargeback-2026-11.xlsx"
+    result = write_chargeback_workbook(con, NOV, PARAMETERS, out)
+    assert result["total_amount"] == TOTAL
+    wb = openpyxl.load_workbook(out)
+    for sheet, table in (
+        ("Quota & Budget", "quota_compliance"),
+        ("Queue & Service", "queue_stats"),
+        ("Failures", "failure_stats"),
+        ("Capacity", "capacity_evidence"),
+    ):
+        assert wb[sheet]["A1"].value.startswith(
+            f"not available: this warehouse has no table {table}"
+        )
+    cap = wb["Capacity"]
+    daily = _row_of(cap, "Daily allocation vs capacity (all clusters and GPU models)")
+    assert "utilization_daily" in cap[f"A{daily + 1}"].value
+    # budgets come from tenant_month, which every warehouse has, so they still show
+    assert wb["Quota & Budget"].tables["BudgetVsActual"].ref.endswith("F8")
+    charts, _ = _charts(out)
+    assert set(charts) == {"Spend vs budget", "Waste by bucket"}

@@ -32,7 +32,20 @@ data_quality = monthly_sql_asset(
 
 
 @dg.asset(
-    deps=[charge_lines, tenant_month, job_usage, capacity_buckets, data_quality, rejects],
+    deps=[
+        charge_lines,
+        tenant_month,
+        job_usage,
+        capacity_buckets,
+        data_quality,
+        rejects,
+        # the governance marts, by key: their module builds on the stages imported here
+        "quota_compliance",
+        "queue_stats",
+        "failure_stats",
+        "capacity_evidence",
+        "utilization_daily",
+    ],
     partitions_def=monthly_partition,
     backfill_policy=single_run,
     group_name=GROUP,
@@ -40,7 +53,8 @@ data_quality = monthly_sql_asset(
 )
 def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """The finance workbook `<reports>/YYYY-MM/chargeback-YYYY-MM.xlsx` of each billing month:
-    Summary, Charges, Job lines, Waste, Data quality, Definitions."""
+    Summary, Charges, Job lines, Waste, Quota & Budget, Queue & Service, Failures, Capacity,
+    Data quality, Definitions, Audit (input files with sha256, catalog and code version)."""
 
     def step(con, month, params, chargeback, catalog):
         settings = catalog.settings
@@ -59,7 +73,17 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
             "code_version": code_version(),
         }
         out = report_path(chargeback, month.label, f"chargeback-{month.label}.xlsx")
-        summary = write_chargeback_workbook(con, month.first_day, parameters, out)
+        landing = Path(chargeback.landing_dir)
+        inputs = [
+            {"file": export.name, "cluster": export.cluster, "format": export.format.name,
+             "sha256": sha256_of(export.path)}
+            for area in ("scheduler", "telemetry")
+            for export in discover(landing, area)
+        ]  # fmt: skip
+        summary = write_chargeback_workbook(
+            con, month.first_day, parameters, out,
+            inputs=inputs, catalog_version=catalog_version(Path(chargeback.catalog_dir)),
+        )  # fmt: skip
         context.add_output_metadata({f"path_{month.label}": dg.MetadataValue.path(str(out))})
         return {"charge_lines": summary["charge_lines"], "job_lines": summary["job_lines"]}
 

@@ -13,7 +13,7 @@ import io
 import os
 import pathlib
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -21,13 +21,18 @@ from typing import Any
 import duckdb
 from openpyxl import Workbook
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
+from openpyxl.chart import BarChart, LineChart, Reference
 from openpyxl.styles import Alignment, Font, NamedStyle, PatternFill
 from openpyxl.utils import get_column_letter, quote_sheetname
 from openpyxl.worksheet.table import Table, TableStyleInfo
 from openpyxl.worksheet.worksheet import Worksheet
 from openpyxl.writer.excel import ExcelWriter
 
-SHEET_NAMES = ("Summary", "Charges", "Job lines", "Waste", "Data quality", "Definitions")
+SHEET_NAMES = (
+    "Summary", "Charges", "Job lines", "Waste", "Quota & Budget", "Queue & Service", "Failures",
+    "Capacity", "Data quality", "Definitions", "Audit",
+)  # fmt: skip
+TOP_NODES_SHOWN = 20
 REJECTS_SHOWN_MAX = 10_000
 
 MONEY_FORMAT = "#,##0.00"
@@ -161,6 +166,69 @@ order by currency
 """
 
 
+# Governance marts: newer than the warehouse of some closed months, so each may be missing.
+_QUOTA_SQL = """
+select tenant_id, pool, has_quota, guaranteed_gpus, limit_gpus, reserved, used_gpu_hours,
+       mean_gpus, peak_gpus, peak_at, guaranteed_gpu_hours, borrowed_gpu_hours,
+       unused_guaranteed_gpu_hours, minutes_above_limit, quota_use_pct, borrowing_days, days,
+       breach, idle_quota, chronic_borrowing
+from quota_compliance
+where billing_month = ?
+order by tenant_id, pool
+"""
+
+_QUEUE_SQL = """
+select grouping_set, cluster, tenant_id, queue, gpu_model, jobs, jobs_started, wait_p50_s,
+       wait_p90_s, wait_p95_s, wait_mean_s, wait_max_s, pending_gpu_hours, jobs_ended,
+       completed_jobs, failed_jobs, timeout_jobs, out_of_memory_jobs, node_fail_jobs,
+       cancelled_jobs, preempted_jobs, success_rate_pct
+from queue_stats
+where billing_month = ?
+order by coalesce(list_position(['cluster', 'tenant', 'queue', 'gpu_model',
+                                 'tenant_queue_gpu_model'], grouping_set), 100),
+         grouping_set, cluster, tenant_id, queue, gpu_model
+"""
+
+_FAILURES_SQL = """
+select dimension, failure_rank, cluster, value, jobs, completed_jobs, failed_jobs,
+       out_of_memory_jobs, timeout_jobs, node_fail_jobs, cancelled_jobs, preempted_jobs,
+       infra_failure_rate_pct, job_failure_rate_pct, allocated_gpu_hours,
+       failed_infra_gpu_hours, failed_job_gpu_hours
+from failure_stats
+where billing_month = ?
+order by dimension, failure_rank nulls last, jobs desc, cluster, value
+"""
+
+_CAPACITY_SQL = """
+select cluster, gpu_model, verdict, verdict_rule, capacity_gpu_hours, allocated_gpu_hours,
+       allocation_rate_pct, productive_share_pct, waste_share_pct, unmeasured_share_pct,
+       wait_p95_s, pending_gpu_hours, pending_share_pct, guaranteed_gpu_hours,
+       idle_quota_share_pct
+from capacity_evidence
+where billing_month = ?
+order by cluster, gpu_model
+"""
+
+_DAILY_SQL = """
+select day, cluster, gpu_model, allocated_gpu_hours, capacity_gpu_hours
+from utilization_daily
+where billing_month = ? and level = 'gpu_model'
+order by day, cluster, gpu_model
+"""
+
+_TABLE_EXISTS_SQL = """
+select count(*) from information_schema.tables
+where table_name = ? and table_schema = current_schema()
+"""
+
+# Row counts on the Audit sheet, in data-flow order; table names are constants, never data.
+AUDIT_TABLES = (
+    "stg_jobs", "job_gpu_hours", "job_usage", "capacity_buckets", "charge_lines",
+    "tenant_month", "quota_compliance", "queue_stats", "failure_stats", "capacity_evidence",
+    "utilization_daily", "rejects", "data_quality",
+)  # fmt: skip
+
+
 # --------------------------------------------------------------------------------------------
 # Public entry point
 # --------------------------------------------------------------------------------------------
@@ -171,12 +239,20 @@ def write_chargeback_workbook(
     billing_month: dt.date,
     parameters: dict[str, str],
     out_path: pathlib.Path,
+    *,
+    inputs: Sequence[Mapping[str, Any]] = (),
+    catalog_version: str | None = None,
 ) -> dict:
     """Write the finance workbook of `billing_month` to `out_path`, atomically.
 
     Reads charge_lines, tenant_month, job_usage, capacity_buckets, data_quality and rejects
-    for the month. Returns figures for run metadata: `total_amount` (Decimal, sum of the
-    charge lines), `charge_lines`, `job_lines`, `tenants`, `tenant_total_amount`,
+    for the month, and the governance marts (quota_compliance, queue_stats, failure_stats,
+    capacity_evidence, utilization_daily) where the warehouse has them. `inputs` are the
+    landing files as `{file, cluster, format, sha256}` (file = the data_quality subject) and
+    `catalog_version` the hash of the catalog, both shown on the Audit sheet.
+
+    Returns figures for run metadata: `total_amount` (Decimal, sum of the charge lines),
+    `charge_lines`, `job_lines`, `tenants`, `tenant_total_amount`,
     `rejects`/`rejects_shown`, `currency`, `path` and the file's `sha256`.
     """
     if billing_month.day != 1:
@@ -192,10 +268,22 @@ def write_chargeback_workbook(
     (rejects_total,) = con.execute(_REJECTS_COUNT_SQL, month).fetchone()
     rejects = con.execute(_REJECTS_SQL, [billing_month, REJECTS_SHOWN_MAX]).fetchall()
     currency = _workbook_currency(con, billing_month, parameters)
+    governance = _Governance(
+        quota=_fetch_if_exists(con, "quota_compliance", _QUOTA_SQL, month),
+        queue=_fetch_if_exists(con, "queue_stats", _QUEUE_SQL, month),
+        failures=_fetch_if_exists(con, "failure_stats", _FAILURES_SQL, month),
+        capacity=_fetch_if_exists(con, "capacity_evidence", _CAPACITY_SQL, month),
+        daily=_fetch_if_exists(con, "utilization_daily", _DAILY_SQL, month),
+    )
+    audit = _Audit(
+        inputs=_audit_inputs(inputs, quality),
+        catalog_version=catalog_version,
+        table_rows=_table_rows(con, billing_month),
+    )
 
     wb = _build_workbook(
         billing_month, parameters, currency, charges, tenants, jobs, buckets, quality,
-        rejects, rejects_total,
+        rejects, rejects_total, governance, audit,
     )  # fmt: skip
     data = _serialise(wb, _fixed_timestamp(billing_month))
     _write_atomically(data, out_path)
@@ -214,6 +302,66 @@ def write_chargeback_workbook(
         "path": str(out_path),
         "sha256": hashlib.sha256(data).hexdigest(),
     }
+
+
+@dataclass(frozen=True)
+class _Governance:
+    """Rows of the governance marts for the month; None where the table does not exist."""
+
+    quota: list[tuple] | None = None
+    queue: list[tuple] | None = None
+    failures: list[tuple] | None = None
+    capacity: list[tuple] | None = None
+    daily: list[tuple] | None = None
+
+
+@dataclass(frozen=True)
+class _Audit:
+    inputs: list[tuple]  # file, cluster, format, sha256, read, loaded, rejected, folded
+    catalog_version: str | None
+    table_rows: list[tuple[str, int | None]]  # None: the table does not exist
+
+
+def _table_exists(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    return con.execute(_TABLE_EXISTS_SQL, [table]).fetchone()[0] > 0
+
+
+def _fetch_if_exists(
+    con: duckdb.DuckDBPyConnection, table: str, sql: str, params: list
+) -> list[tuple] | None:
+    return con.execute(sql, params).fetchall() if _table_exists(con, table) else None
+
+
+def _table_rows(
+    con: duckdb.DuckDBPyConnection, billing_month: dt.date
+) -> list[tuple[str, int | None]]:
+    rows: list[tuple[str, int | None]] = []
+    for table in AUDIT_TABLES:
+        count = None
+        if _table_exists(con, table):
+            sql = f"select count(*) from {table} where billing_month = ?"
+            (count,) = con.execute(sql, [billing_month]).fetchone()
+        rows.append((table, count))
+    return rows
+
+
+def _audit_inputs(inputs: Sequence[Mapping[str, Any]], quality: list[tuple]) -> list[tuple]:
+    """The landing files with their checksums, joined to the data_quality counts by name.
+
+    A file counted in data_quality but not passed in is listed without a checksum, and the
+    other way round without counts: the sheet never hides either side.
+    """
+    counts = {q[2]: (q[1], q[3], q[4], q[5], q[6]) for q in quality if q[0] == "file"}
+    given = {str(i["file"]): i for i in inputs}
+    rows = []
+    for name in sorted(set(counts) | set(given)):
+        item = given.get(name, {})
+        cluster, read, loaded, rejected, folded = counts.get(name, (None,) * 5)
+        rows.append((
+            name, item.get("cluster") or cluster, item.get("format"),
+            item.get("sha256") or "not computed", read, loaded, rejected, folded,
+        ))  # fmt: skip
+    return rows
 
 
 def _workbook_currency(
@@ -253,7 +401,11 @@ def _build_workbook(
     quality: list[tuple],
     rejects: list[tuple],
     rejects_total: int,
+    governance: _Governance | None = None,
+    audit: _Audit | None = None,
 ) -> Workbook:
+    governance = governance or _Governance()
+    audit = audit or _Audit(inputs=[], catalog_version=None, table_rows=[])
     wb = Workbook()
     _add_named_styles(wb)
     summary = wb.active
@@ -267,8 +419,14 @@ def _build_workbook(
     )  # fmt: skip
     _write_job_lines(sheets["Job lines"], jobs, currency)
     _write_waste(sheets["Waste"], buckets, tenants)
+    _write_waste_chart(sheets["Waste"], buckets)
+    _write_quota_budget(sheets["Quota & Budget"], governance.quota, tenants, currency)
+    _write_queue(sheets["Queue & Service"], governance.queue)
+    _write_failures(sheets["Failures"], governance.failures)
+    _write_capacity(sheets["Capacity"], governance.capacity, governance.daily)
     _write_data_quality(sheets["Data quality"], quality, rejects, rejects_total)
-    _write_definitions(sheets["Definitions"], parameters)
+    _write_definitions(sheets["Definitions"], parameters, DEFINITIONS + GOVERNANCE_DEFINITIONS)
+    _write_audit(sheets["Audit"], billing_month, parameters, audit)
 
     fit_pages_to_width(wb)
     # openpyxl stores formulas without cached results: ask Excel/LibreOffice to compute them.
@@ -543,9 +701,366 @@ def _write_data_quality(
     _apply_widths(ws, _fit_widths(widths, reject_cols, rejects))
 
 
-def _write_definitions(ws: Worksheet, parameters: dict[str, str]) -> None:
+def _share(pct: float | None) -> float | None:
+    """Marts hold percentages (0-100); the sheets show them as shares in a % format."""
+    return None if pct is None else pct / 100
+
+
+def _hours_of(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds / 3600
+
+
+def _yes_no(flag: bool | None) -> str | None:
+    return None if flag is None else ("yes" if flag else "no")
+
+
+def _not_available(ws: Worksheet, row: int, table: str) -> int:
+    _set_text(
+        ws.cell(row=row, column=1),
+        f"not available: this warehouse has no table {table} (built before it existed)",
+    )
+    return row
+
+
+def _section_title(ws: Worksheet, row: int, text: str) -> None:
+    _set_text(ws.cell(row=row, column=1), text).style = "cb bold"
+
+
+def _style_chart(chart: BarChart | LineChart, title: str, y_title: str) -> None:
+    chart.title = title
+    chart.y_axis.title = y_title
+    chart.width, chart.height = 24, 10
+    # openpyxl >= 3.1 marks axes deleted unless told otherwise: the chart would have none.
+    chart.x_axis.delete = False
+    chart.y_axis.delete = False
+    chart.legend.position = "b"
+
+
+def _write_waste_chart(ws: Worksheet, buckets: list[tuple]) -> None:
+    """A cluster × GPU model matrix of the buckets below the Waste tables, and its chart."""
+    shown = BUCKET_ORDER[1:]  # capacity is the sum of the others, not a slice of the bar
+    hours: dict[tuple[str, str], dict[str, float]] = {}
+    for cluster, model, bucket, value in buckets:
+        hours.setdefault((cluster, model), {})[bucket] = value
+    title_row = ws.max_row + 3
+    _section_title(ws, title_row, "Waste by cluster × GPU model (GPU-hours)")
+    cols = [_Col("Cluster × GPU model"), *(_Col(b, "hours") for b in shown)]
+    rows = [
+        (f"{cluster} × {model}", *(by_bucket.get(b) for b in shown))
+        for (cluster, model), by_bucket in hours.items()
+    ]
+    header_row = title_row + 1
+    last = _write_table(ws, header_row, cols, rows, table_name="WasteByModel")
+    label_width = _fit_widths({}, cols[:1], [r[:1] for r in rows])[1]
+    if label_width > (ws.column_dimensions["A"].width or 0):
+        ws.column_dimensions["A"].width = label_width
+    if not rows:
+        return
+    chart = BarChart()
+    chart.type = "col"
+    chart.grouping = "stacked"
+    chart.overlap = 100
+    _style_chart(chart, "Waste by bucket", "GPU-hours")
+    data = Reference(ws, min_col=2, max_col=len(cols), min_row=header_row, max_row=last)
+    chart.add_data(data, titles_from_data=True)
+    chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=last))
+    ws.add_chart(chart, f"A{last + 3}")
+
+
+def _write_quota_budget(
+    ws: Worksheet, quota: list[tuple] | None, tenants: list[tuple], currency: str
+) -> None:
+    cols = [
+        _Col("Tenant ID"),
+        _Col("Pool"),
+        _Col("Has quota"),
+        _Col("Guaranteed GPUs", "hours"),
+        _Col("Limit GPUs", "hours"),
+        _Col("Reserved"),
+        _Col("Used GPU-hours", "hours"),
+        _Col("Mean GPUs", "hours"),
+        _Col("Peak GPUs", "hours"),
+        _Col("Peak at (UTC)", "timestamp"),
+        _Col("Guaranteed GPU-hours", "hours"),
+        _Col("Borrowed GPU-hours", "hours"),
+        _Col("Unused guaranteed GPU-hours", "hours"),
+        _Col("Minutes above limit", "hours"),
+        _Col("Quota use", "share"),
+        _Col("Borrowing days", "count"),
+        _Col("Days", "count"),
+        _Col("Breach"),
+        _Col("Idle quota"),
+        _Col("Chronic borrowing"),
+    ]
+    widths: dict[int, int] = {}
+    if quota is None:
+        last = _not_available(ws, 1, "quota_compliance")
+    else:
+        rows = [
+            (*q[:2], _yes_no(q[2]), q[3], q[4], _yes_no(q[5]), *q[6:14], _share(q[14]),
+             q[15], q[16], _yes_no(q[17]), _yes_no(q[18]), _yes_no(q[19]))
+            for q in quota
+        ]  # fmt: skip
+        last = _write_table(ws, 1, cols, rows)
+        ws.freeze_panes = "A2"
+        ws.auto_filter.ref = _ref(1, 1, last, len(cols))
+        for offset, q in enumerate(quota, start=2):
+            if q[17]:
+                ws.cell(row=offset, column=18).fill = _OVER_FILL
+        widths = _fit_widths(widths, cols, rows)
+
+    title_row = last + 3
+    _section_title(ws, title_row, f"Budget vs actual ({currency})")
+    budget_cols = [
+        _Col("Tenant ID"),
+        _Col("Tenant"),
+        _Col(f"Amount ({currency})", "money"),
+        _Col(f"Budget ({currency})", "money"),
+        _Col("Budget used", "share"),
+        _Col("Budget status"),
+    ]
+    header_row = title_row + 1
+    budget_rows = []
+    for offset, t in enumerate(tenants, start=1):
+        r = header_row + offset
+        used = f"=C{r}/D{r}" if t[11] is not None and t[12] else None
+        budget_rows.append((t[0], t[1] or t[0], t[11], t[12], used, t[13]))
+    budget_last = _write_table(
+        ws, header_row, budget_cols, budget_rows, table_name="BudgetVsActual"
+    )
+    for offset, t in enumerate(tenants, start=1):
+        fill = {"over": _OVER_FILL, "warn": _WARN_FILL}.get(t[13])
+        if fill is not None:
+            for column in range(1, len(budget_cols) + 1):
+                ws.cell(row=header_row + offset, column=column).fill = fill
+    _apply_widths(ws, _fit_widths(widths, budget_cols, budget_rows))
+    if not budget_rows:
+        return
+    chart = BarChart()
+    chart.type = "col"
+    chart.grouping = "clustered"
+    _style_chart(chart, "Spend vs budget", currency or "amount")
+    data = Reference(ws, min_col=3, max_col=4, min_row=header_row, max_row=budget_last)
+    chart.add_data(data, titles_from_data=True)
+    chart.set_categories(Reference(ws, min_col=2, min_row=header_row + 1, max_row=budget_last))
+    ws.add_chart(chart, f"A{budget_last + 3}")
+
+
+def _write_queue(ws: Worksheet, queue: list[tuple] | None) -> None:
+    if queue is None:
+        _not_available(ws, 1, "queue_stats")
+        return
+    cols = [
+        _Col("Grouping set"),
+        _Col("Cluster"),
+        _Col("Tenant"),
+        _Col("Queue"),
+        _Col("GPU model"),
+        _Col("Jobs", "count"),
+        _Col("Jobs started", "count"),
+        _Col("Wait p50 (h)", "hours"),
+        _Col("Wait p90 (h)", "hours"),
+        _Col("Wait p95 (h)", "hours"),
+        _Col("Wait mean (h)", "hours"),
+        _Col("Wait max (h)", "hours"),
+        _Col("Pending GPU-hours", "hours"),
+        _Col("Jobs ended", "count"),
+        _Col("Completed", "count"),
+        _Col("Failed", "count"),
+        _Col("Timeout", "count"),
+        _Col("Out of memory", "count"),
+        _Col("Node fail", "count"),
+        _Col("Cancelled", "count"),
+        _Col("Preempted", "count"),
+        _Col("Success rate", "share"),
+    ]
+    rows = [(*q[:7], *(_hours_of(s) for s in q[7:12]), *q[12:21], _share(q[21])) for q in queue]
+    last = _write_table(ws, 1, cols, rows)
+    ws.freeze_panes = "A2"
+    ws.auto_filter.ref = _ref(1, 1, last, len(cols))
+    _apply_widths(ws, _fit_widths({}, cols, rows))
+
+
+_FAILURE_SECTIONS = (
+    ("node", "Node", "Top nodes by failure rank", "FailuresNode"),
+    ("fault_domain", "Fault domain", "Fault domains", "FailuresFaultDomain"),
+    ("driver_version", "Driver version", "Driver versions", "FailuresDriver"),
+    ("exit_code", "Exit code", "Exit codes (by jobs)", "FailuresExitCode"),
+)
+
+
+def _write_failures(ws: Worksheet, failures: list[tuple] | None) -> None:
+    if failures is None:
+        _not_available(ws, 1, "failure_stats")
+        return
+    widths: dict[int, int] = {}
+    row = 1
+    for dimension, label, title, table_name in _FAILURE_SECTIONS:
+        found = [f[1:] for f in failures if f[0] == dimension]
+        rows = [(*f[:11], _share(f[11]), _share(f[12]), *f[13:]) for f in found]
+        if dimension == "node" and len(rows) > TOP_NODES_SHOWN:
+            title = f"{title} (the first {TOP_NODES_SHOWN} of {len(rows)})"
+            rows = rows[:TOP_NODES_SHOWN]
+        _section_title(ws, row, title)
+        cols = [
+            _Col("Rank", "count"),
+            _Col("Cluster"),
+            _Col(label),
+            _Col("Jobs", "count"),
+            _Col("Completed", "count"),
+            _Col("Failed", "count"),
+            _Col("Out of memory", "count"),
+            _Col("Timeout", "count"),
+            _Col("Node fail", "count"),
+            _Col("Cancelled", "count"),
+            _Col("Preempted", "count"),
+            _Col("Infra failure rate", "share"),
+            _Col("Job failure rate", "share"),
+            _Col("Allocated GPU-hours", "hours"),
+            _Col("Failed (infra) GPU-hours", "hours"),
+            _Col("Failed (job) GPU-hours", "hours"),
+        ]
+        if row == 1:
+            last = _write_table(ws, 2, cols, rows)
+            ws.freeze_panes = "A3"
+            ws.auto_filter.ref = _ref(2, 1, last, len(cols))
+        else:
+            last = _write_table(ws, row + 1, cols, rows, table_name=table_name)
+            last = max(last, row + 2)  # "(none)" under an empty header
+        widths = _fit_widths(widths, cols, rows)
+        row = last + 3
+    _apply_widths(ws, widths)
+
+
+def _write_capacity(ws: Worksheet, capacity: list[tuple] | None, daily: list[tuple] | None) -> None:
+    cols = [
+        _Col("Cluster"),
+        _Col("GPU model"),
+        _Col("Verdict"),
+        _Col("Verdict rule", "wrap", width=60),
+        _Col("Capacity GPU-hours", "hours"),
+        _Col("Allocated GPU-hours", "hours"),
+        _Col("Allocation rate", "share"),
+        _Col("Productive share", "share"),
+        _Col("Waste share", "share"),
+        _Col("Unmeasured share", "share"),
+        _Col("Wait p95 (h)", "hours"),
+        _Col("Pending GPU-hours", "hours"),
+        _Col("Pending share", "share"),
+        _Col("Guaranteed GPU-hours", "hours"),
+        _Col("Idle-quota share", "share"),
+    ]
+    widths: dict[int, int] = {}
+    if capacity is None:
+        last = _not_available(ws, 1, "capacity_evidence")
+    else:
+        rows = [
+            (*c[:6], *(_share(p) for p in c[6:10]), _hours_of(c[10]), c[11], _share(c[12]),
+             c[13], _share(c[14]))
+            for c in capacity
+        ]  # fmt: skip
+        last = _write_table(ws, 1, cols, rows)
+        ws.freeze_panes = "A2"
+        ws.auto_filter.ref = _ref(1, 1, last, len(cols))
+        # the verdict and its reason are what the reader came for
+        for r in range(2, last + 1):
+            ws.cell(row=r, column=3).font = Font(bold=True, size=12)
+            ws.cell(row=r, column=4).font = Font(bold=True)
+        widths = _fit_widths(widths, cols, rows)
+
+    title_row = last + 3
+    _section_title(ws, title_row, "Daily allocation vs capacity (all clusters and GPU models)")
+    if daily is None:
+        _not_available(ws, title_row + 1, "utilization_daily")
+        _apply_widths(ws, widths)
+        return
+    totals: dict[dt.date, list[float | None]] = {}
+    for day, _cluster, _model, allocated, cap in daily:
+        total = totals.setdefault(day, [0.0, None])
+        total[0] += allocated or 0.0
+        if cap is not None:
+            total[1] = (total[1] or 0.0) + cap
+    header_row = title_row + 1
+    daily_cols = [
+        _Col("Day", "date"),
+        _Col("Allocated GPU-hours", "hours"),
+        _Col("Capacity GPU-hours", "hours"),
+        _Col("Allocation rate", "share"),
+    ]
+    daily_rows = []
+    for offset, (day, (allocated, cap)) in enumerate(totals.items(), start=1):
+        r = header_row + offset
+        daily_rows.append((day, allocated, cap, f"=B{r}/C{r}" if cap else None))
+    daily_last = _write_table(ws, header_row, daily_cols, daily_rows, table_name="DailyCapacity")
+    widths = _fit_widths(widths, daily_cols, daily_rows)
+    if daily_rows:
+        chart = LineChart()
+        _style_chart(chart, "Daily allocation vs capacity", "GPU-hours")
+        data = Reference(ws, min_col=2, max_col=3, min_row=header_row, max_row=daily_last)
+        chart.add_data(data, titles_from_data=True)
+        chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=daily_last))
+        ws.add_chart(chart, f"F{header_row}")
+
+    detail_title = max(daily_last, header_row + 1) + 3
+    _section_title(ws, detail_title, "Daily allocation and capacity by cluster × GPU model")
+    detail_cols = [
+        _Col("Day", "date"),
+        _Col("Cluster"),
+        _Col("GPU model"),
+        _Col("Allocated GPU-hours", "hours"),
+        _Col("Capacity GPU-hours", "hours"),
+    ]
+    _write_table(ws, detail_title + 1, detail_cols, daily, table_name="DailyByModel")
+    _apply_widths(ws, _fit_widths(widths, detail_cols, daily))
+
+
+def _write_audit(
+    ws: Worksheet, billing_month: dt.date, parameters: dict[str, str], audit: _Audit
+) -> None:
+    cols = [_Col("Item"), _Col("Value")]
+    rows = [
+        ("Billing month", f"{billing_month:%Y-%m}"),
+        ("Code version", parameters.get("code_version") or "unknown"),
+        ("Catalog version (sha256 over the catalog files)", audit.catalog_version or "unknown"),
+        ("Catalog folder", parameters.get("catalog_dir") or ""),
+        ("Landing folder", parameters.get("landing_dir") or ""),
+    ]
+    last = _write_table(ws, 1, cols, rows)
+    ws.freeze_panes = "A2"
+    ws.auto_filter.ref = _ref(1, 1, last, len(cols))
+    widths = _fit_widths({}, cols, rows)
+
+    title_row = last + 3
+    _section_title(ws, title_row, "Input files")
+    input_cols = [
+        _Col("File"),
+        _Col("Cluster"),
+        _Col("Format"),
+        _Col("SHA-256", width=66),
+        _Col("Rows read", "count"),
+        _Col("Rows loaded", "count"),
+        _Col("Rows rejected", "count"),
+        _Col("Duplicates folded", "count"),
+    ]
+    inputs_last = _write_table(ws, title_row + 1, input_cols, audit.inputs, "InputFiles")
+    widths = _fit_widths(widths, input_cols, audit.inputs)
+
+    title_row = max(inputs_last, title_row + 2) + 3
+    _section_title(ws, title_row, f"Warehouse tables: rows of {billing_month:%Y-%m}")
+    table_cols = [_Col("Table"), _Col("Rows", "count")]
+    table_rows = [(t, "not available" if n is None else n) for t, n in audit.table_rows]
+    _write_table(ws, title_row + 1, table_cols, table_rows, table_name="TableRows")
+    _apply_widths(ws, _fit_widths(widths, table_cols, table_rows))
+
+
+def _write_definitions(
+    ws: Worksheet,
+    parameters: dict[str, str],
+    definitions: Sequence[tuple[str, str]] | None = None,
+) -> None:
+    definitions = DEFINITIONS if definitions is None else definitions
     cols = [_Col("Figure"), _Col("Meaning", "wrap", width=100)]
-    last = _write_table(ws, 1, cols, DEFINITIONS)
+    last = _write_table(ws, 1, cols, definitions)
     ws.freeze_panes = "A2"
     ws.auto_filter.ref = _ref(1, 1, last, len(cols))
 
@@ -554,7 +1069,7 @@ def _write_definitions(ws: Worksheet, parameters: dict[str, str]) -> None:
     param_cols = [_Col("Parameter"), _Col("Value", "wrap", width=100)]
     param_rows = [(str(k), "" if v is None else str(v)) for k, v in parameters.items()]
     _write_table(ws, title_row + 1, param_cols, param_rows, table_name="Parameters")
-    widths = _fit_widths({}, cols, DEFINITIONS)
+    widths = _fit_widths({}, cols, definitions)
     _apply_widths(ws, _fit_widths(widths, param_cols, param_rows))
 
 
@@ -703,6 +1218,46 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
         "A job (cluster + job id) counts once — its latest, most complete record wins — and a "
         "telemetry sample (cluster, node, GPU, metric, timestamp) counts once; this counts the "
         "records folded away.",
+    ),
+)
+
+
+# The governance figures of DESIGN.md "Definitions", shown on the finance workbook only.
+GOVERNANCE_DEFINITIONS: tuple[tuple[str, str], ...] = (
+    (
+        "Quota compliance",
+        "Per tenant × pool (a GPU model or a queue): time-weighted mean and peak concurrent "
+        "GPUs, GPU-hours above guaranteed (borrowed), minutes above limit (breach), quota use "
+        "= used ÷ (guaranteed × hours); flags breach, idle_quota (use < 30 %), "
+        "chronic_borrowing (borrowing on more than half of the month's days).",
+    ),
+    (
+        "Queue wait",
+        "Start − submit, shown in hours; p50/p90/p95/mean by tenant, queue, GPU model and "
+        "cluster. Pending GPU-hours = Σ wait × GPUs inside the month.",
+    ),
+    (
+        "Success rate",
+        "COMPLETED ÷ (COMPLETED + FAILED + TIMEOUT + OUT_OF_MEMORY + NODE_FAIL); cancellations "
+        "and preemptions are reported apart.",
+    ),
+    (
+        "Failure rates",
+        "Infra failure rate = NODE_FAIL jobs ÷ jobs; job failure rate = (FAILED + "
+        "OUT_OF_MEMORY) jobs ÷ jobs; by node, fault domain, driver version and exit code. "
+        "Rank 1 is the worst value of its dimension.",
+    ),
+    (
+        "Capacity verdict",
+        "Per cluster × GPU model, first rule that holds: 'govern first' (waste share ≥ 25 % or "
+        "idle-quota share ≥ 20 %), 'expansion justified' (allocation rate ≥ 80 %, p95 wait "
+        "≥ 4 h, waste share < 15 %, unmeasured share ≤ 20 %), else 'hold'. The verdict rule "
+        "column states the rule with the row's numbers.",
+    ),
+    (
+        "Waste share",
+        "(idle + zombie + failed_job) GPU-hours ÷ allocated GPU-hours: the allocated time "
+        "governance can win back (failed_infra and unmeasured are not waste).",
     ),
 )
 
