@@ -1,21 +1,30 @@
-"""The demo generator: determinism, a consistent schedule and telemetry, and every promised case.
+"""The demo generator: determinism, every promised case in the real export formats, and a
+consistent schedule and telemetry in the canonical format.
 
-Everything runs on the small demo (4 nodes, ~300 jobs) written under tmp_path.
+Everything runs on the small demo (atlas: 4 nodes, ~350 jobs; kube: 2 nodes, ~170 pods) written
+under tmp_path. The real-format files are read back with the pipeline's own readers, so a case
+counts only if the pipeline can see it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from collections import Counter, defaultdict
 from fnmatch import fnmatchcase
 from pathlib import Path
 
 import duckdb
 import hostlist
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from pipelines.catalog import ClusterSettings, load_catalog
 from pipelines.demo import generate_demo
+from pipelines.formats import kubernetes, slurm
+from pipelines.landing import discover
 
 MONTH = "2026-11"
 EXPORT_AT = "2026-12-01 06:00:00"
@@ -30,11 +39,417 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _digests(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _count(con: duckdb.DuckDBPyConnection, sql: str, *params: object) -> int:
+    return con.execute(f"select count(*) from ({sql})", list(params)).fetchone()[0]
+
+
+# --------------------------------------------------------------------------------------------
+# the real formats (the default)
+
+
+def test_same_seed_gives_byte_identical_files(demo: Path, tmp_path: Path) -> None:
+    generate_demo(tmp_path / "again", month=MONTH, seed=7, small=True)
+    generate_demo(tmp_path / "other", month=MONTH, seed=8, small=True)
+    digests = _digests(demo)
+    folders = Counter(str(Path(name).parent) for name in digests)
+    assert folders == {
+        "landing/scheduler/atlas": 31,  # a dump a day, one sent twice
+        "landing/telemetry/atlas/dcgm": 3 * 30,  # GPU_UTIL, GR_ENGINE_ACTIVE, FB_USED a day
+        "landing/telemetry/atlas/nvidia-smi": 1,
+        "landing/scheduler/kube": 30 * 4 + 2,  # every 6 h up to the export at 06:00
+        "landing/telemetry/kube/dcgm": 2 * 30,  # GR_ENGINE_ACTIVE, FB_USED a day
+        "catalog": 7,
+    }
+    assert _digests(tmp_path / "again") == digests
+    other = _digests(tmp_path / "other")
+    for name in ("landing/scheduler/atlas/sacct-2026-11-20.log",
+                 "landing/scheduler/kube/pods-2026-11-20T12-00-00Z.json"):  # fmt: skip
+        assert other[name] != digests[name]
+
+
+def test_rerun_replaces_landing_and_catalog_only(tmp_path: Path) -> None:
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "stale.csv").write_text("old export\n")
+    (tmp_path / "warehouse.duckdb").write_text("not ours\n")
+    generate_demo(tmp_path, month=MONTH, small=True)
+    assert not (tmp_path / "landing" / "stale.csv").exists()
+    assert (tmp_path / "warehouse.duckdb").read_text() == "not ours\n"
+    assert (tmp_path / "catalog" / "tenants.yaml").exists()
+
+
+def test_every_file_is_recognised_as_its_real_format(demo: Path) -> None:
+    formats = Counter(
+        (export.cluster, export.format.name)
+        for area in ("scheduler", "telemetry")
+        for export in discover(demo / "landing", area)
+    )
+    assert formats == {
+        ("atlas", "slurm_sacct"): 31,
+        ("atlas", "dcgm_prometheus"): 90,
+        ("atlas", "nvidia_smi"): 1,
+        ("kube", "kubernetes_podlist"): 122,
+        ("kube", "dcgm_prometheus"): 60,
+    }
+
+
+def test_the_catalog_loads_and_covers_both_clusters(demo: Path) -> None:
+    catalog = load_catalog(demo / "catalog")
+    assert {n.cluster for n in catalog.nodes} == {"atlas", "kube"}
+    assert [n.node for n in catalog.nodes if n.cluster == "kube"] == ["kube-h01", "kube-m01"]
+    assert catalog.settings.clusters["atlas"].gpu_models == {
+        "a100": "A100-80GB", "h100": "H100-80GB"
+    }  # fmt: skip
+    assert catalog.settings.clusters["kube"].gpu_models == {
+        "NVIDIA-A100-SXM4-80GB": "A100-80GB", "NVIDIA-H100-80GB-HBM3": "H100-80GB"
+    }  # fmt: skip
+    assert {o.cluster for o in catalog.outages} == {"atlas"}
+
+
+# ---- Slurm
+
+
 @pytest.fixture(scope="module")
-def con(demo: Path) -> duckdb.DuckDBPyConnection:
-    """The demo's files as views: `records` (every job row, `part` 1 or 2, `is_bad`), `jobs`
+def sacct(demo: Path) -> duckdb.DuckDBPyConnection:
+    """Every sacct line as the reader yields it (`lines`), and `jobs`: the job records (not
+    steps, not malformed), typed, the record of the latest dump winning (the files are named
+    by day), with `final` telling whether it is the job's last state."""
+    folder = demo / "landing" / "scheduler" / "atlas"
+    rows = [
+        {**row, "file": path.name, "headed": path.read_text().startswith("JobID|")}
+        for path in sorted(folder.iterdir())
+        for row in slurm.read_rows(path, ClusterSettings())
+    ]
+    con = duckdb.connect()
+    con.register("read", pa.Table.from_pylist(rows))
+    con.execute("create table lines as select * from read")
+    con.execute(f"""
+        create view jobs as
+        select
+            * replace (gpus::integer as gpus),
+            try_strptime(submit_time, '{TS_FORMAT}') as submit_at,
+            try_strptime(start_time, '{TS_FORMAT}') as start_at,
+            case when state not in ('RUNNING', 'PENDING')
+                then try_strptime(end_time, '{TS_FORMAT}') end as end_at
+        from lines
+        where record_type = 'job' and parse_error is null
+            and job_id not in (select job_id from lines where parse_error is not null
+                               or raw like '%2026-13-45%')
+        qualify row_number() over (partition by job_id order by file desc) = 1
+    """)
+    return con
+
+
+SLURM_CASES = {
+    "NODE_FAIL at the outage start": (
+        f"state = 'NODE_FAIL' and end_at = '{OUTAGE_START}' and nodes like '%gpu-a02%'"
+    ),
+    "started before the month, ended in it": (
+        "start_at < '2026-11-01' and end_at > '2026-11-01' and end_at < '2026-12-01'"
+    ),
+    "running past the month end": "start_at < '2026-12-01' and end_at is null",
+    "running at export": (
+        "state = 'RUNNING' and coalesce(end_time, 'Unknown') = 'Unknown' and start_at is not null"
+    ),
+    "pending at export": "state = 'PENDING' and start_time = 'Unknown' and nodes is null",
+    "cancelled while pending": (
+        "state like 'CANCELLED by %' and nodes is null and start_time = end_time and gpus = 0"
+    ),
+    "cancelled by its user": "state like 'CANCELLED by 2____'",
+    "cancelled by root": "state = 'CANCELLED by 0'",
+    "unmapped account": "account = 'contractor-x'",
+    "preempted": "state = 'PREEMPTED' and queue = 'preemptible'",
+    "out of memory": "state = 'OUT_OF_MEMORY' and exit_code = '0:125'",
+    "timeout": "state = 'TIMEOUT'",
+    "multi-node": "gpus = 16 and nodes like '%[%'",
+    "array task": "regexp_matches(job_id, '^[0-9]+_[0-9]+$') and start_at is not null",
+    "het job component 0": "job_id like '%+0' and gpu_model = 'h100'",
+    "het job component 1": "job_id like '%+1' and gpu_model = 'a100'",
+    "typed gres only": "raw like '%gres/gpu:a100=%' and raw not like '%gres/gpu=%'",
+    "untyped gres only": "gpus > 0 and gpu_model is null and start_at is not null",
+    "UTF-8 job name": "raw like '%推理-bench%'",
+}
+
+
+@pytest.mark.parametrize("case", SLURM_CASES)
+def test_slurm_case_occurs(sacct: duckdb.DuckDBPyConnection, case: str) -> None:
+    assert _count(sacct, f"select * from jobs where {SLURM_CASES[case]}") >= 1
+
+
+def test_the_het_components_start_together(sacct: duckdb.DuckDBPyConnection) -> None:
+    [(components, starts)] = sacct.execute(
+        "select count(*), count(distinct start_at) from jobs where job_id like '%+%'"
+    ).fetchall()
+    assert (components, starts) == (2, 1)
+
+
+def test_the_pending_array_tasks_are_one_collapsed_record(
+    sacct: duckdb.DuckDBPyConnection,
+) -> None:
+    rows = sacct.execute("""
+        select distinct job_id, state, gpus, nodes from lines
+        where contains(job_id, '_[') and file = 'sacct-2026-11-30.log'
+    """).fetchall()
+    assert len(rows) == 1
+    job_id, state, gpus, nodes = rows[0]
+    assert (state, gpus, nodes) == ("PENDING", "8", None)
+    first, tasks = job_id.removesuffix("]").split("_[")
+    assert tasks == "0-5"  # submitted four hours before the export, none started yet
+    # the tasks of the other arrays ran one by one, each a job of its own
+    ran = sacct.execute(
+        "select count(distinct split_part(job_id, '_', 1)) from jobs "
+        "where contains(job_id, '_') and start_at is not null"
+    ).fetchone()[0]
+    assert ran == 2 and not any(
+        job_id.startswith(first)
+        for (job_id,) in sacct.execute(
+            "select job_id from jobs where start_at is not null"
+        ).fetchall()
+    )
+
+
+def test_waiting_array_tasks_are_collapsed_then_listed_one_by_one(
+    sacct: duckdb.DuckDBPyConnection,
+) -> None:
+    collapsed = sacct.execute("""
+        select job_id, min(file) from lines
+        where contains(job_id, '_[') and file < 'sacct-2026-11-30.log'
+        group by 1 order by 2, 1
+    """).fetchall()
+    assert [file for _, file in collapsed][:1] == ["sacct-2026-11-13.log"]
+    first = collapsed[0][0].split("_")[0]
+    ran = sacct.execute(
+        "select count(*) from jobs where starts_with(job_id, $1) and start_at is not null",
+        [first + "_"],
+    ).fetchone()[0]
+    assert ran == 6  # every task of the array ran once the node had room
+
+
+def test_most_jobs_have_steps_that_never_count(sacct: duckdb.DuckDBPyConnection) -> None:
+    [(started, with_steps)] = sacct.execute("""
+        select count(*), count(*) filter (
+            job_id in (select split_part(job_id, '.', 1) from lines where record_type = 'step'))
+        from jobs where start_at is not null and gpus > 0
+    """).fetchall()
+    assert with_steps > 0.75 * started
+    kinds = {
+        suffix
+        for (suffix,) in sacct.execute(
+            "select distinct split_part(job_id, '.', 2) from lines where record_type = 'step'"
+        ).fetchall()
+    }
+    assert {"batch", "extern", "interactive", "0", "1"} <= kinds
+
+
+def test_every_job_shows_up_in_overlapping_dumps(sacct: duckdb.DuckDBPyConnection) -> None:
+    counts = dict(
+        sacct.execute("""
+            select appearances, count(*) from (
+                select job_id, count(distinct file) as appearances from lines
+                where record_type = 'job' and file not like '%resent%' group by job_id
+            ) group by all
+        """).fetchall()
+    )
+    assert max(counts) >= 3 and sum(n for a, n in counts.items() if a >= 2) > 0.9 * sum(
+        counts.values()
+    )
+    # seen running in an earlier dump, finished in a later one
+    assert (
+        _count(
+            sacct,
+            """
+            select job_id from lines where record_type = 'job'
+            group by job_id
+            having bool_or(state = 'RUNNING') and bool_or(state = 'COMPLETED')
+        """,
+        )
+        > 10
+    )
+
+
+def test_headed_and_headerless_dumps(demo: Path, sacct: duckdb.DuckDBPyConnection) -> None:
+    headed = dict(sacct.execute("select file, any_value(headed) from lines group by 1").fetchall())
+    assert [f for f, h in sorted(headed.items()) if h][0] == "sacct-2026-11-16.log"
+    assert sum(headed.values()) == 15 and len(headed) == 31
+    folder = demo / "landing" / "scheduler" / "atlas"
+    first = (folder / "sacct-2026-11-16.log").read_text().splitlines()[0]
+    assert first.startswith("JobID|JobIDRaw|JobName|Partition|")
+    resent = (folder / "sacct-2026-11-09.resent.log").read_bytes()
+    assert resent == (folder / "sacct-2026-11-09.log").read_bytes()
+
+
+def test_the_dump_of_the_20th_holds_three_malformed_lines(
+    sacct: duckdb.DuckDBPyConnection,
+) -> None:
+    bad = sacct.execute("""
+        select file, job_id, parse_error, start_time, end_time from lines
+        where parse_error is not null
+            or start_time like '%-13-45%'
+            or (record_type = 'job' and try_strptime(start_time, $1) > try_strptime(end_time, $1))
+        order by line
+    """, [TS_FORMAT]).fetchall()  # fmt: skip
+    assert [row[0] for row in bad] == ["sacct-2026-11-20.log"] * 3
+    assert bad[0][2].startswith("field alloctres: 'gres/gpu") and "=abc'" in bad[0][2]
+    assert bad[1][2] is None and bad[1][3] > bad[1][4]
+    assert bad[2][2] is None and bad[2][3] == "2026-13-45T99:00:00"
+    # job ids used nowhere else
+    ids = [row[1] for row in bad]
+    assert _count(sacct, "select * from lines where job_id in (select unnest($1))", ids) == 3
+
+
+# ---- Kubernetes
+
+
+@pytest.fixture(scope="module")
+def pods(demo: Path) -> list[dict]:
+    """Every pod row of every snapshot, with the snapshot's file name."""
+    folder = demo / "landing" / "scheduler" / "kube"
+    return [
+        {**row, "file": path.name}
+        for path in sorted(folder.iterdir())
+        for row in kubernetes.read_rows(path, ClusterSettings())
+    ]
+
+
+def _last_records(pods: list[dict]) -> dict[str, dict]:
+    last = {}
+    for row in pods:  # files in time order: the last snapshot holding the pod wins
+        last[row["job_id"]] = row
+    return last
+
+
+def test_pod_rows_are_all_readable(pods: list[dict]) -> None:
+    assert pods and all(row["parse_error"] is None for row in pods)
+
+
+def test_pods_appear_in_several_snapshots(pods: list[dict]) -> None:
+    seen = Counter(row["job_id"] for row in pods)
+    assert sum(1 for n in seen.values() if n >= 2) > 0.9 * len(seen)
+    # a terminated pod is listed until it is 12 hours old: its final state is always seen
+    states = defaultdict(list)
+    for row in pods:
+        states[row["job_id"]].append(row["state"])
+    assert sum(1 for s in states.values() if "RUNNING" in s and s[-1] == "COMPLETED") > 20
+
+
+KUBE_CASES = {
+    "MIG slice": lambda r: r["gpus"] == repr(1 / 7) and r["nodes"] == "kube-m01",
+    "two MIG slices": lambda r: r["gpus"] == repr(2 / 7),
+    "OOMKilled": lambda r: r["state"] == "OUT_OF_MEMORY" and "OOMKilled" in r["raw"],
+    "Evicted": lambda r: r["state"] == "PREEMPTED" and "reason=Evicted" in r["raw"],
+    "Kueue-preempted": lambda r: r["state"] == "PREEMPTED" and "WorkloadEvictedDueTo" in r["raw"],
+    "DeadlineExceeded": lambda r: r["state"] == "TIMEOUT",
+    "Kueue queue": lambda r: r["queue"] == "lq-genai-train",
+    "GPU product selector": lambda r: r["gpu_model"] == "NVIDIA-H100-80GB-HBM3",
+    "running at the export": lambda r: (
+        r["state"] == "RUNNING" and r["gpus"] != "0" and r["end_time"] == "2026-12-01T06:00:00Z"
+    ),
+    "pending at the export": lambda r: r["state"] == "PENDING" and r["gpus"] == "16",
+    "submitted as the last snapshot is taken": lambda r: (
+        r["state"] == "PENDING" and r["submit_time"] == "2026-12-01T06:00:00Z"
+    ),
+    "started before the month": lambda r: r["gpus"] != "0" and (r["start_time"] or "9") < "2026-11",
+    "failed": lambda r: r["state"] == "FAILED" and r["exit_code"] == "1",
+}
+
+
+@pytest.mark.parametrize("case", KUBE_CASES)
+def test_kubernetes_case_occurs(pods: list[dict], case: str) -> None:
+    assert any(KUBE_CASES[case](row) for row in _last_records(pods).values())
+
+
+def test_every_namespace_maps_to_one_tenant(demo: Path, pods: list[dict]) -> None:
+    tenants = yaml.safe_load((demo / "catalog" / "tenants.yaml").read_text())["tenants"]
+    for namespace in {row["account"] for row in pods}:
+        owners = [t["id"] for t in tenants if any(fnmatchcase(namespace, p) for p in t["accounts"])]
+        assert len(owners) == 1, namespace
+
+
+# ---- telemetry
+
+
+def _body(path: Path) -> list[dict]:
+    document = json.loads(path.read_text())
+    assert document["status"] == "success" and document["data"]["resultType"] == "matrix"
+    return document["data"]["result"]
+
+
+def test_atlas_dcgm_files_one_metric_a_day(demo: Path) -> None:
+    folder = demo / "landing" / "telemetry" / "atlas" / "dcgm"
+    day = {
+        path.name.removesuffix("_2026-11-01.json"): _body(path)
+        for path in sorted(folder.glob("*_2026-11-01.json"))
+    }
+    assert sorted(day) == ["dcgm_dev_fb_used", "dcgm_dev_gpu_util", "dcgm_prof_gr_engine_active"]
+    hosts = {
+        name: {(s["metric"]["__name__"], s["metric"]["Hostname"]) for s in series}
+        for name, series in day.items()
+    }
+    assert hosts["dcgm_dev_gpu_util"] == {("DCGM_FI_DEV_GPU_UTIL", "gpu-a01")}
+    # gpu-h02 enters service on the 10th: no series before
+    assert hosts["dcgm_prof_gr_engine_active"] == {("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gpu-h01")}
+    assert {h for _, h in hosts["dcgm_dev_fb_used"]} == {"gpu-a01", "gpu-h01"}
+    series = day["dcgm_prof_gr_engine_active"][0]
+    assert len(series["values"]) == 288 and series["values"][0][0] == 1793491200
+    assert all(0 <= float(v) <= 1 for _, v in series["values"])
+    assert all(float(v).is_integer() for s in day["dcgm_dev_gpu_util"] for _, v in s["values"])
+
+
+def test_kube_dcgm_series_carry_the_pod_holding_the_gpu(demo: Path, pods: list[dict]) -> None:
+    folder = demo / "landing" / "telemetry" / "kube" / "dcgm"
+    series = _body(folder / "dcgm_prof_gr_engine_active_2026-11-12.json")
+    names = {row["job_id"]: row for row in pods}
+    by_name = {row["raw"].split()[0]: row for row in names.values()}
+    labelled = [s["metric"] for s in series if "pod" in s["metric"]]
+    assert labelled and len(labelled) < len(series)  # free GPUs report without pod labels
+    for metric in labelled:
+        assert f"{metric['namespace']}/{metric['pod']}" in by_name
+    mig = [s["metric"] for s in series if s["metric"]["hostname"] == "kube-m01"]
+    assert {m["GPU_I_PROFILE"] for m in mig} == {"1g.10gb"}
+    assert {m["GPU_I_ID"] for m in mig} == {str(i) for i in range(7, 14)}
+    # the exporter of kube-h01 restarted on the 12th: three hours without samples
+    h01 = [s for s in series if s["metric"]["hostname"] == "kube-h01"]
+    moments = sorted({t for s in h01 for t, _ in s["values"]})
+    assert len(moments) == 288 - 3 * 12
+
+
+def test_nvidia_smi_log_of_the_outage_node(demo: Path) -> None:
+    log = demo / "landing" / "telemetry" / "atlas" / "nvidia-smi" / "gpu-a02_2026-11.csv"
+    lines = log.read_text().splitlines()
+    header = "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"
+    # the node rebooted after the outage: nvidia-smi starts again with a header
+    # (17 days, then 2 hours of the 18th before the outage, 8 GPUs every 5 minutes)
+    assert [i for i, line in enumerate(lines) if line == header] == [0, 1 + 8 * (288 * 17 + 24)]
+    during = [line for line in lines if "2026/11/18 02:00" <= line[:16] < "2026/11/18 14:00"]
+    assert during == []
+    assert lines[1].startswith("2026/11/01 00:00:00.100, 0, GPU-")
+    assert "NVIDIA A100-SXM4-80GB" in lines[1] and lines[1].endswith(" W")
+    assert sum("[N/A]" in line for line in lines) == 288
+
+
+# --------------------------------------------------------------------------------------------
+# the canonical format (atlas alone): a consistent schedule and telemetry
+
+
+@pytest.fixture(scope="module")
+def canonical(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("canonical")
+    generate_demo(out, month=MONTH, seed=7, small=True, export_format="canonical")
+    return out
+
+
+@pytest.fixture(scope="module")
+def con(canonical: Path) -> duckdb.DuckDBPyConnection:
+    """The canonical files as views: `records` (every job row, `part` 1 or 2, `is_bad`), `jobs`
     (the final valid record per job, times typed), `allocations`, `samples`."""
-    scheduler = demo / "landing" / "scheduler" / "atlas"
+    scheduler = canonical / "landing" / "scheduler" / "atlas"
     db = duckdb.connect()
     parts = [
         f"select *, {part} as part "
@@ -69,41 +484,16 @@ def con(demo: Path) -> duckdb.DuckDBPyConnection:
         select job_id, node, gpu_index::integer as gpu_index
         from read_csv('{allocations}', all_varchar = true)
     """)
-    telemetry = demo / "landing" / "telemetry" / "atlas" / "*.parquet"
+    telemetry = canonical / "landing" / "telemetry" / "atlas" / "*.parquet"
     db.execute(f"create view samples as select * from read_parquet('{telemetry}')")
     return db
 
 
-def _count(con: duckdb.DuckDBPyConnection, sql: str, *params: object) -> int:
-    return con.execute(f"select count(*) from ({sql})", list(params)).fetchone()[0]
-
-
-def _digests(folder: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
-
-
-def test_same_seed_gives_byte_identical_files(demo: Path, tmp_path: Path) -> None:
-    generate_demo(tmp_path / "again", month=MONTH, seed=7, small=True)
-    generate_demo(tmp_path / "other", month=MONTH, seed=8, small=True)
-    digests = _digests(demo)
+def test_canonical_same_seed_gives_byte_identical_files(canonical: Path, tmp_path: Path) -> None:
+    generate_demo(tmp_path, month=MONTH, seed=7, small=True, export_format="canonical")
+    digests = _digests(canonical)
     assert len(digests) == 3 + 30 + 7  # job dumps and allocations, one file a day, catalog
-    assert _digests(tmp_path / "again") == digests
-    jobs_file = f"landing/scheduler/atlas/jobs-{MONTH}-part2.csv"
-    assert _digests(tmp_path / "other")[jobs_file] != digests[jobs_file]
-
-
-def test_rerun_replaces_landing_and_catalog_only(tmp_path: Path) -> None:
-    (tmp_path / "landing").mkdir()
-    (tmp_path / "landing" / "stale.csv").write_text("old export\n")
-    (tmp_path / "warehouse.duckdb").write_text("not ours\n")
-    generate_demo(tmp_path, month=MONTH, small=True)
-    assert not (tmp_path / "landing" / "stale.csv").exists()
-    assert (tmp_path / "warehouse.duckdb").read_text() == "not ours\n"
-    assert (tmp_path / "catalog" / "tenants.yaml").exists()
+    assert _digests(tmp_path) == digests
 
 
 def test_no_gpu_is_held_by_two_jobs_at_once(con: duckdb.DuckDBPyConnection) -> None:
@@ -121,6 +511,24 @@ def test_no_gpu_is_held_by_two_jobs_at_once(con: duckdb.DuckDBPyConnection) -> N
             and x.start_at < y.end_at and y.start_at < x.end_at
     """
     assert _count(con, clashes) == 0
+
+
+def test_gpu_indices_are_lowest_free_first_in_start_order(con: duckdb.DuckDBPyConnection) -> None:
+    """The rule the pipeline applies when an export has no indices (loading.py): checked here
+    independently, so that sacct and pod-list telemetry land on the GPUs the pipeline picks."""
+    held = con.execute(f"""
+        select j.job_id, a.node, list(a.gpu_index order by a.gpu_index), j.start_at,
+               coalesce(j.end_at, timestamp '{EXPORT_AT}')
+        from jobs as j join allocations as a using (job_id)
+        where j.start_at is not null
+        group by all
+        order by j.start_at, j.job_id
+    """).fetchall()
+    busy: dict[str, list] = defaultdict(list)
+    for job_id, node, indices, start, end in held:
+        taken = {i for e, got in busy[node] if e > start for i in got}
+        assert indices == [i for i in range(8) if i not in taken][: len(indices)], job_id
+        busy[node].append((end, indices))
 
 
 def test_every_started_job_holds_exactly_its_gpus(con: duckdb.DuckDBPyConnection) -> None:
@@ -158,8 +566,8 @@ def test_telemetry_is_silent_on_down_and_uninstalled_nodes(
     assert _count(con, early, "2026-11-10 00:00:00") == 0
 
 
-def test_telemetry_files_have_the_canonical_shape(demo: Path) -> None:
-    files = sorted((demo / "landing" / "telemetry" / "atlas").glob("*.parquet"))
+def test_telemetry_files_have_the_canonical_shape(canonical: Path) -> None:
+    files = sorted((canonical / "landing" / "telemetry" / "atlas").glob("*.parquet"))
     assert [f.name for f in files] == [f"gpu-samples-2026-11-{d:02d}.parquet" for d in range(1, 31)]
     table = pq.read_table(files[0])
     assert [(f.name, str(f.type)) for f in table.schema] == [
@@ -184,6 +592,22 @@ def test_telemetry_values_are_plausible(con: duckdb.DuckDBPyConnection) -> None:
         ) from samples
     """).fetchone()
     assert bad == 0
+
+
+def test_held_gpus_show_memory_and_free_ones_none(con: duckdb.DuckDBPyConnection) -> None:
+    """What the end-to-end test relies on to see that each job's samples are its own."""
+    rows = con.execute(f"""
+        select h.job_id is not null as held, s.mem_used_mib > 0 as used, count(*)
+        from samples as s
+        left join (
+            select a.node, a.gpu_index, a.job_id, j.start_at,
+                   coalesce(j.end_at, timestamp '{EXPORT_AT}') as end_at
+            from allocations as a join jobs as j using (job_id)
+        ) as h on h.node = s.node and h.gpu_index = s.gpu_index
+            and s.ts >= h.start_at and s.ts < h.end_at
+        group by all order by all
+    """).fetchall()
+    assert [(held, used) for held, used, _ in rows] == [(False, False), (True, True)]
 
 
 def test_zombie_notebooks_sit_idle_for_hours(con: duckdb.DuckDBPyConnection) -> None:
@@ -269,9 +693,9 @@ def test_overlapping_jobs_appear_first_unfinished_then_final(
 
 
 def test_catalog_matches_the_cluster_and_the_accounts(
-    demo: Path, con: duckdb.DuckDBPyConnection
+    canonical: Path, con: duckdb.DuckDBPyConnection
 ) -> None:
-    catalog = demo / "catalog"
+    catalog = canonical / "catalog"
     tenants = yaml.safe_load((catalog / "tenants.yaml").read_text())["tenants"]
     assert len(tenants) >= 10
     assert len({t["department"] for t in tenants}) == 3
@@ -304,8 +728,8 @@ def test_catalog_matches_the_cluster_and_the_accounts(
     ]
 
 
-def test_vision_runs_over_its_quota_limit(demo: Path, con: duckdb.DuckDBPyConnection) -> None:
-    quotas = yaml.safe_load((demo / "catalog" / "quotas.yaml").read_text())["quotas"]
+def test_vision_runs_over_its_quota_limit(canonical: Path, con: duckdb.DuckDBPyConnection) -> None:
+    quotas = yaml.safe_load((canonical / "catalog" / "quotas.yaml").read_text())["quotas"]
     (limit,) = [
         q["limit_gpus"] for q in quotas if q["tenant"] == "vision" and q["pool"] == "A100-80GB"
     ]
@@ -330,10 +754,10 @@ def test_vision_runs_over_its_quota_limit(demo: Path, con: duckdb.DuckDBPyConnec
 
 
 def test_budgets_put_vision_over_and_nlp_near_its_limit(
-    demo: Path, con: duckdb.DuckDBPyConnection
+    canonical: Path, con: duckdb.DuckDBPyConnection
 ) -> None:
     """Rate-card charge of the month net of NODE_FAIL credits, against each budget."""
-    catalog = demo / "catalog"
+    catalog = canonical / "catalog"
     tenants = yaml.safe_load((catalog / "tenants.yaml").read_text())["tenants"]
     budgets = yaml.safe_load((catalog / "budgets.yaml").read_text())["budgets"]
     rates = {
@@ -358,3 +782,8 @@ def test_budgets_put_vision_over_and_nlp_near_its_limit(
     assert used["vision"] > 1.1
     assert 0.8 <= used["nlp"] < 1.0
     assert all(share < 0.8 for tenant, share in used.items() if tenant not in ("vision", "nlp"))
+
+
+def test_unknown_format_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="export_format"):
+        generate_demo(tmp_path, small=True, export_format="xml")
