@@ -28,6 +28,10 @@ ui: venv
 	mkdir -p $(DAGSTER_HOME) && printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
+# The 1,000-GPU x 30-day month of DESIGN/issue 6; results in benchmarks/results/latest.json
+bench: venv
+	$(BIN)/python benchmarks/run.py --gpus 1000 --days 30 --interval-s 60
+
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 

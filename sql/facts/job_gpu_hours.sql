@@ -65,13 +65,13 @@ cut_segments as (
 segments as (
     select
         p.cluster, p.job_id, p.node, p.gpu_index, p.gpu_share, p.gpu_model, p.hour,
-        p.piece_from as seg_from, p.piece_to as seg_to
+        p.held_to, p.piece_from as seg_from, p.piece_to as seg_to
     from pieces as p
     anti join outage_cuts as c using (cluster, job_id, node, gpu_index, hour)
     union all
     select
         p.cluster, p.job_id, p.node, p.gpu_index, p.gpu_share, p.gpu_model, p.hour,
-        c.seg_from, c.seg_to
+        p.held_to, c.seg_from, c.seg_to
     from pieces as p
     join cut_segments as c using (cluster, job_id, node, gpu_index, hour)
 ),
@@ -79,14 +79,22 @@ segments as (
 final as (
     select
         $billing_month::date as billing_month,
-        s.*,
+        s.* exclude (held_to),
         epoch_ms(s.seg_to) - epoch_ms(s.seg_from) as gpu_ms,
         (epoch_ms(s.seg_to) - epoch_ms(s.seg_from)) * s.gpu_share as gpu_units,
         exists (
             select 1 from catalog_outage_windows as o
             where o.cluster = s.cluster and o.node = s.node
                 and s.seg_from >= o.outage_from and s.seg_from < o.outage_to
-        ) as in_outage
+        ) as in_outage,
+        -- how far a sample taken in this segment may count: to the job's end in the month or
+        -- the next outage edge of the node, not to the hour boundary (a sample at 10:59:30
+        -- with a 60 s step covers until 11:00:30 when the job goes on)
+        least(s.held_to, coalesce((
+            select min(case when o.outage_from > s.seg_from then o.outage_from else o.outage_to end)
+            from catalog_outage_windows as o
+            where o.cluster = s.cluster and o.node = s.node and o.outage_to > s.seg_from
+        ), s.held_to)) as cover_until
     from segments as s
 )
 

@@ -1,8 +1,10 @@
 -- One row per job × GPU model: the telemetry-derived time of the job in the billing month,
--- in GPU units (1/420 GPU-ms: a sample's covered milliseconds × the job's share of the GPU). Each sample is attributed to the job segment holding its GPU at its
--- timestamp (equi-join on node, GPU and hour, then the exact range check); its covered time is
--- clipped at the segment end. Idle samples (util < $idle_threshold_pct) in an unbroken run
--- lasting >= $zombie_min_ms are zombie time.
+-- in GPU units (1/420 GPU-ms: a sample's covered milliseconds × the job's share of the GPU).
+-- Each sample is attributed to the job segment holding its GPU at its timestamp (equi-join on
+-- node, GPU and hour, then the exact range check); its covered time is clipped at the job's
+-- end in the month (or the node's next outage edge), never at the hour boundary.
+-- Idle samples (util < $idle_threshold_pct) in an unbroken run lasting >= $zombie_min_ms are
+-- zombie time.
 -- Parameters: $billing_month, $sample_files, $idle_threshold_pct, $zombie_min_ms.
 with attributed as (
     select
@@ -15,7 +17,7 @@ with attributed as (
         g.gpu_share,
         s.ts,
         s.util_pct,
-        least(s.cover_ms, epoch_ms(g.seg_to) - epoch_ms(s.ts)) * g.gpu_share as cover_units,
+        least(s.cover_ms, epoch_ms(g.cover_until) - epoch_ms(s.ts)) * g.gpu_share as cover_units,
         s.util_pct < $idle_threshold_pct as is_idle
     from read_parquet($sample_files, hive_partitioning = true) as s
     join job_gpu_hours as g

@@ -91,7 +91,8 @@ class TestStgJobRecords:
         con.execute("create table catalog_clusters (cluster varchar, scheduler_timezone varchar)")
         rows = con.execute(
             "select job_id, state, end_at, reject_reason, record_rank from ("
-            + _sql("staging/stg_job_records") + ") order by line"
+            + _sql("staging/stg_job_records")
+            + ") order by line"
         ).fetchall()
         assert rows == [
             ("1", "RUNNING", None, None, 1),
@@ -216,7 +217,7 @@ def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
     con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
         'c' as cluster, 'j' as job_id, 'n1' as node, 0 as gpu_index, 'A100' as gpu_model,
         420 as gpu_share, false as in_outage, h as hour, h as seg_from,
-        h + interval 1 hour as seg_to
+        h + interval 1 hour as seg_to, timestamp '2026-11-02 04:00' as cover_until
         from unnest(range(timestamp '2026-11-02 00:00', timestamp '2026-11-02 04:00',
                           interval 1 hour)) as t(h)""")
     (tmp_path / "cluster=c/day=2026-11-02").mkdir(parents=True)
@@ -325,9 +326,7 @@ def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):
     ]
 
 
-def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_series(
-    con, tmp_path
-):
+def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_series(con, tmp_path):
     # three converted DCGM files for one GPU at 00:00 and 00:01: GPU_UTIL, GR_ENGINE_ACTIVE
     # (preferred) and FB_USED (a memory-only series, util_metric 'none')
     for name, metric, util, mem in [
@@ -366,3 +365,27 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
         ("fb.json", 2, 2, 0, 0),
         ("util.json", 2, 2, 0, 2),
     ]
+
+
+def test_a_sample_before_the_hour_covers_into_the_next_hour(con, tmp_path):
+    # a job holds the GPU 00:00-02:00; samples every 60 s but 30 s off the minute: the sample at
+    # 00:59:30 stands for 60 s although the hour segment ends at 01:00:00
+    con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'j' as job_id, 'n1' as node, 0 as gpu_index, 'A100' as gpu_model,
+        420 as gpu_share, false as in_outage, h as hour, h as seg_from,
+        h + interval 1 hour as seg_to, timestamp '2026-11-02 02:00' as cover_until
+        from unnest([timestamp '2026-11-02 00:00', timestamp '2026-11-02 01:00']) as t(h)""")
+    folder = tmp_path / "cluster=c/day=2026-11-02"
+    folder.mkdir(parents=True)
+    con.execute(
+        "copy (select 'n1' as node, 0 as gpu_index, "
+        "timestamp '2026-11-02 00:00:30' + to_seconds(60 * i) as ts, 50.0 as util_pct, "
+        "60000::bigint as cover_ms from range(120) as r(i)) "
+        f"to '{folder}/s.parquet'"
+    )
+    params = {**NOV, "sample_files": [str(folder / "s.parquet")],
+              "idle_threshold_pct": 5.0, "zombie_min_ms": 7_200_000}  # fmt: skip
+    cursor = run(con, "facts/job_sample_time", params)
+    row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
+    # 120 samples x 60 s, the last (01:59:30) clipped at the job end: 119.5 minutes
+    assert row["measured_units"] == (119 * 60_000 + 30_000) * 420

@@ -1,0 +1,852 @@
+"""Scale benchmarks of the real pipeline code on generated data (benchmarks/generate.py).
+
+Every measurement runs in its own subprocess, so its peak RSS is its own, on the same data:
+
+    lower_bound   DuckDB summing the four columns attribution reads (node, gpu_index, ts,
+                  util_pct) over the month's rollup Parquet: the floor for any attribution
+    attribution   the `job_time_buckets` asset's attribution statement alone:
+                  replace_month(con, "job_sample_time", "facts/job_sample_time", ...) on the
+                  warehouse the month run left behind
+    month         the whole month from landed files to workbook: every asset and check,
+                  in process (as tests/conftest.py::materialize_month), on a fresh warehouse
+    pandas        the same attribution as a typical engineer writes it: pandas merge_asof by
+                  GPU of the rollup samples onto the job allocations, per-job measured time
+
+Modes (results merged into benchmarks/results/latest.json, one section each):
+
+    python benchmarks/run.py                                    1,000 GPUs x 30 days x 60 s
+    python benchmarks/run.py --days 1,7,30                      linearity in days
+    python benchmarks/run.py --gpus 10000 --interval-s 15 --days 2 --per-day
+                                                                per-day time and memory
+
+Generated data is cached under --work by its parameters. Timings on a shared 2-core machine are
+noisy: compare the ratios of one run, and see `load_avg` in the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import generate  # noqa: E402  (benchmarks/ is not a package)
+
+RESULTS = REPO / "benchmarks" / "results" / "latest.json"
+PARTITION = "2026-11-01"
+TARGETS = {
+    "attribution_within_x_lower_bound": 4.0,
+    "month_under_s": 60.0,
+    "pandas_slower_at_least_x": 5.0,
+    "peak_rss_under_mib": 2048.0,
+    "linear_within": 0.25,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# measurements (each runs in a child process: `run.py _measure <name> <json>`)
+
+
+def _resource(root: Path, memory_limit: str):
+    from pipelines.defs.resources import ChargebackResource
+
+    return ChargebackResource(
+        landing_dir=str(root / "landing"),
+        catalog_dir=str(root / "catalog"),
+        warehouse=str(root / "warehouse.duckdb"),
+        reports_dir=str(root / "reports"),
+        duckdb_memory_limit=memory_limit,
+    )
+
+
+def _month_params(chargeback) -> dict[str, Any]:
+    from pipelines.defs.resources import BillingMonth
+
+    catalog = chargeback.catalog()
+    month = BillingMonth.of(dt.date.fromisoformat(PARTITION), catalog.settings.billing_timezone)
+    return month.params(catalog)
+
+
+def _rollup_files(root: Path, chargeback, days: list[str] | None) -> list[str]:
+    """The month's rollup Parquet (what job_time_buckets reads), or only the given days'."""
+    from pipelines.defs.ingest.loading import month_sample_files
+
+    files = month_sample_files(chargeback.telemetry_dir, _month_params(chargeback))
+    if days:
+        files = [f for f in files if any(f"day={d}" in f for d in days)]
+    return files
+
+
+def measure_month(cfg: dict) -> dict:
+    """Every asset and check of the month, in process, on a fresh warehouse and reports."""
+    import dagster as dg
+
+    from pipelines.definitions import all_assets
+    from pipelines.defs.checks import checks
+
+    root = Path(cfg["root"])
+    chargeback = _resource(root, cfg["memory_limit"])
+    for path in (root / "reports", chargeback.telemetry_dir):
+        shutil.rmtree(path, ignore_errors=True)
+    for path in root.glob("warehouse.duckdb*"):
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    statements: list[tuple[str, float]] = []
+    if cfg.get("trace_sql"):
+        _trace_statements(statements)
+    instance = dg.DagsterInstance.ephemeral()
+    sampler = RssSampler()
+    began = time.perf_counter()
+    selected = cfg.get("select")
+    result = dg.materialize(
+        [a for a in all_assets if a.key.to_user_string() in selected]
+        if selected
+        else [*all_assets, *checks],
+        partition_key=PARTITION,
+        resources={"chargeback": chargeback},
+        instance=instance,
+        raise_on_error=False,
+    )
+    seconds = time.perf_counter() - began
+    sampler.stop()
+    steps = {
+        e.step_key: round(e.event_specific_data.duration_ms / 1000, 2)
+        for e in result.get_step_success_events()
+    }
+    spans: dict[str, list[float]] = {}
+    for entry in instance.all_logs(result.run_id):
+        kind = entry.dagster_event_type
+        if entry.step_key and kind in (
+            dg.DagsterEventType.STEP_START,
+            dg.DagsterEventType.STEP_SUCCESS,
+            dg.DagsterEventType.STEP_FAILURE,
+        ):
+            spans.setdefault(entry.step_key, []).append(entry.timestamp)
+    step_rss = {key: sampler.peak_between(min(t), max(t)) for key, t in spans.items()}
+    out = {
+        "seconds": seconds,
+        "success": result.success,
+        "failed_steps": result.get_failed_step_keys() if not result.success else [],
+        "checks": {c.check_name: c.passed for c in result.get_asset_check_evaluations()},
+        "step_s": dict(sorted(steps.items(), key=lambda kv: -kv[1])),
+        "step_peak_rss_mib": dict(sorted(step_rss.items(), key=lambda kv: -kv[1])),
+    }
+    if statements:
+        out["top_statements"] = [
+            {"s": round(s, 2), "sql": sql}
+            for sql, s in sorted(statements, key=lambda x: -x[1])[:15]
+        ]
+    return out
+
+
+class RssSampler:
+    """This process's resident memory (VmRSS) every 0.1 s, to attribute peaks to steps."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.samples: list[tuple[float, int]] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(0.1):
+            with open("/proc/self/status") as status:
+                kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+            self.samples.append((time.time(), kib))
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def peak_between(self, start: float, end: float) -> int:
+        inside = [kib for t, kib in self.samples if start <= t <= end + 0.1]
+        return round(max(inside, default=0) / 1024)
+
+
+def _trace_statements(log: list[tuple[str, float]]) -> None:
+    """Time every SQL statement the pipeline runs (a proxy around its DuckDB connections)."""
+    from contextlib import contextmanager
+
+    from pipelines.defs.resources import ChargebackResource
+
+    class Timed:
+        def __init__(self, con):
+            self._con = con
+
+        def execute(self, sql, *args, **kwargs):
+            began = time.perf_counter()
+            try:
+                return self._con.execute(sql, *args, **kwargs)
+            finally:
+                label = " ".join(
+                    line.strip()
+                    for line in str(sql).splitlines()
+                    if line.strip() and not line.strip().startswith("--")
+                )
+                log.append((label[:160], time.perf_counter() - began))
+
+        def __getattr__(self, name):
+            return getattr(self._con, name)
+
+    original = ChargebackResource.connect
+
+    @contextmanager
+    def connect(self):
+        with original(self) as con:
+            yield Timed(con)
+
+    ChargebackResource.connect = connect
+
+
+def measure_lower_bound(cfg: dict) -> dict:
+    """DuckDB summing node, gpu_index, ts and util_pct over the rollup Parquet."""
+    import duckdb
+
+    root = Path(cfg["root"])
+    chargeback = _resource(root, cfg["memory_limit"])
+    files = _rollup_files(root, chargeback, cfg.get("days"))
+    con = duckdb.connect()
+    con.execute("set memory_limit = $m", {"m": cfg["memory_limit"]})
+    began = time.perf_counter()
+    row = con.execute(
+        "select count(*), sum(length(node)), sum(gpu_index), sum(epoch_ms(ts)), sum(util_pct) "
+        "from read_parquet($files, hive_partitioning = true)",
+        {"files": files},
+    ).fetchone()
+    return {"seconds": time.perf_counter() - began, "rows": row[0], "files": len(files)}
+
+
+def measure_attribution(cfg: dict) -> dict:
+    """The job_time_buckets asset's attribution statement, on the month run's warehouse."""
+    from pipelines.sql import bind, replace_month, sql_text
+
+    root = Path(cfg["root"])
+    chargeback = _resource(root, cfg["memory_limit"])
+    params = _month_params(chargeback)
+    params["sample_files"] = _rollup_files(root, chargeback, cfg.get("days"))
+    with chargeback.connect() as con:
+        began = time.perf_counter()
+        rows = replace_month(con, "job_sample_time", "facts/job_sample_time", params)
+        seconds = time.perf_counter() - began
+        out: dict[str, Any] = {"seconds": seconds, "rows": rows}
+        if cfg.get("join_only"):
+            # What the pandas baseline computes (per-job measured time and util-weighted time):
+            # the statement's own join (its `attributed` CTE), without the zombie-run windows.
+            sql = sql_text("facts/job_sample_time")
+            join = sql[: sql.index("idle_runs as")].rstrip().rstrip(",")
+            cover = "cover_units" if "as cover_units" in join else "cover_ms"
+            join += (
+                "\nselect count(*), sum(measured), sum(util_weighted) from ("
+                f"select job_id, sum({cover}) as measured, "
+                f"sum({cover} * util_pct) as util_weighted from attributed group by all)"
+            )
+            began = time.perf_counter()
+            con.execute(join, bind(join, params)).fetchall()
+            out["join_only_s"] = time.perf_counter() - began
+        if cfg.get("buckets"):
+            began = time.perf_counter()
+            replace_month(con, "job_time_buckets", "facts/job_time_buckets", params)
+            out["job_time_buckets_s"] = time.perf_counter() - began
+        if cfg.get("explain"):
+            sql = sql_text("facts/job_sample_time")
+            con.execute("pragma enable_profiling = 'no_output'")
+            plan = con.execute("explain analyze " + sql, bind(sql, params)).fetchall()
+            out["explain_analyze"] = "\n".join(str(part) for row in plan for part in row[1:])
+    return out
+
+
+def measure_pandas(cfg: dict) -> dict:
+    """Per-job measured time and utilisation with pandas merge_asof, as commonly written."""
+    import pandas as pd
+
+    root = Path(cfg["root"])
+    chargeback = _resource(root, cfg["memory_limit"])
+    params = _month_params(chargeback)
+    files = _rollup_files(root, chargeback, cfg.get("days"))
+    scheduler = root / "landing" / "scheduler" / generate.CLUSTER
+    began = time.perf_counter()
+    samples = pd.concat(
+        [
+            pd.read_parquet(f, columns=["node", "gpu_index", "ts", "util_pct", "cover_ms"])
+            for f in files
+        ],
+        ignore_index=True,
+    )
+    jobs = pd.read_csv(
+        scheduler / "jobs.csv",
+        usecols=["job_id", "start_time", "end_time"],
+        parse_dates=["start_time", "end_time"],
+    )
+    allocations = pd.read_csv(scheduler / "allocations.csv")
+    month_start = pd.Timestamp(params["month_start"])
+    month_end = pd.Timestamp(params["month_end"])
+    jobs["start"] = jobs["start_time"].clip(lower=month_start)
+    jobs["end"] = jobs["end_time"].clip(upper=month_end)
+    jobs = jobs[jobs["end"] > jobs["start"]]
+    held = allocations.merge(jobs[["job_id", "start", "end"]], on="job_id")
+    held["start"] = held["start"].astype(samples["ts"].dtype)
+    held["end"] = held["end"].astype(samples["ts"].dtype)
+    held["gpu_index"] = held["gpu_index"].astype(samples["gpu_index"].dtype)
+    held["node"] = held["node"].astype(samples["node"].dtype)
+    matched = pd.merge_asof(
+        samples.sort_values("ts"),
+        held.sort_values("start"),
+        left_on="ts",
+        right_on="start",
+        by=["node", "gpu_index"],
+        direction="backward",
+    )
+    matched = matched[matched["ts"] < matched["end"]]
+    to_end_ms = (matched["end"] - matched["ts"]) // pd.Timedelta(milliseconds=1)
+    matched["cover"] = matched["cover_ms"].clip(upper=to_end_ms)
+    matched["util_weighted"] = matched["cover"] * matched["util_pct"]
+    per_job = matched.groupby("job_id").agg(
+        measured_ms=("cover", "sum"), util_weighted_ms=("util_weighted", "sum")
+    )
+    per_job["mean_util_pct"] = per_job["util_weighted_ms"] / per_job["measured_ms"]
+    seconds = time.perf_counter() - began
+    per_job.reset_index().to_parquet(cfg["out"])
+    return {"seconds": seconds, "rows": len(per_job), "samples": len(samples)}
+
+
+MEASURES = {
+    "month": measure_month,
+    "lower_bound": measure_lower_bound,
+    "attribution": measure_attribution,
+    "pandas": measure_pandas,
+}
+
+
+def child_main(name: str, cfg_json: str) -> None:
+    cfg = json.loads(cfg_json)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = MEASURES[name](cfg)
+    out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    out["rss_before_mib"] = round(before / 1024)
+    print("RESULT " + json.dumps(out, default=str), flush=True)
+
+
+def measure(name: str, log_dir: Path, **cfg) -> dict:
+    """Run one measurement in a fresh Python process; its log goes to `log_dir/<name>.log`."""
+    load = os.getloadavg()[0]
+    began = time.perf_counter()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"{name}{cfg.get('tag', '')}.log"
+    proc = subprocess.run(
+        [sys.executable, __file__, "_measure", name, json.dumps(cfg)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    log.write_text(proc.stdout + proc.stderr)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        raise SystemExit(f"measurement {name} failed (exit {proc.returncode}), see {log}")
+    out = json.loads(lines[-1].removeprefix("RESULT "))
+    if out.get("success") is False:
+        raise SystemExit(f"measurement {name}: the run failed at {out['failed_steps']}, see {log}")
+    out["process_s"] = round(time.perf_counter() - began, 2)
+    out["load_avg"] = round(load, 2)
+    out["seconds"] = round(out["seconds"], 3)
+    print(
+        f"  {name:<12} {out['seconds']:8.2f} s  peak RSS {out['peak_rss_mib']:6d} MiB"
+        f"  (load {load:.1f})",
+        flush=True,
+    )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# data
+
+
+def dataset(
+    work: Path,
+    gpus: int,
+    days: int,
+    interval_s: int,
+    jobs: int | None,
+    jitter: bool = False,
+    formats: tuple[str, ...] = ("canonical",),
+) -> tuple[Path, dict]:
+    """Generated data for the parameters, from the cache under `work` when it is there."""
+    jobs = jobs if jobs is not None else generate.default_jobs(gpus, days)
+    p = generate.Params(gpus, days, interval_s, jobs, jitter=jitter, formats=formats)
+    root = work / (f"g{gpus}-d{days}-i{interval_s}-j{jobs}" + ("-jitter" if jitter else ""))
+    stamp = root / "generated.json"
+    if stamp.exists():
+        summary = json.loads(stamp.read_text())
+        if summary["params"] == json.loads(json.dumps(generate.asdict(p))):
+            return root, summary
+    print(f"generating {root.name} ...", flush=True)
+    summary = generate.generate(root, p)
+    print(
+        f"  generated {summary['telemetry_rows']:,} samples, {summary['jobs']:,} jobs "
+        f"in {summary['seconds']} s",
+        flush=True,
+    )
+    return root, summary
+
+
+def compare_with_pandas(root: Path, pandas_out: Path) -> dict:
+    """Per-job measured ms and util-weighted ms of the pipeline (job_sample_time) vs pandas."""
+    import duckdb
+
+    con = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
+    columns = {
+        name
+        for (name,) in con.execute(
+            "select column_name from information_schema.columns "
+            "where table_name = 'job_sample_time'"
+        ).fetchall()
+    }
+    # job_sample_time counts milliseconds, or GPU units (1/420 GPU-ms) since fractional GPUs:
+    # every generated job holds whole GPUs, so a unit is 1/420 ms.
+    unit, per_ms = ("units", 420) if "measured_units" in columns else ("ms", 1)
+    try:
+        row = con.execute(
+            f"""
+            with pipeline as (
+                select job_id::bigint as job_id, sum(measured_{unit}) / {per_ms} as measured_ms,
+                       sum(util_weighted_{unit}) / {per_ms} as util_weighted_ms
+                from job_sample_time
+                where billing_month = $m
+                group by all
+                having sum(measured_{unit}) > 0
+            ),
+            pandas as (select * from read_parquet($p) where measured_ms > 0)
+            select
+                count(*) filter (p.job_id is not null) as pipeline_jobs,
+                count(*) filter (d.job_id is not null) as pandas_jobs,
+                count(*) filter (p.measured_ms is distinct from d.measured_ms) as measured_differ,
+                count(*) filter (abs(p.util_weighted_ms - d.util_weighted_ms)
+                                 > 1e-6 * greatest(1, abs(d.util_weighted_ms))) as util_differ,
+                coalesce(sum(p.measured_ms), 0) as pipeline_measured_ms,
+                coalesce(sum(d.measured_ms), 0) as pandas_measured_ms
+            from pipeline as p
+            full join pandas as d using (job_id)
+            """,
+            {"m": dt.date.fromisoformat(PARTITION), "p": str(pandas_out)},
+        ).fetchone()
+    finally:
+        con.close()
+    keys = (
+        "pipeline_jobs",
+        "pandas_jobs",
+        "measured_differ",
+        "util_differ",
+        "pipeline_measured_ms",
+        "pandas_measured_ms",
+    )
+    out = dict(zip(keys, (int(v) for v in row), strict=True))
+    out["pipeline_unit"] = unit
+    out["same"] = (
+        out["pipeline_jobs"] == out["pandas_jobs"]
+        and not out["measured_differ"]
+        and not out["util_differ"]
+    )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# modes
+
+
+def small_check(args) -> dict:
+    """On a small case, the pipeline's per-job measured totals equal the pandas baseline's."""
+    print("small case: pipeline vs pandas per-job totals", flush=True)
+    out = {}
+    for jitter in (False, True):
+        root, _ = dataset(args.work, 16, 2, 60, None, jitter=jitter)
+        logs = root / "logs"
+        measure("month", logs, root=str(root), memory_limit=args.memory_limit)
+        measure(
+            "pandas",
+            logs,
+            root=str(root),
+            memory_limit=args.memory_limit,
+            out=str(root / "pandas_per_job.parquet"),
+        )
+        result = compare_with_pandas(root, root / "pandas_per_job.parquet")
+        print(f"  {'samples off the minute' if jitter else 'samples on the minute'}: {result}")
+        out["jittered_samples" if jitter else "aligned_samples"] = result
+    return out
+
+
+def mode_month(args) -> dict:
+    days = int(args.days)
+    section: dict[str, Any] = {"small_check": small_check(args)} if not args.no_check else {}
+    root, summary = dataset(args.work, args.gpus, days, args.interval_s, args.jobs)
+    logs = root / "logs"
+    print(
+        f"{args.gpus} GPUs x {days} days x {args.interval_s} s: "
+        f"{summary['telemetry_rows']:,} samples, {summary['jobs']:,} jobs",
+        flush=True,
+    )
+    cfg = {"root": str(root), "memory_limit": args.memory_limit}
+    month = measure("month", logs, **cfg, trace_sql=args.trace_sql)
+    lower = measure("lower_bound", logs, **cfg)
+    attribution = measure(
+        "attribution", logs, **cfg, explain=args.explain, buckets=True, join_only=True
+    )
+    pandas = (
+        None
+        if args.no_pandas
+        else measure("pandas", logs, **cfg, out=str(root / "pandas_per_job.parquet"))
+    )
+    same = compare_with_pandas(root, root / "pandas_per_job.parquet") if pandas else None
+    a, b, c = lower["seconds"], attribution["seconds"], month["seconds"]
+    d = pandas["seconds"] if pandas else None
+    rss = {
+        "lower_bound": lower["peak_rss_mib"],
+        "attribution": attribution["peak_rss_mib"],
+        "month": month["peak_rss_mib"],
+    }
+    if pandas:
+        rss["pandas_baseline"] = pandas["peak_rss_mib"]
+    section |= {
+        "gpus": args.gpus,
+        "days": days,
+        "interval_s": args.interval_s,
+        "jobs": summary["jobs"],
+        "allocation_rows": summary["allocation_rows"],
+        "telemetry_rows": summary["telemetry_rows"],
+        "generate_s": summary["seconds"],
+        "duckdb_memory_limit": args.memory_limit,
+        "lower_bound_s": a,
+        "attribution_s": b,
+        "job_time_buckets_s": round(attribution.get("job_time_buckets_s", 0), 3),
+        "attribution_join_only_s": round(attribution.get("join_only_s", 0), 3),
+        "month_s": c,
+        "month_process_s": month["process_s"],
+        "month_success": month["success"],
+        "pandas_baseline_s": d,
+        "peak_rss_mib": rss,
+        "ratios": {
+            "attribution_over_lower_bound": round(b / a, 2),
+            "month_over_lower_bound": round(c / a, 2),
+            "pandas_over_attribution": round(d / b, 2) if d else None,
+        },
+        "pandas_matches_pipeline": same,
+        "month_step_s": month["step_s"],
+        "month_step_peak_rss_mib": month["step_peak_rss_mib"],
+        "checks": month["checks"],
+        "load_avg": {
+            k: v["load_avg"]
+            for k, v in {
+                "month": month,
+                "lower_bound": lower,
+                "attribution": attribution,
+                **({"pandas": pandas} if pandas else {}),
+            }.items()
+        },
+    }
+    section["targets"] = {
+        "attribution_within_4x_lower_bound": b / a <= TARGETS["attribution_within_x_lower_bound"],
+        "month_under_60s": month["success"] and c < TARGETS["month_under_s"],
+        "pandas_at_least_5x_slower": (d / b >= TARGETS["pandas_slower_at_least_x"]) if d else None,
+        "peak_rss_under_2gib": max(rss[k] for k in ("lower_bound", "attribution", "month"))
+        < TARGETS["peak_rss_under_mib"],
+    }
+    if "top_statements" in month:
+        section["month_top_statements"] = month["top_statements"]
+    if "explain_analyze" in attribution:
+        profile = RESULTS.parent / "attribution-explain-analyze.txt"
+        profile.parent.mkdir(parents=True, exist_ok=True)
+        profile.write_text(attribution["explain_analyze"])
+        section["attribution_explain_analyze"] = str(profile.relative_to(REPO))
+    _print_month_table(section)
+    return section
+
+
+def _print_month_table(s: dict) -> None:
+    rss = s["peak_rss_mib"]
+    rows = [
+        ("(a) lower bound: scan 4 columns", s["lower_bound_s"], rss["lower_bound"], ""),
+        (
+            "(b) attribution (job_sample_time)",
+            s["attribution_s"],
+            rss["attribution"],
+            f"b/a = {s['ratios']['attribution_over_lower_bound']}",
+        ),
+        (
+            "(c) whole month, files to workbook",
+            s["month_s"],
+            rss["month"],
+            f"c/a = {s['ratios']['month_over_lower_bound']}",
+        ),
+    ]
+    if s["pandas_baseline_s"]:
+        rows.append(
+            (
+                "(d) pandas merge_asof baseline",
+                s["pandas_baseline_s"],
+                rss["pandas_baseline"],
+                f"d/b = {s['ratios']['pandas_over_attribution']}",
+            )
+        )
+    print()
+    print(
+        f"{s['gpus']:,} GPUs x {s['days']} days x {s['interval_s']} s = "
+        f"{s['telemetry_rows']:,} samples, {s['jobs']:,} jobs, "
+        f"memory_limit {s['duckdb_memory_limit']}"
+    )
+    print(f"{'measurement':<38}{'seconds':>9}{'peak RSS MiB':>14}  ratio")
+    for label, seconds, mib, ratio in rows:
+        print(f"{label:<38}{seconds:>9.2f}{mib:>14}  {ratio}")
+    print("targets:", json.dumps(s["targets"]))
+    print("slowest month steps (s):", json.dumps(dict(list(s["month_step_s"].items())[:6])))
+    top_rss = dict(list(s["month_step_peak_rss_mib"].items())[:4])
+    print("largest month steps (peak RSS MiB):", json.dumps(top_rss))
+
+
+def mode_linearity(args) -> dict:
+    points = []
+    for days in sorted(int(d) for d in args.days.split(",")):
+        root, summary = dataset(args.work, args.gpus, days, args.interval_s, None)
+        print(f"{args.gpus} GPUs x {days} days: {summary['telemetry_rows']:,} samples", flush=True)
+        cfg = {"root": str(root), "memory_limit": args.memory_limit}
+        month = measure("month", root / "logs", **cfg)
+        lower = measure("lower_bound", root / "logs", **cfg)
+        attribution = measure("attribution", root / "logs", **cfg)
+        points.append(
+            {
+                "days": days,
+                "telemetry_rows": summary["telemetry_rows"],
+                "jobs": summary["jobs"],
+                "lower_bound_s": lower["seconds"],
+                "attribution_s": attribution["seconds"],
+                "month_s": month["seconds"],
+                "month_success": month["success"],
+                "month_step_s": month["step_s"],
+                "month_step_peak_rss_mib": month["step_peak_rss_mib"],
+                "peak_rss_mib": {
+                    "lower_bound": lower["peak_rss_mib"],
+                    "attribution": attribution["peak_rss_mib"],
+                    "month": month["peak_rss_mib"],
+                },
+            }
+        )
+    section: dict[str, Any] = {"gpus": args.gpus, "interval_s": args.interval_s, "points": points}
+    print()
+    print(
+        f"{'days':>5}{'samples':>14}{'lower s':>9}{'attrib s':>10}{'month s':>9}"
+        f"{'attrib s/day':>14}{'month s/day':>13}{'month RSS':>11}"
+    )
+    for p in points:
+        print(
+            f"{p['days']:>5}{p['telemetry_rows']:>14,}{p['lower_bound_s']:>9.2f}"
+            f"{p['attribution_s']:>10.2f}{p['month_s']:>9.2f}"
+            f"{p['attribution_s'] / p['days']:>14.3f}{p['month_s'] / p['days']:>13.3f}"
+            f"{p['peak_rss_mib']['month']:>11}"
+        )
+    if len(points) >= 3:
+        for key in ("lower_bound_s", "attribution_s", "month_s"):
+            section[key.removesuffix("_s")] = _linearity(points, key)
+        print("linearity (marginal seconds per extra day, first vs last interval):")
+        for key in ("lower_bound", "attribution", "month"):
+            print(f"  {key:<12} {json.dumps(section[key])}")
+    return section
+
+
+def _linearity(points: list[dict], key: str) -> dict:
+    """Marginal cost per extra day over the first and the last interval of days: linear when
+    the last is within 25 % of the first (above: superlinear, e.g. spilling or sorting).
+
+    Also the plain per-day time t(d)/d against the longest run's (it includes fixed costs,
+    such as Dagster start-up, which dominate a one-day run)."""
+    slopes = [
+        (b[key] - a[key]) / (b["days"] - a["days"])
+        for a, b in zip(points, points[1:], strict=False)
+    ]
+    last = points[-1]
+    per_day = {
+        str(p["days"]): round((p[key] / p["days"]) / (last[key] / last["days"]), 2) for p in points
+    }
+    ratio = slopes[-1] / slopes[0] if slopes[0] > 0 else None
+    return {
+        "marginal_s_per_day": [round(s, 3) for s in slopes],
+        "last_over_first_marginal": round(ratio, 2) if ratio is not None else None,
+        "linear_within_25pct": ratio is not None and abs(ratio - 1) <= TARGETS["linear_within"],
+        "per_day_vs_longest": per_day,
+    }
+
+
+def mode_per_day(args) -> dict:
+    days = int(args.days)
+    root, summary = dataset(args.work, args.gpus, days, args.interval_s, args.jobs)
+    logs = root / "logs"
+    print(
+        f"{args.gpus:,} GPUs x {days} days x {args.interval_s} s: "
+        f"{summary['telemetry_rows']:,} samples, {summary['jobs']:,} jobs",
+        flush=True,
+    )
+    cfg = {"root": str(root), "memory_limit": args.memory_limit}
+    # --upstream-only: just what attribution needs (the telemetry rollup and job_gpu_hours)
+    select = ["catalog", "stg_jobs", "gpu_samples", "job_gpu_hours"] if args.upstream_only else None
+    month = measure(
+        "month",
+        logs,
+        **{**cfg, "memory_limit": args.upstream_memory_limit or args.memory_limit},
+        trace_sql=args.trace_sql,
+        select=select,
+    )
+    labels = [
+        (dt.date.fromisoformat(PARTITION) + dt.timedelta(days=k)).isoformat() for k in range(days)
+    ]
+    per_day = []
+    for label in labels:
+        lower = measure("lower_bound", logs, **cfg, days=[label], tag=f"-{label}")
+        attribution = measure("attribution", logs, **cfg, days=[label], tag=f"-{label}")
+        per_day.append(
+            {
+                "day": label,
+                "lower_bound_s": lower["seconds"],
+                "attribution_s": attribution["seconds"],
+                "rows": lower["rows"],
+                "peak_rss_mib": {
+                    "lower_bound": lower["peak_rss_mib"],
+                    "attribution": attribution["peak_rss_mib"],
+                },
+            }
+        )
+    whole = measure("attribution", logs, **cfg, tag="-all-days")
+    section = {
+        "gpus": args.gpus,
+        "days": days,
+        "interval_s": args.interval_s,
+        "telemetry_rows": summary["telemetry_rows"],
+        "jobs": summary["jobs"],
+        "generate_s": summary["seconds"],
+        "duckdb_memory_limit": args.memory_limit,
+        "per_day": per_day,
+        "attribution_all_days": {
+            "seconds": whole["seconds"],
+            "peak_rss_mib": whole["peak_rss_mib"],
+        },
+        "month": {
+            "assets": select or "all",
+            "duckdb_memory_limit": args.upstream_memory_limit or args.memory_limit,
+            "seconds": month["seconds"],
+            "success": month["success"],
+            "peak_rss_mib": month["peak_rss_mib"],
+            "step_s": month["step_s"],
+            "step_peak_rss_mib": month["step_peak_rss_mib"],
+            **({"top_statements": month["top_statements"]} if "top_statements" in month else {}),
+        },
+    }
+    print()
+    print(f"{'day':<12}{'samples':>14}{'lower s':>9}{'attrib s':>10}{'attrib RSS MiB':>16}")
+    for p in per_day:
+        print(
+            f"{p['day']:<12}{p['rows']:>14,}{p['lower_bound_s']:>9.2f}{p['attribution_s']:>10.2f}"
+            f"{p['peak_rss_mib']['attribution']:>16}"
+        )
+    print(
+        f"{'both days':<12}{summary['telemetry_rows']:>14,}{'':>9}{whole['seconds']:>10.2f}"
+        f"{whole['peak_rss_mib']:>16}"
+    )
+    print(
+        f"{'upstream assets' if select else 'whole pipeline'} ({days} days in one month run): "
+        f"{month['seconds']:.1f} s, "
+        f"peak RSS {month['peak_rss_mib']} MiB, success {month['success']}"
+    )
+    return section
+
+
+def code_fingerprint() -> dict:
+    """A hash of the pipeline's code and SQL, to tell which version a result measured."""
+    import hashlib
+
+    files = sorted([*(REPO / "pipelines").rglob("*.py"), *(REPO / "sql").rglob("*.sql")])
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(REPO).as_posix().encode() + b"\0" + path.read_bytes())
+    newest = max(path.stat().st_mtime for path in files)
+    return {
+        "sha256": digest.hexdigest()[:12],
+        "newest_file_at": dt.datetime.fromtimestamp(newest, dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def save(section_name: str, section: dict) -> None:
+    """Merge one mode's section into latest.json (the main mode's keys sit at the top)."""
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    latest = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    section = {
+        "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        **section,
+    }
+    if section_name == "month":
+        latest = {k: v for k, v in latest.items() if k in ("linearity", "scale_per_day")}
+        latest = {**section, **latest}
+    else:
+        latest[section_name] = section
+    RESULTS.write_text(json.dumps(latest, indent=2, default=str) + "\n")
+    print(f"wrote {RESULTS.relative_to(REPO)} ({section_name})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, default=1000)
+    parser.add_argument("--days", default="30", help="days, or a list (1,7,30) for linearity")
+    parser.add_argument("--interval-s", type=int, default=60)
+    parser.add_argument("--jobs", type=int, default=None, help="default: 6.7 per GPU-day")
+    parser.add_argument("--per-day", action="store_true", help="per-day time and peak RSS")
+    parser.add_argument(
+        "--memory-limit", default="2GB", help="ChargebackResource duckdb_memory_limit"
+    )
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=Path("/tmp/chargeback-bench"),
+        help="where generated data and warehouses go (cached by parameters)",
+    )
+    parser.add_argument(
+        "--upstream-only",
+        action="store_true",
+        help="--per-day: run only the assets attribution needs, not the whole month",
+    )
+    parser.add_argument(
+        "--upstream-memory-limit",
+        default=None,
+        help="--per-day: DuckDB memory_limit of the month/upstream run (default --memory-limit)",
+    )
+    parser.add_argument("--no-check", action="store_true", help="skip the small pandas check")
+    parser.add_argument("--no-pandas", action="store_true", help="skip the pandas baseline")
+    parser.add_argument(
+        "--trace-sql", action="store_true", help="time each SQL statement of the month"
+    )
+    parser.add_argument("--explain", action="store_true", help="EXPLAIN ANALYZE the attribution")
+    args = parser.parse_args(argv)
+    code = code_fingerprint()
+    if "," in args.days:
+        name, section = "linearity", mode_linearity(args)
+    elif args.per_day:
+        name, section = "scale_per_day", mode_per_day(args)
+    else:
+        name, section = "month", mode_month(args)
+    after = code_fingerprint()
+    if after != code:
+        print(f"WARNING: the pipeline code changed during the run ({code} -> {after})")
+    save(name, {"code": code, "code_changed_during_run": after != code, **section})
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_measure":
+        child_main(sys.argv[2], sys.argv[3])
+    else:
+        main()
