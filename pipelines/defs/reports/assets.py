@@ -11,6 +11,7 @@ from pipelines.defs.monthly import monthly_sql_asset, run_months
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.reports.exports import (
     catalog_version,
+    report_parameters,
     sha256_of,
     write_focus_csv,
     write_manifest,
@@ -57,21 +58,11 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
     Data quality, Definitions, Audit (input files with sha256, catalog and code version)."""
 
     def step(con, month, params, chargeback, catalog):
-        settings = catalog.settings
-        parameters = {
-            "billing_month": month.label,
-            "period_start_utc": month.start.isoformat(sep=" "),
-            "period_end_utc": month.end.isoformat(sep=" "),
-            "billing_timezone": settings.billing_timezone,
-            "currency": settings.currency,
-            "cost_mode": settings.cost_mode,
-            "idle_threshold_pct": str(settings.idle_threshold_pct),
-            "zombie_min_hours": str(settings.zombie_min_hours),
-            "landing_dir": chargeback.landing_dir,
-            "catalog_dir": chargeback.catalog_dir,
-            # the run id stays out: the same inputs and code must give the same bytes
-            "code_version": code_version(),
-        }
+        parameters = report_parameters(
+            month,
+            catalog,
+            {"landing_dir": chargeback.landing_dir, "catalog_dir": chargeback.catalog_dir},
+        )
         out = report_path(chargeback, month.label, f"chargeback-{month.label}.xlsx")
         landing = Path(chargeback.landing_dir)
         inputs = [

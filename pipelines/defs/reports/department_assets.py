@@ -9,8 +9,8 @@ from pipelines.defs.governance.assets import quota_compliance, utilization_daily
 from pipelines.defs.monthly import run_months
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.reports.department import write_department_reports
+from pipelines.defs.reports.exports import report_parameters
 from pipelines.defs.resources import ChargebackResource
-from pipelines.version import code_version
 
 GROUP = "reports"
 
@@ -29,19 +29,7 @@ def department_reports(context: dg.AssetExecutionContext, chargeback: Chargeback
     `<slug>.xlsx` (Summary, Charges, Job lines, Definitions of that department's tenants)."""
 
     def step(con, month, params, chargeback, catalog):
-        settings = catalog.settings
-        parameters = {
-            "billing_month": month.label,
-            "period_start_utc": month.start.isoformat(sep=" "),
-            "period_end_utc": month.end.isoformat(sep=" "),
-            "billing_timezone": settings.billing_timezone,
-            "currency": settings.currency,
-            "cost_mode": settings.cost_mode,
-            "idle_threshold_pct": str(settings.idle_threshold_pct),
-            "zombie_min_hours": str(settings.zombie_min_hours),
-            # the run id stays out: the same inputs and code must give the same bytes
-            "code_version": code_version(),
-        }
+        parameters = report_parameters(month, catalog)
         folder = Path(chargeback.reports_dir) / month.label / "departments"
         counts = write_department_reports(con, month, parameters, folder)
         context.add_output_metadata({f"path_{month.label}": dg.MetadataValue.path(str(folder))})

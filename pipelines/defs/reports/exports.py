@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 
 from pipelines.sql import bind, sql_text
+from pipelines.version import code_version
 
 
 def write_focus_csv(con: duckdb.DuckDBPyConnection, params: dict[str, Any], out: Path) -> int:
@@ -49,3 +50,21 @@ def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
     partial = out.with_name(f".{out.name}.partial")
     partial.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
     os.replace(partial, out)
+
+
+def report_parameters(month, catalog, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The parameters a report's Definitions sheet shows. No run id: the same inputs and code
+    must give the same bytes."""
+    settings = catalog.settings
+    return {
+        "billing_month": month.label,
+        "period_start_utc": month.start.isoformat(sep=" "),
+        "period_end_utc": month.end.isoformat(sep=" "),
+        "billing_timezone": settings.billing_timezone,
+        "currency": settings.currency,
+        "cost_mode": settings.cost_mode,
+        "idle_threshold_pct": str(settings.idle_threshold_pct),
+        "zombie_min_hours": str(settings.zombie_min_hours),
+        **(extra or {}),
+        "code_version": code_version(),
+    }
