@@ -17,7 +17,22 @@ import duckdb
 from pipelines.catalog import Catalog, load_catalog
 from pipelines.sql import run
 
-MACROS = ("macros/known", "macros/to_utc", "macros/normal_state")
+MACROS = (
+    "macros/known",
+    "macros/to_utc",
+    "macros/normal_state",
+    "macros/gpu_hours",
+    "macros/cents_half_up",
+    "macros/money",
+)
+
+
+def prepare_connection(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """UTC session time and the project's SQL macros: what every SQL file expects."""
+    con.execute("set TimeZone = 'UTC'")
+    for macro in MACROS:
+        run(con, macro)
+    return con
 
 
 @dataclass(frozen=True)
@@ -101,10 +116,8 @@ class ChargebackResource(dg.ConfigurableResource):
         Path(self.warehouse).parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect(self.warehouse)
         try:
-            con.execute("set TimeZone = 'UTC'")
             con.execute("set memory_limit = $limit", {"limit": self.duckdb_memory_limit})
-            for macro in MACROS:
-                run(con, macro)
+            prepare_connection(con)
             yield con
         finally:
             con.close()

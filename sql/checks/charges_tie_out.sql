@@ -29,9 +29,10 @@ total_tie as (
         'total' as level,
         'month' as subject,
         (select coalesce(sum(amount), 0) from tenants) as lines_amount,
-        (((coalesce(sum(charge_numerator), 0) + 7560000000000) // 15120000000000
-            - (coalesce(sum(credit_numerator), 0) + 7560000000000) // 15120000000000)
-            )::decimal(18, 0) * 0.01::decimal(18, 2) as expected_amount
+        money(
+            cents_half_up(coalesce(sum(charge_numerator), 0))
+            - cents_half_up(coalesce(sum(credit_numerator), 0))
+        ) as expected_amount
     from job_gpu_charges
     where billing_month = $billing_month
 ),

@@ -30,7 +30,7 @@ row_errors as (
 ),
 
 allocated as (
-    select gpu_model, sum(gpu_units) / 1512000000.0 as gpu_hours
+    select gpu_model, gpu_hours(sum(gpu_units)) as gpu_hours
     from job_gpu_hours
     where billing_month = $billing_month
     group by all

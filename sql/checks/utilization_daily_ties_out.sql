@@ -19,15 +19,15 @@ monthly as (
     select
         cluster,
         gpu_model,
-        sum(allocated_units) / 1512000000.0 as allocated,
-        sum(productive_units) / 1512000000.0 as productive
+        gpu_hours(sum(allocated_units)) as allocated,
+        gpu_hours(sum(productive_units)) as productive
     from job_time_buckets
     where billing_month = $billing_month
     group by all
 ),
 
 inventory as (
-    select cluster, gpu_model, sum(capacity_units) / 1512000000.0 as capacity
+    select cluster, gpu_model, gpu_hours(sum(capacity_units)) as capacity
     from gpu_capacity
     where billing_month = $billing_month
     group by all

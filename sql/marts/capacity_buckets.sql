@@ -48,7 +48,7 @@ final as (
         cluster,
         gpu_model,
         bucket,
-        sum(gpu_units)::bigint / 1512000000.0 as gpu_hours,
+        gpu_hours(sum(gpu_units)::bigint) as gpu_hours,
         sum(gpu_units)::bigint as gpu_units
     from long_form
     group by all

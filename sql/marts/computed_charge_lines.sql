@@ -45,7 +45,7 @@ floored as (
 shortfall as (
     select
         charge_category,
-        (sum(charge_numerator) + 7560000000000) // 15120000000000 - sum(floor_cents) as cents
+        cents_half_up(sum(charge_numerator)) - sum(floor_cents) as cents
     from floored
     group by charge_category
 ),
@@ -80,12 +80,11 @@ final as (
             else format('Credit for failed infrastructure, {} at {} {}/GPU-hour', r.gpu_model,
                         r.unit_price, $currency)
         end as charge_description,
-        r.gpu_units / 1512000000.0 as gpu_hours,
+        gpu_hours(r.gpu_units) as gpu_hours,
         r.gpu_units,
         r.unit_price::decimal(18, 6) as unit_price,
         r.charge_numerator,
-        (case when r.charge_category = 'Credit' then -1 else 1 end
-            * r.cents::decimal(18, 0) * 0.01::decimal(18, 2))::decimal(18, 2) as amount,
+        money(case when r.charge_category = 'Credit' then -r.cents else r.cents end) as amount,
         $currency as currency
     from rounded as r
     left join catalog_tenants as t on t.tenant_id = r.tenant_id

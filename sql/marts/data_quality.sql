@@ -69,7 +69,7 @@ overlapping_gpus as (
         cluster,
         'overlapping_allocations' as category,
         format('{}/gpu{}', node, gpu_index) as subject,
-        overlap_units / 1512000000.0 as value,
+        gpu_hours(overlap_units) as value,
         'GPU-hours held beyond the whole GPU (jobs overlapping on it)' as detail
     from gpu_capacity
     where billing_month = $billing_month and overlap_units > 0

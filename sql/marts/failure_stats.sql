@@ -147,9 +147,9 @@ gpu_time as (
         cluster,
         dimension,
         value,
-        sum(gpu_units) / 1512000000.0 as allocated_gpu_hours,
-        sum(failed_infra_units) / 1512000000.0 as failed_infra_gpu_hours,
-        sum(failed_job_units) / 1512000000.0 as failed_job_gpu_hours
+        gpu_hours(sum(gpu_units)) as allocated_gpu_hours,
+        gpu_hours(sum(failed_infra_units)) as failed_infra_gpu_hours,
+        gpu_hours(sum(failed_job_units)) as failed_job_gpu_hours
     from segment_values
     group by all
 ),

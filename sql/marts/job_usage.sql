@@ -26,7 +26,7 @@ charges as (
         cluster,
         job_id,
         arg_max(tenant_id, gpu_units) filter (gpu_units > 0) as charged_tenant_id,
-        (sum(charge_numerator - credit_numerator) + 7560000000000) // 15120000000000 as cents
+        cents_half_up(sum(charge_numerator - credit_numerator)) as cents
     from job_gpu_charges
     where billing_month = $billing_month
     group by all
@@ -59,16 +59,16 @@ final as (
         j.start_at,
         j.end_at,
         j.is_running,
-        coalesce(b.allocated_units, 0) / 1512000000.0 as allocated_gpu_hours,
-        coalesce(b.measured_units, 0) / 1512000000.0 as measured_gpu_hours,
+        gpu_hours(coalesce(b.allocated_units, 0)) as allocated_gpu_hours,
+        gpu_hours(coalesce(b.measured_units, 0)) as measured_gpu_hours,
         b.util_weighted_units / nullif(b.measured_units, 0) as mean_util_pct,
-        coalesce(b.productive_units, 0) / 1512000000.0 as productive_gpu_hours,
-        coalesce(b.idle_units, 0) / 1512000000.0 as idle_gpu_hours,
-        coalesce(b.zombie_units, 0) / 1512000000.0 as zombie_gpu_hours,
-        coalesce(b.failed_job_units, 0) / 1512000000.0 as failed_job_gpu_hours,
-        coalesce(b.failed_infra_units, 0) / 1512000000.0 as failed_infra_gpu_hours,
-        coalesce(b.unmeasured_units, 0) / 1512000000.0 as unmeasured_gpu_hours,
-        (coalesce(c.cents, 0)::decimal(18, 0) * 0.01::decimal(18, 2))::decimal(18, 2) as amount,
+        gpu_hours(coalesce(b.productive_units, 0)) as productive_gpu_hours,
+        gpu_hours(coalesce(b.idle_units, 0)) as idle_gpu_hours,
+        gpu_hours(coalesce(b.zombie_units, 0)) as zombie_gpu_hours,
+        gpu_hours(coalesce(b.failed_job_units, 0)) as failed_job_gpu_hours,
+        gpu_hours(coalesce(b.failed_infra_units, 0)) as failed_infra_gpu_hours,
+        gpu_hours(coalesce(b.unmeasured_units, 0)) as unmeasured_gpu_hours,
+        money(coalesce(c.cents, 0)) as amount,
         $currency as currency
     from stg_jobs as j
     join submit_tenants as t using (cluster, job_id)

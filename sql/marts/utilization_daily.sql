@@ -140,11 +140,11 @@ final as (
         level,
         tenant_id,
         jobs,
-        allocated_units / 1512000000.0 as allocated_gpu_hours,
-        productive_units / 1512000000.0 as productive_gpu_hours,
-        measured_units / 1512000000.0 as measured_gpu_hours,
+        gpu_hours(allocated_units) as allocated_gpu_hours,
+        gpu_hours(productive_units) as productive_gpu_hours,
+        gpu_hours(measured_units) as measured_gpu_hours,
         util_weighted_units / nullif(measured_units, 0) as mean_util_pct,
-        capacity_units / 1512000000.0 as capacity_gpu_hours,
+        gpu_hours(capacity_units) as capacity_gpu_hours,
         100.0 * allocated_units / nullif(capacity_units, 0) as allocation_rate_pct
     from (
         select *, 'tenant' as level, null::bigint as capacity_units from tenant_days

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines.defs.ingest.loading import gpu_shares
+from pipelines.defs.resources import prepare_connection
 from pipelines.sql import run
 
 NOV = {"billing_month": dt.date(2026, 11, 1), "currency": "USD"}
@@ -31,7 +32,7 @@ def exact_cents(numerator: int) -> Decimal:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(line, min_size=1, max_size=25))
 def test_lines_sum_to_tenants_and_the_total_to_the_cent(lines):
-    con = duckdb.connect()
+    con = prepare_connection(duckdb.connect())
     rows = []
     for tenant, model, scaled_units, price_micro, credited_pct in lines:
         units = scaled_units * 1000

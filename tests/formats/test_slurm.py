@@ -23,10 +23,10 @@ import pytest
 
 from pipelines.catalog import ClusterSettings
 from pipelines.defs.ingest.tables import write_table
-from pipelines.defs.resources import MACROS
+from pipelines.defs.resources import prepare_connection
 from pipelines.formats import canonical, registered_formats, slurm
 from pipelines.landing import discover
-from pipelines.sql import create_table, run
+from pipelines.sql import create_table
 from tests.conftest import query, write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,10 +126,7 @@ def test_utf8_multibyte_names_survive():
 
 def staged(files: dict[str, list[dict]], columns: str) -> list[tuple]:
     """The reader's rows typed by sql/staging/stg_job_records.sql, as the pipeline runs it."""
-    con = duckdb.connect()
-    con.execute("set TimeZone = 'UTC'")
-    for macro in MACROS:
-        run(con, macro)
+    con = prepare_connection(duckdb.connect())
     con.execute("create table catalog_clusters (cluster varchar, scheduler_timezone varchar)")
     names = ("cluster", "file", "line", "raw", "parse_error", *canonical.JOB_COLUMNS,
              "record_type")  # fmt: skip

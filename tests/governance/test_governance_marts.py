@@ -14,6 +14,7 @@ import duckdb
 import pytest
 from pytest import approx
 
+from pipelines.defs.resources import prepare_connection
 from pipelines.demo import generate_demo
 from pipelines.sql import replace_month, run
 from tests.conftest import materialize_month, query
@@ -31,8 +32,7 @@ VERDICTS = {"govern first", "expansion justified", "hold"}
 
 @pytest.fixture
 def con():
-    con = duckdb.connect()
-    con.execute("set TimeZone = 'UTC'")
+    con = prepare_connection(duckdb.connect())
     yield con
     con.close()
 

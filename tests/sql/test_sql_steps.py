@@ -12,7 +12,7 @@ from decimal import Decimal
 import duckdb
 import pytest
 
-from pipelines.defs.resources import MACROS
+from pipelines.defs.resources import prepare_connection
 from pipelines.sql import run
 
 NOV = {
@@ -26,10 +26,7 @@ T = dt.datetime
 
 @pytest.fixture
 def con():
-    con = duckdb.connect()
-    con.execute("set TimeZone = 'UTC'")
-    for macro in MACROS:
-        run(con, macro)
+    con = prepare_connection(duckdb.connect())
     yield con
     con.close()
 
