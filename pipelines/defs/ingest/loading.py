@@ -23,7 +23,7 @@ from pipelines.defs.ingest.catalog_tables import ACCOUNT_TENANTS_SCHEMA, account
 from pipelines.defs.ingest.tables import write_table
 from pipelines.formats import canonical
 from pipelines.landing import ExportFile, discover
-from pipelines.sql import bind, create_table, replace_month, sql_text
+from pipelines.sql import bind, create_table, replace_month, run, sql_text
 
 
 def load_scheduler_exports(
@@ -78,10 +78,7 @@ WHOLE_GPU = 420
 def build_month_jobs(con: duckdb.DuckDBPyConnection, params: dict[str, Any]) -> dict[str, int]:
     """stg_jobs and job_gpus of one billing month."""
     jobs = replace_month(con, "stg_jobs", "staging/stg_jobs", params)
-    exported = con.execute(
-        sql_text("staging/exported_job_gpus"),
-        bind(sql_text("staging/exported_job_gpus"), params),
-    ).fetchall()
+    exported = run(con, "staging/exported_job_gpus", params).fetchall()
     assigned = assign_gpu_indices(con, params, exported)
     rows = [
         {"billing_month": params["billing_month"], "cluster": c, "job_id": j, "node": n,
@@ -100,7 +97,7 @@ def build_month_jobs(con: duckdb.DuckDBPyConnection, params: dict[str, Any]) -> 
 
 def gpu_shares(gpus: float, nodes: int) -> list[int]:
     """The shares (in 1/420 of a GPU) a job holds on each of its nodes: whole GPUs first, then
-    the fractional rest on one more GPU. `gpus_shares(0.5, 1) == [210]`, `(2, 1) == [420, 420]`.
+    the fractional rest on one more GPU. `gpu_shares(0.5, 1) == [210]`, `(2, 1) == [420, 420]`.
     """
     per_node = round(gpus * WHOLE_GPU / nodes)
     shares = [WHOLE_GPU] * (per_node // WHOLE_GPU)
@@ -193,7 +190,8 @@ def load_month_telemetry(
         sources,
         pa.schema([("path", pa.string()), ("file", pa.string()), ("cluster", pa.string())]),
     )
-    files = [source["path"] for source in sources] + [str(_schema_file(telemetry_dir))]
+    schema_file = _empty_parquet(telemetry_dir / "schema", SAMPLE_SCHEMA)
+    files = [source["path"] for source in sources] + [str(schema_file)]
     create_table(
         con, "month_samples", "staging/month_samples", {**params, "files": files}, temporary=True
     )
@@ -251,13 +249,13 @@ SAMPLE_SCHEMA = pa.schema([
 ])  # fmt: skip
 
 
-def _schema_file(telemetry_dir: Path) -> Path:
-    # named after the schema, so a warehouse made by an older version gets the new columns
-    digest = hashlib.sha256(SAMPLE_SCHEMA.to_string().encode()).hexdigest()[:12]
-    path = telemetry_dir / "schema" / f"samples-{digest}.parquet"
+def _empty_parquet(folder: Path, schema: pa.Schema) -> Path:
+    """An empty Parquet file with `schema`, named after it (so a changed schema gets a new one)."""
+    digest = hashlib.sha256(schema.to_string().encode()).hexdigest()[:12]
+    path = folder / f"samples-{digest}.parquet"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(SAMPLE_SCHEMA.empty_table(), path)
+        pq.write_table(schema.empty_table(), path)
     return path
 
 
@@ -279,17 +277,12 @@ def month_sample_files(telemetry_dir: Path, params: dict[str, Any]) -> list[str]
         for day_dir in month_day_dirs(telemetry_dir, params)
         for path in sorted(day_dir.glob("*.parquet"))
     ]
-    return files or [str(_empty_rollup(telemetry_dir))]
+    return files or [str(_empty_parquet(telemetry_dir / "empty", ROLLUP_SCHEMA))]
 
 
-def _empty_rollup(telemetry_dir: Path) -> Path:
-    path = telemetry_dir / "empty" / "samples.parquet"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        schema = pa.schema([
-            ("node", pa.string()), ("gpu_index", pa.int32()), ("ts", pa.timestamp("us")),
-            ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
-            ("cover_ms", pa.int64()), ("step_ms", pa.int64()), ("cluster", pa.string()),
-        ])  # fmt: skip
-        pq.write_table(schema.empty_table(), path)
-    return path
+# The columns of the daily rollup files (gpu_sample_rollup.sql), for a month without samples.
+ROLLUP_SCHEMA = pa.schema([
+    ("node", pa.string()), ("gpu_index", pa.int32()), ("ts", pa.timestamp("us")),
+    ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
+    ("cover_ms", pa.int64()), ("step_ms", pa.int64()), ("cluster", pa.string()),
+])  # fmt: skip
