@@ -27,3 +27,21 @@ def test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path):
         tmp_path,
         "select subject, value from data_quality where category = 'overlapping_allocations'",
     ) == [("n1/gpu1", 0.25)]  # J7 and J9 both held it 10:15-10:30
+
+
+def test_a_check_run_without_partition_tags_checks_every_month(tmp_path):
+    import dagster as dg
+
+    from pipelines.defs.checks import gpus_never_oversubscribed
+    from tests.conftest import resource_for
+
+    test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path)
+    result = dg.materialize(
+        [gpus_never_oversubscribed],
+        resources={"chargeback": resource_for(tmp_path)},
+        selection=dg.AssetSelection.checks(gpus_never_oversubscribed),
+        raise_on_error=False,
+    )
+    [evaluation] = result.get_asset_check_evaluations()
+    assert evaluation.passed is False
+    assert evaluation.metadata["months"].value == "2026-11"
