@@ -3,6 +3,8 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 MONTH ?= 2026-11
+# settings.yaml cost_mode of the demo catalog: rate_card or full_recovery
+COST_MODE ?= rate_card
 export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
 
 .PHONY: venv demo test ui lint bench clean
@@ -16,9 +18,12 @@ $(BIN)/activate: pyproject.toml
 venv: $(BIN)/activate
 
 demo: venv
-	$(BIN)/python -m pipelines.demo --month $(MONTH) --out data
+	$(BIN)/python -m pipelines.demo --month $(MONTH) --out data --cost-mode $(COST_MODE)
 	mkdir -p $(DAGSTER_HOME) && printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster asset materialize -m pipelines.definitions --select '*' --partition $(MONTH)-01
+	$(BIN)/dagster asset materialize -m pipelines.definitions --select gpu_sample_rollup \
+	    --partition-range $(MONTH)-01...$$(date -u -d '$(MONTH)-01 +1 month -1 day' +%F)
+	$(BIN)/dagster asset materialize -m pipelines.definitions --select 'not key:gpu_sample_rollup' \
+	    --partition $(MONTH)-01
 	@echo "Reports in data/reports/$(MONTH)/"
 
 test: venv

@@ -31,12 +31,17 @@ class ClusterSettings(_Strict):
     sacct_fields: list[str] | None = None
     # the scheduler's GPU type names -> the catalog's models, e.g. {a100: A100-80GB}
     gpu_models: dict[str, str] = {}
+    # full_recovery: the cluster's monthly cost beyond its nodes' monthly_cost (power, space,
+    # staff), spread over its GPU models in proportion to their capacity GPU-hours
+    monthly_overhead: Decimal | None = Field(default=None, ge=0, decimal_places=2)
 
 
 class Settings(_Strict):
     currency: str = "USD"
     billing_timezone: str = "UTC"
     cost_mode: Literal["rate_card", "full_recovery"] = "rate_card"
+    # full_recovery: who pays for the capacity cost that usage and reservations leave over
+    idle_sharing: Literal["weighted", "even", "reserved_quota_first", "platform"] = "weighted"
     idle_threshold_pct: Decimal = Field(default=Decimal(5), ge=0, le=100)
     zombie_min_hours: Decimal = Field(default=Decimal(2), gt=0)
     clusters: dict[str, ClusterSettings] = {}
@@ -115,7 +120,7 @@ class Node(_Strict):
     driver_version: str | None = None
     in_service_from: dt.date | None = None
     in_service_to: dt.date | None = None
-    monthly_cost: Decimal | None = Field(default=None, ge=0)
+    monthly_cost: Decimal | None = Field(default=None, ge=0, decimal_places=2)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -167,7 +172,13 @@ def load_catalog(catalog_dir: Path) -> Catalog:
         ]
 
     nodes_path = catalog_dir / "nodes.csv"
-    nodes = _read_nodes(nodes_path) if nodes_path.exists() else None
+    full_recovery = settings.cost_mode == "full_recovery"
+    if full_recovery and not nodes_path.exists():
+        raise CatalogError(
+            f"{nodes_path}: missing (cost_mode full_recovery in settings.yaml needs the node "
+            "inventory with a monthly_cost per node)"
+        )
+    nodes = _read_nodes(nodes_path, require_cost=full_recovery) if nodes_path.exists() else None
     catalog = Catalog(settings=settings, nodes=nodes, **parts)
     _check_references(catalog, catalog_dir)
     return catalog
@@ -194,17 +205,28 @@ def _validate(model: type[BaseModel], data: object, path: Path, entry: str, raw:
         raise CatalogError(f"{path}: {label}: field '{field}': {first['msg']}") from None
 
 
-def _read_nodes(path: Path) -> list[Node]:
+def _read_nodes(path: Path, require_cost: bool = False) -> list[Node]:
+    """The inventory; `require_cost` (full_recovery) makes monthly_cost mandatory."""
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         expected = set(Node.model_fields)
-        missing = {"node", "cluster", "gpu_model", "gpus"} - set(reader.fieldnames or [])
+        required = {"node", "cluster", "gpu_model", "gpus"} | (
+            {"monthly_cost"} if require_cost else set()
+        )
+        missing = required - set(reader.fieldnames or [])
         if missing:
-            raise CatalogError(f"{path}: line 1: missing columns {sorted(missing)}")
+            why = " (cost_mode full_recovery needs monthly_cost)" if require_cost else ""
+            raise CatalogError(f"{path}: line 1: missing columns {sorted(missing)}{why}")
         nodes = []
         for line, row in enumerate(reader, start=2):
             row = {key: value for key, value in row.items() if key in expected}
-            nodes.append(_validate(Node, row, path, f"line {line}"))
+            node = _validate(Node, row, path, f"line {line}")
+            if require_cost and node.monthly_cost is None:
+                raise CatalogError(
+                    f"{path}: line {line} ({node.node}): field 'monthly_cost': required when "
+                    "cost_mode is full_recovery (settings.yaml)"
+                )
+            nodes.append(node)
     return nodes
 
 

@@ -8,6 +8,7 @@ import os
 # the reference logs of 2016 (set before the import below).
 os.environ["CHARGEBACK_FIRST_MONTH"] = "2016-01"
 
+import datetime as dt  # noqa: E402
 import textwrap  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -15,9 +16,11 @@ import dagster as dg  # noqa: E402
 import duckdb  # noqa: E402
 import pytest  # noqa: E402
 
+from pipelines.catalog import CatalogError  # noqa: E402
 from pipelines.definitions import all_assets  # noqa: E402
 from pipelines.defs.checks import checks  # noqa: E402
-from pipelines.defs.resources import ChargebackResource  # noqa: E402
+from pipelines.defs.resources import BillingMonth, ChargebackResource  # noqa: E402
+from pipelines.defs.schedules import ROLLUP  # noqa: E402
 
 
 def write(path: Path, text: str) -> Path:
@@ -36,10 +39,38 @@ def resource_for(root: Path) -> ChargebackResource:
     )
 
 
+def month_days(root: Path, partition_key: str) -> list[dt.date]:
+    """The UTC days the billing month overlaps (per the catalog's billing timezone)."""
+    try:
+        timezone = resource_for(root).catalog().settings.billing_timezone
+    except CatalogError:  # the month's run reports it, at its catalog step
+        timezone = "UTC"
+    return BillingMonth.of(dt.date.fromisoformat(partition_key), timezone).utc_days()
+
+
+def materialize_days(root: Path, days: list[dt.date], raise_on_error: bool = True, **kwargs):
+    """Roll up the telemetry of the UTC days `days[0]`..`days[-1]` in one run, in process."""
+    return dg.materialize(
+        all_assets,
+        selection=ROLLUP,
+        tags={
+            "dagster/asset_partition_range_start": days[0].isoformat(),
+            "dagster/asset_partition_range_end": days[-1].isoformat(),
+        },
+        resources={"chargeback": resource_for(root)},
+        raise_on_error=raise_on_error,
+        **kwargs,
+    )
+
+
 def materialize_month(root: Path, partition_key: str, raise_on_error: bool = True):
-    """Materialise every asset (and run every check) of one month, in process."""
+    """Roll up the month's telemetry days (one run), then materialise every monthly asset and
+    run every check of the month (a second run: a run holds one partitioning), in process.
+    Returns the monthly run's result."""
+    materialize_days(root, month_days(root, partition_key), raise_on_error)
     return dg.materialize(
         [*all_assets, *checks],
+        selection=dg.AssetSelection.all() - ROLLUP,
         partition_key=partition_key,
         resources={"chargeback": resource_for(root)},
         raise_on_error=raise_on_error,

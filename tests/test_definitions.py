@@ -11,8 +11,9 @@ EXPECTED_ASSETS = {
     "capacity_buckets", "job_gpu_charges", "charge_lines", "job_usage", "tenant_month",
     "rejects", "data_quality", "chargeback_workbook", "focus_export", "month_manifest",
     "department_reports", "quota_compliance", "queue_stats", "failure_stats",
-    "capacity_evidence", "utilization_daily",
+    "capacity_evidence", "utilization_daily", "telemetry_label_checks", "gpu_sample_rollup",
 }  # fmt: skip
+DAILY_ASSETS = {"gpu_sample_rollup"}
 
 
 def test_assets_and_checks():
@@ -22,11 +23,13 @@ def test_assets_and_checks():
     assert checks == {
         ("capacity_buckets", "capacity_buckets_sum_to_capacity"),
         ("tenant_month", "charges_tie_out"),
+        ("charge_lines", "cluster_cost_recovered"),
         ("job_usage", "every_account_mapped"),
         ("data_quality", "rows_reconcile"),
         ("gpu_capacity", "gpus_never_oversubscribed"),
         ("quota_compliance", "quota_compliance_ties_out"),
         ("utilization_daily", "utilization_daily_ties_out"),
+        ("telemetry_label_checks", "telemetry_labels_agree_with_scheduler"),
     }
     blocking = {
         spec.name
@@ -34,16 +37,30 @@ def test_assets_and_checks():
         for spec in assets_def.check_specs
         if spec.blocking
     }
-    assert blocking >= {"capacity_buckets_sum_to_capacity", "charges_tie_out", "rows_reconcile"}
+    assert blocking >= {
+        "capacity_buckets_sum_to_capacity", "charges_tie_out", "cluster_cost_recovered",
+        "rows_reconcile",
+    }  # fmt: skip
     assert "every_account_mapped" not in blocking
+    assert "telemetry_labels_agree_with_scheduler" not in blocking
 
 
-def test_every_asset_is_monthly_and_backfills_in_one_run():
+def test_every_asset_is_monthly_but_the_telemetry_rollup_and_backfills_in_one_run():
     graph = defs.resolve_asset_graph()
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
-        assert isinstance(node.partitions_def, dg.MonthlyPartitionsDefinition), key
+        expected = (
+            dg.DailyPartitionsDefinition
+            if key.to_user_string() in DAILY_ASSETS
+            else dg.MonthlyPartitionsDefinition
+        )
+        assert isinstance(node.partitions_def, expected), key
+        assert node.partitions_def.start.date() == dt.date(2016, 1, 1), key
         assert node.backfill_policy == dg.BackfillPolicy.single_run(), key
+    # the month's telemetry is the rollup of its days: a backfill of months from the UI
+    # (rooted at the monthly catalog) rolls up their days before the monthly assets
+    assert graph.get(dg.AssetKey("gpu_samples")).parent_keys >= {dg.AssetKey("gpu_sample_rollup")}
+    assert graph.get(dg.AssetKey("gpu_sample_rollup")).parent_keys == {dg.AssetKey("catalog")}
 
 
 def test_job_and_schedule():
@@ -53,6 +70,14 @@ def test_job_and_schedule():
     schedule = defs.resolve_schedule_def("chargeback_monthly_schedule")
     assert schedule.cron_schedule == "0 3 1 * *"
     assert schedule.job_name == "chargeback_job"
+    # a run holds one partitioning: the monthly job is every asset but the daily rollup
+    monthly = {key.to_user_string() for key in job.asset_layer.selected_asset_keys}
+    assert monthly == EXPECTED_ASSETS - DAILY_ASSETS
+    daily = defs.resolve_schedule_def("telemetry_daily_schedule")
+    assert daily.cron_schedule == "0 1 * * *"
+    assert daily.job_name == "telemetry_rollup_job"
+    rollup = defs.resolve_job_def("telemetry_rollup_job")
+    assert {key.to_user_string() for key in rollup.asset_layer.selected_asset_keys} == DAILY_ASSETS
 
 
 def test_schedule_requests_the_month_just_ended():
@@ -62,3 +87,12 @@ def test_schedule_requests_the_month_just_ended():
     )
     requests = list(schedule.evaluate_tick(context).run_requests or [])
     assert [request.partition_key for request in requests] == ["2026-11-01"]
+
+
+def test_daily_schedule_requests_the_day_just_ended():
+    schedule = defs.resolve_schedule_def("telemetry_daily_schedule")
+    context = dg.build_schedule_context(
+        scheduled_execution_time=dt.datetime(2026, 12, 1, 1, 0, tzinfo=dt.UTC)
+    )
+    requests = list(schedule.evaluate_tick(context).run_requests or [])
+    assert [request.partition_key for request in requests] == ["2026-11-30"]

@@ -9,7 +9,8 @@ import datetime as dt
 import dagster as dg
 
 from pipelines.defs.attribution.assets import capacity_buckets, gpu_capacity
-from pipelines.defs.costing.assets import job_usage, tenant_month
+from pipelines.defs.costing.assets import charge_lines, job_usage, tenant_month
+from pipelines.defs.governance.telemetry_labels import telemetry_label_checks
 from pipelines.defs.reports.assets import data_quality
 from pipelines.defs.resources import ChargebackResource
 from pipelines.sql import run
@@ -101,6 +102,16 @@ def charges_tie_out(
     return _result(*violations(context, chargeback, "charges_tie_out"))
 
 
+@dg.asset_check(asset=charge_lines, blocking=True)
+def cluster_cost_recovered(
+    context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
+) -> dg.AssetCheckResult:
+    """In full_recovery, each cluster's charge lines (tenants and platform, credits negative)
+    add up exactly, to the cent, to the cluster's cost (nodes' monthly_cost prorated plus
+    overhead), and so does each cluster × GPU model pool. Nothing to check in rate_card."""
+    return _result(*violations(context, chargeback, "cluster_cost_recovered"))
+
+
 @dg.asset_check(asset=job_usage)
 def every_account_mapped(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
@@ -128,10 +139,36 @@ def rows_reconcile(
     return _result(*violations(context, chargeback, "rows_reconcile"))
 
 
+@dg.asset_check(asset=telemetry_label_checks)
+def telemetry_labels_agree_with_scheduler(
+    context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
+) -> dg.AssetCheckResult:
+    """The DCGM hpc_job / pod / namespace labels of the samples name the job the scheduler
+    says held the GPU; the disagreements are listed by kind (a warning: attribution follows
+    the scheduler, the labels are evidence that its GPU placement may be wrong)."""
+    found, months = violations(context, chargeback, "telemetry_labels_agree_with_scheduler")
+    result = _result(found, months, dg.AssetCheckSeverity.WARN)
+    hours: dict[str, float] = {}
+    for row in found:
+        hours[row["kind"]] = hours.get(row["kind"], 0.0) + row["gpu_hours"]
+    return dg.AssetCheckResult(
+        passed=result.passed,
+        severity=result.severity,
+        metadata={
+            **result.metadata,
+            "gpu_hours_by_kind": dg.MetadataValue.json(
+                {kind: round(value, 6) for kind, value in sorted(hours.items())}
+            ),
+        },
+    )
+
+
 checks = [
     capacity_buckets_sum_to_capacity,
     gpus_never_oversubscribed,
     charges_tie_out,
+    cluster_cost_recovered,
     every_account_mapped,
     rows_reconcile,
+    telemetry_labels_agree_with_scheduler,
 ]

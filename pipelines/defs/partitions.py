@@ -1,4 +1,4 @@
-"""Billing months as Dagster partitions."""
+"""Billing months and telemetry days as Dagster partitions."""
 
 import os
 import warnings
@@ -9,12 +9,15 @@ import dagster as dg
 # months in one run; the warning would print on every load.
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
-# Keys are YYYY-MM-01; history can be backfilled from CHARGEBACK_FIRST_MONTH.
-monthly_partition = dg.MonthlyPartitionsDefinition(
-    start_date=os.environ.get("CHARGEBACK_FIRST_MONTH", "2024-01") + "-01",
-    timezone="UTC",
-)
+FIRST_DAY = os.environ.get("CHARGEBACK_FIRST_MONTH", "2024-01") + "-01"
 
-# A backfill of many months runs as one run: each asset loops over the months of the window,
-# so the DuckDB file has one writer and the months run in order.
+# Keys are YYYY-MM-01; history can be backfilled from CHARGEBACK_FIRST_MONTH.
+monthly_partition = dg.MonthlyPartitionsDefinition(start_date=FIRST_DAY, timezone="UTC")
+
+# The telemetry rollup runs per UTC day (keys YYYY-MM-DD): days write Parquet only, so they can
+# run in parallel processes, and a day that lands late re-runs alone.
+daily_partition = dg.DailyPartitionsDefinition(start_date=FIRST_DAY, timezone="UTC")
+
+# A backfill of many months (or days) runs as one run: each asset loops over the partitions of
+# the window, so the DuckDB file has one writer and the months run in order.
 single_run = dg.BackfillPolicy.single_run()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,9 +56,25 @@ class BillingMonth:
 
         return cls(first_day=first_day, start=utc(first_day), end=utc(next_month))
 
+    @classmethod
+    def containing(cls, instant: dt.datetime, billing_timezone: str) -> BillingMonth:
+        """The billing month a naive UTC instant falls in."""
+        local = instant.replace(tzinfo=dt.UTC).astimezone(ZoneInfo(billing_timezone))
+        return cls.of(local.date().replace(day=1), billing_timezone)
+
     @property
     def label(self) -> str:
         return self.first_day.strftime("%Y-%m")
+
+    def utc_days(self) -> list[dt.date]:
+        """The UTC days the month overlaps (one more at an edge outside UTC): the telemetry
+        rollup partitions its figures are read from."""
+        last = (self.end - dt.timedelta(microseconds=1)).date()
+        days, day = [], self.start.date()
+        while day <= last:
+            days.append(day)
+            day += dt.timedelta(days=1)
+        return days
 
     def params(self, catalog: Catalog) -> dict[str, Any]:
         """The bound parameters every monthly SQL file may use."""
@@ -79,7 +97,9 @@ class ChargebackResource(dg.ConfigurableResource):
     catalog_dir: str
     warehouse: str
     reports_dir: str
-    duckdb_memory_limit: str = "2GB"
+    # Under the 2 GiB a run may use: DuckDB spills to disk past it, and Python, Arrow and
+    # Dagster need the rest.
+    duckdb_memory_limit: str = "1.5GB"
 
     @classmethod
     def from_env(cls) -> ChargebackResource:
@@ -89,7 +109,7 @@ class ChargebackResource(dg.ConfigurableResource):
             catalog_dir=env("CHARGEBACK_CATALOG_DIR", "data/catalog"),
             warehouse=env("CHARGEBACK_WAREHOUSE", "data/warehouse.duckdb"),
             reports_dir=env("CHARGEBACK_REPORTS_DIR", "data/reports"),
-            duckdb_memory_limit=env("CHARGEBACK_DUCKDB_MEMORY_LIMIT", "2GB"),
+            duckdb_memory_limit=env("CHARGEBACK_DUCKDB_MEMORY_LIMIT", "1.5GB"),
         )
 
     @property
@@ -121,3 +141,20 @@ class ChargebackResource(dg.ConfigurableResource):
             yield con
         finally:
             con.close()
+
+    @contextmanager
+    def scratch(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """An in-memory DuckDB (not the warehouse: several processes may run at once) that
+        spills to its own folder under the telemetry folder; row order is not kept unless a
+        statement orders, which lets large copies stream."""
+        spill = self.telemetry_dir / ".spill" / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        con = duckdb.connect()
+        try:
+            con.execute("set memory_limit = $limit", {"limit": self.duckdb_memory_limit})
+            con.execute("set temp_directory = $dir", {"dir": str(spill)})
+            con.execute("set preserve_insertion_order = false")
+            prepare_connection(con)
+            yield con
+        finally:
+            con.close()
+            shutil.rmtree(spill, ignore_errors=True)

@@ -20,6 +20,12 @@ canonical sample row per (node, GPU, timestamp) at which any of the four metrics
   utilisation is kept so that the SQL rejects it with its value.
 - Duplicate points (two series of one metric for one GPU and timestamp) become separate rows,
   which the pipeline folds and counts.
+- MIG: a partitioned GPU has a series per GPU instance (labels `GPU_I_ID`, `GPU_I_PROFILE`),
+  all on its `gpu` index; points pivot per instance, and each instance stays a row with its
+  labels (`gpu_instance`, and `gpu_instance_slices` from the profile: `3g.40gb` -> 3). The
+  pipeline attributes per physical GPU, so the last row of the GPU and timestamp carries the
+  GPU's values (see `_MIG_GPU_ROWS`: slice-weighted utilisation, summed memory, the device's
+  power) and wins; the other instance rows are folded downstream as duplicates.
 - source_line: `series * 1,000,000 + point`, both 1-based: series is the position in
   `data.result`, point the position in its `values` (line 3000017 = 3rd series, 17th point;
   Prometheus caps a series at 11,000 points per query). A row takes the line of its
@@ -98,6 +104,12 @@ labelled as (
         s.metric['pod'] as pod,
         s.metric['namespace'] as namespace,
         s.metric['hpc_job'] as job_id,
+        s.metric['GPU_I_ID'] as gpu_instance,
+        -- compute slices of a MIG instance: `3g.40gb` (and `1c.3g.40gb`, `1g.10gb+me`) -> 3
+        case when s.metric['GPU_I_ID'] is not null then coalesce(
+            try_cast(regexp_extract(s.metric['GPU_I_PROFILE'], '(\\d+)g\\.\\d+gb', 1) as integer),
+            1
+        ) end as gpu_instance_slices,
         case s.metric['__name__'] when $gr_engine_active then 2 when $gpu_util then 1 else 0 end
             as util_rank,
         -- Prometheus returns the values of a series in time order
@@ -111,7 +123,8 @@ chosen as (
         *,
         -- GR_ENGINE_ACTIVE when the file has it for the GPU, else GPU_UTIL
         max(util_rank) over (partition by node, gpu) as gpu_util_rank,
-        dense_rank() over (order by node, gpu) as gpu_key
+        -- the device a series measures: the GPU, or one MIG instance of it
+        dense_rank() over (order by node, gpu, gpu_instance) as device_key
     from labelled
     where metric in ($gr_engine_active, $gpu_util, $fb_used, $power_usage)
 )
@@ -131,12 +144,12 @@ select
 from chosen
 """
 
-# Pairs of series of one GPU whose time spans overlap: their points may share timestamps.
+# Pairs of series of one device whose time spans overlap: their points may share timestamps.
 _OVERLAPS = """
 select a.series_no, b.series_no, a.kind = b.kind as same_kind
 from series as a
 join series as b
-    on a.gpu_key = b.gpu_key and a.series_no < b.series_no
+    on a.device_key = b.device_key and a.series_no < b.series_no
     and a.first_s <= b.last_s and b.first_s <= a.last_s
 """
 
@@ -192,7 +205,9 @@ select
     gpu_model,
     pod,
     namespace,
-    util_metric
+    util_metric,
+    gpu_instance,
+    gpu_instance_slices
 from valued
 """
 )
@@ -213,7 +228,7 @@ copies as (
         *,
         case
             when ts is null then -source_line
-            else row_number() over (partition by gpu_key, ts, kind order by source_line)
+            else row_number() over (partition by device_key, ts, kind order by source_line)
         end as copy_no
     from valued
     where list_contains($repeating, series_no)
@@ -232,11 +247,83 @@ select
     min(gpu_model) as gpu_model,
     min(pod) as pod,
     min(namespace) as namespace,
-    any_value(util_metric) as util_metric
+    any_value(util_metric) as util_metric,
+    any_value(gpu_instance) as gpu_instance,
+    any_value(gpu_instance_slices) as gpu_instance_slices
 from copies
-group by gpu_key, ts, copy_no
+group by device_key, ts, copy_no
 """
 )
+
+# A MIG GPU: DCGM exports a series per GPU instance (label GPU_I_ID), all on the same `gpu`.
+# Attribution is per physical GPU, so its sample at a timestamp is the GPU's: utilisation the
+# slice-weighted mean of its instances' activity (GR_ENGINE_ACTIVE of an instance is relative
+# to the instance: a busy 1g.10gb is 1/7 of a busy GPU), memory their sum, power the GPU's
+# (a device reading each instance series repeats). Those values go to the last row (highest
+# source_line) of the GPU and timestamp, which wins downstream; the other instance rows keep
+# their own values and labels (the pod of each instance) and are folded as duplicates, so
+# every point stays counted. A device-level series of the GPU (no GPU_I_ID) gives what no
+# instance series has, and its points join that row (like points of several metrics do).
+# Only the instances present at the timestamp weigh: a point missing (NaN) leaves its
+# instance out of the mean rather than counting it idle.
+_MIG_GPU_ROWS = """
+with device_rows as (
+    {rows}
+),
+
+devices as (
+    -- one value per device (the GPU, or an instance of it) and timestamp: the last read
+    select
+        node,
+        gpu_index,
+        ts,
+        gpu_instance,
+        any_value(gpu_instance_slices) as slices,
+        arg_max(util_pct, source_line) filter (util_pct is not null) as util_pct,
+        arg_max(mem_used_mib, source_line) filter (mem_used_mib is not null) as mem_used_mib,
+        max(power_w) as power_w,
+        max(source_line) as last_line
+    from device_rows
+    where ts is not null and node is not null and gpu_index is not null
+    group by all
+),
+
+gpus as (
+    select
+        node,
+        gpu_index,
+        ts,
+        coalesce(
+            round(
+                sum(slices * util_pct) filter (gpu_instance is not null)
+                / sum(slices) filter (gpu_instance is not null and util_pct is not null),
+                10
+            ),
+            any_value(util_pct) filter (gpu_instance is null)
+        ) as util_pct,
+        coalesce(
+            sum(mem_used_mib) filter (gpu_instance is not null),
+            any_value(mem_used_mib) filter (gpu_instance is null)
+        ) as mem_used_mib,
+        max(power_w) as power_w,
+        max(last_line) filter (gpu_instance is not null) as last_line
+    from devices
+    group by all
+    having count(gpu_instance) > 0
+)
+
+select
+    r.* replace (
+        case when r.source_line = g.last_line then g.util_pct else r.util_pct end as util_pct,
+        case when r.source_line = g.last_line then g.mem_used_mib else r.mem_used_mib end
+            as mem_used_mib,
+        case when r.source_line = g.last_line then g.power_w else r.power_w end as power_w
+    )
+from device_rows as r
+left join gpus as g using (node, gpu_index, ts)
+-- a device-level point of a MIG GPU is in the GPU's row, like the points of several metrics
+where r.gpu_instance is not null or g.last_line is null
+"""
 
 _MALFORMED = re.compile(r"Malformed JSON.*? at byte (\d+)")
 # keys whose line an error message names (the first occurrence in the file's first MiB)
@@ -254,6 +341,8 @@ def to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
         con.execute(_READ_SERIES, bind(_READ_SERIES, _PARAMS))
         overlaps = con.execute(_OVERLAPS).fetchall()
         sql = _ROWS_PER_TIMESTAMP if overlaps else _ROWS_PER_POINT
+        if con.execute("select count(gpu_instance) from series").fetchone()[0]:
+            sql = _MIG_GPU_ROWS.format(rows=sql)
         repeating = sorted({n for a, b, same_kind in overlaps if same_kind for n in (a, b)})
         copy = f"copy ({sql}) to '{_quoted(out)}' (format parquet, compression snappy)"
         return con.execute(copy, bind(sql, {**_PARAMS, "repeating": repeating})).fetchone()[0]

@@ -13,6 +13,10 @@ never added a second time; without it the typed entries are summed; no GPU entry
 - A job cancelled while pending (NodeList `None assigned`, Slurm sets Start = End): 0, it held
   nothing, even when AllocTRES (older Slurm) repeats the request.
 `gpu_model` is the type of the typed entries (several types joined with `+`), else None.
+
+Job ids are kept as sacct shows them: an array's waiting tasks as one record (`123_[4-9%2]`,
+PENDING), each task once it starts (`123_4`). SQL lets the collapsed record give way to its
+tasks (`sql/staging/stg_job_records.sql`), so an array counts once as pending demand.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 -- One row per broken tie: a tenant whose lines do not sum to its amount, a month total that is
--- not the exact usage minus the exact credits, each rounded half up to the cent, or a line more
--- than a cent from its exact amount (charge_numerator / 15,120,000,000,000 cents, a magnitude).
+-- not the exact usage minus the exact credits plus the exact unused reservations, each rounded
+-- half up to the cent (plus, in full_recovery, the idle-share and platform lines, whose sum to
+-- the cluster cost cluster_cost_recovered checks), or a line more than a cent from its exact
+-- amount (charge_numerator / 15,120,000,000,000 cents, a magnitude).
 -- Parameters: $billing_month.
 with lines as (
     select tenant_id, sum(amount) as amount
@@ -32,6 +34,11 @@ total_tie as (
         money(
             cents_half_up(coalesce(sum(charge_numerator), 0))
             - cents_half_up(coalesce(sum(credit_numerator), 0))
+            + (select cents_half_up(coalesce(sum(charge_numerator), 0))
+               from reserved_quota_unused where billing_month = $billing_month)
+        ) + (
+            select coalesce(sum(amount), 0) from computed_charge_lines
+            where billing_month = $billing_month and charge_type in ('idle_share', 'platform')
         ) as expected_amount
     from job_gpu_charges
     where billing_month = $billing_month
@@ -40,7 +47,8 @@ total_tie as (
 line_ties as (
     select
         'line' as level,
-        format('{}/{}/{}/{}', tenant_id, cluster, gpu_model, unit_price) as subject,
+        format('{}/{}/{}/{}/{}', tenant_id, cluster, gpu_model, charge_type, unit_price)
+            as subject,
         amount as lines_amount,
         charge_numerator::double / 1512000000000000 as expected_amount
     from charge_lines

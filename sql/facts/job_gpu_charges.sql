@@ -2,6 +2,10 @@
 -- month priced at the rate in force (rate_card mode). Each hour segment takes the tenant its
 -- account maps to and the rate valid at the segment's start, so a reorganisation or a rate
 -- change at midnight splits the job's hours exactly.
+-- full_recovery mode (cost_pools has the month's pools): the time is priced at the derived
+-- rate of its cluster × GPU model pool instead, one rate for the month; time on a GPU model
+-- with no pool (not in the inventory: capacity_buckets_sum_to_capacity fails) keeps the rate
+-- card, and cluster_cost_recovered fails on the cluster it inflates.
 -- charge_numerator = gpu_units (1/420 GPU-ms) × price in millionths; dividing it by
 -- 15,120,000,000,000 (1,512,000,000 units per GPU-hour × 10,000 millionths per cent) gives cents.
 -- The credited part is the failed_infra time (all of a NODE_FAIL job, else its time inside
@@ -10,7 +14,9 @@
 with segments as (
     select
         g.cluster, g.job_id, j.account, g.gpu_model, g.hour, g.seg_from, g.gpu_units,
-        g.in_outage or j.state = 'NODE_FAIL' as is_credited
+        -- (a product, not a CASE: DuckDB 2.0.1 derives wrong statistics for the CASE here and
+        -- its compressed materialization then overflows)
+        g.gpu_units * (g.in_outage or j.state = 'NODE_FAIL')::int as credit_units
     from job_gpu_hours as g
     join stg_jobs as j using (billing_month, cluster, job_id)
     where g.billing_month = $billing_month
@@ -38,22 +44,40 @@ model_hours as (
     ) = 1
 ),
 
-final as (
+pool_rates as (
+    -- full_recovery: the derived rate of each cluster × GPU model pool (none in rate_card)
+    select s.cluster, s.gpu_model, p.unit_price, p.price_micro
+    from (select distinct cluster, gpu_model from segments) as s
+    left join cost_pools as p
+        on p.billing_month = $billing_month and p.cluster = s.cluster
+        and p.gpu_model = s.gpu_model and p.price_micro is not null
+),
+
+priced as (
+    -- the derived rate of the segment's pool in full_recovery, else the rate card's
     select
-        $billing_month::date as billing_month,
-        s.cluster,
-        s.job_id,
-        a.tenant_id,
-        s.gpu_model,
-        m.price_per_gpu_hour as unit_price,
-        sum(s.gpu_units)::bigint as gpu_units,
-        sum(s.gpu_units::hugeint * m.price_micro) as charge_numerator,
-        coalesce(sum(s.gpu_units) filter (s.is_credited), 0)::bigint as credit_gpu_units,
-        coalesce(sum(s.gpu_units::hugeint * m.price_micro) filter (s.is_credited), 0)::hugeint
-            as credit_numerator
+        s.cluster, s.job_id, a.tenant_id, s.gpu_model, s.gpu_units, s.credit_units,
+        coalesce(p.unit_price, m.price_per_gpu_hour) as unit_price,
+        coalesce(p.price_micro, m.price_micro) as price_micro
     from segments as s
     join account_hours as a using (account, hour)
     join model_hours as m using (gpu_model, hour)
+    join pool_rates as p using (cluster, gpu_model)
+),
+
+final as (
+    select
+        $billing_month::date as billing_month,
+        cluster,
+        job_id,
+        tenant_id,
+        gpu_model,
+        unit_price,
+        sum(gpu_units)::bigint as gpu_units,
+        sum(gpu_units::hugeint * price_micro) as charge_numerator,
+        sum(credit_units)::bigint as credit_gpu_units,
+        sum(credit_units::hugeint * price_micro) as credit_numerator
+    from priced
     group by all
 )
 

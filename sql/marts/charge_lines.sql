@@ -1,7 +1,10 @@
--- One row per billing month × tenant × cluster × GPU model × charge category × unit price ×
--- charge class: the bill. An open month is its computed lines. A closed month keeps the lines
--- issued when it was closed, untouched, plus one 'Correction' line (FOCUS ChargeClass) per key
--- whose computed amount now differs: computed − issued, so issued + corrections = computed.
+-- One row per billing month × tenant × cluster × GPU model × charge category × charge type ×
+-- unit price × capacity reservation × charge class: the bill. An open month is its computed
+-- lines. A closed month keeps the lines issued when it was closed, untouched, plus one
+-- 'Correction' line (FOCUS ChargeClass) per key whose computed amount now differs: computed −
+-- issued, so issued + corrections = computed (for every charge type, so a closed month re-run
+-- in another cost mode or idle-sharing policy is corrected line by line, and per cluster the
+-- net still adds up to the cost in full_recovery).
 -- Parameters: $billing_month.
 with computed as (
     select * from computed_charge_lines where billing_month = $billing_month
@@ -26,6 +29,9 @@ corrections as (
         coalesce(c.gpu_model, i.gpu_model) as gpu_model,
         coalesce(c.charge_category, i.charge_category) as charge_category,
         'Correction' as charge_class,
+        coalesce(c.charge_type, i.charge_type) as charge_type,
+        coalesce(c.capacity_reservation_id, i.capacity_reservation_id)
+            as capacity_reservation_id,
         'Correction of the issued line: '
             || coalesce(c.charge_description, i.charge_description) as charge_description,
         coalesce(c.gpu_hours, 0) - coalesce(i.gpu_hours, 0) as gpu_hours,
@@ -36,7 +42,13 @@ corrections as (
         coalesce(c.currency, i.currency) as currency
     from computed as c
     full join issued as i
-        using (tenant_id, cluster, gpu_model, charge_category, unit_price)
+        on c.tenant_id = i.tenant_id
+        and c.cluster = i.cluster
+        and c.gpu_model = i.gpu_model
+        and c.charge_category = i.charge_category
+        and c.charge_type = i.charge_type
+        and c.unit_price is not distinct from i.unit_price
+        and c.capacity_reservation_id is not distinct from i.capacity_reservation_id
     where coalesce(c.amount, 0) <> coalesce(i.amount, 0)
         or coalesce(c.gpu_units, 0) <> coalesce(i.gpu_units, 0)
 ),
@@ -50,4 +62,7 @@ final as (
 )
 
 select * from final
-order by tenant_id, cluster, gpu_model, charge_category desc, unit_price, charge_class nulls first
+order by
+    tenant_id, cluster, gpu_model, charge_category desc,
+    list_position(['usage', 'reserved_unused', 'idle_share', 'platform', 'credit'], charge_type),
+    unit_price, capacity_reservation_id, charge_class nulls first

@@ -1,16 +1,48 @@
--- One row per billing month × tenant × cluster × GPU model × charge category × unit price, as
--- the current inputs and catalog price the month (charge_lines adds the period-close rules).
--- rate_card mode: 'Usage' lines charge all allocated time at the rate in force; 'Credit' lines
--- give back the failed_infra part (node failures, outage windows) as negative amounts, so the
--- tenant sees both. Each line's exact amount is rounded to cents once, by the largest-remainder
--- method within its category: every line gets its floor in cents, then the lines with the
--- largest remainders get one more cent each until the category adds up to its exact total
--- rounded half up. So lines sum to tenants and tenants to the total, to the cent.
+-- One row per billing month × tenant × cluster × GPU model × charge category × charge type ×
+-- unit price × capacity reservation, as the current inputs and catalog price the month
+-- (charge_lines adds the period-close rules). charge_type says what a line charges:
+--   usage            allocated GPU-hours × the rate in force (rate_card) or the pool's derived
+--                    rate (full_recovery); charge_category 'Usage'
+--   credit           the failed_infra part of the usage (node failures, outage windows) given
+--                    back at the same rate, a negative amount; charge_category 'Credit'
+--   reserved_unused  the unused part of a reserved quota (reserved_quota_unused), charged to
+--                    its tenant in both modes; capacity_reservation_id = 'tenant/pool'
+--   idle_share       full_recovery: the tenant's share of what its pool has left to recover
+--   platform         full_recovery: what no tenant is charged, one line per pool, tenant_id
+--                    'platform' (the catalog's tenant of that id when it has one, else
+--                    'Platform (unrecovered)')
+-- Rounding: each usage, credit and reserved_unused line's exact amount is rounded to cents
+-- once, by the largest-remainder method within its charge type: every line gets its floor in
+-- cents, then the lines with the largest remainders get one more cent each until the type
+-- adds up to its exact total rounded half up. So lines sum to tenants and tenants to the
+-- total, to the cent.
+-- full_recovery (cost_pools has the month's pools): per pool (cluster × GPU model), left =
+-- pool cost − (usage − credits + reserved_unused) as rounded above, in whole cents. A
+-- positive left is shared by the month's idle_sharing policy, in whole cents by largest
+-- remainder (ties by tenant id):
+--   weighted              by the tenants' allocated GPU-hours (usage lines) in the pool
+--   even                  equally among the tenants with usage in the pool
+--   reserved_quota_first  by the guaranteed GPU-hours of the reserved quotas priced on the
+--                         pool; as weighted when the pool has no reservation
+--   platform              nobody: all of it goes to the platform line
+-- The platform line takes the rest: all of left when no tenant qualifies (nobody used the
+-- pool), or a negative left (usage at the rounded rate, or over-sold reservations, charged
+-- more than the pool costs: the excess is returned on the platform line, so tenants are
+-- charged at the published rates and the lines still add up to the pool cost). So per pool
+-- and per cluster the lines sum to the cost exactly. gpu_units of idle_share and platform
+-- lines split the pool's idle capacity (capacity − usage − reserved unused) the same way;
+-- their charge_numerator is the amount's own (cents × 15,120,000,000,000).
 -- Parameters: $billing_month, $currency.
-with priced as (
+with pools as (
+    select * from cost_pools where billing_month = $billing_month
+),
+
+priced as (
     select
         c.tenant_id, c.cluster, c.gpu_model, c.unit_price,
         'Usage' as charge_category,
+        'usage' as charge_type,
+        null::varchar as capacity_reservation_id,
         c.gpu_units,
         c.charge_numerator
     from job_gpu_charges as c
@@ -19,15 +51,28 @@ with priced as (
     select
         c.tenant_id, c.cluster, c.gpu_model, c.unit_price,
         'Credit',
+        'credit',
+        null,
         c.credit_gpu_units,
         c.credit_numerator
     from job_gpu_charges as c
     where c.billing_month = $billing_month and c.credit_gpu_units > 0
+    union all
+    select
+        r.tenant_id, r.cluster, r.gpu_model, r.unit_price,
+        'Usage',
+        'reserved_unused',
+        r.capacity_reservation_id,
+        r.gpu_units,
+        r.charge_numerator
+    from reserved_quota_unused as r
+    where r.billing_month = $billing_month and r.gpu_units > 0
 ),
 
 lines as (
     select
-        tenant_id, cluster, gpu_model, unit_price, charge_category,
+        tenant_id, cluster, gpu_model, unit_price, charge_category, charge_type,
+        capacity_reservation_id,
         sum(gpu_units)::bigint as gpu_units,
         sum(charge_numerator) as charge_numerator
     from priced
@@ -44,51 +89,203 @@ floored as (
 
 shortfall as (
     select
-        charge_category,
+        charge_type,
         cents_half_up(sum(charge_numerator)) - sum(floor_cents) as cents
     from floored
-    group by charge_category
+    group by charge_type
 ),
 
 rounded as (
     select
-        f.*,
+        f.* exclude (floor_cents, remainder),
         f.floor_cents + case
             when row_number() over (
-                partition by f.charge_category
-                order by f.remainder desc, f.tenant_id, f.cluster, f.gpu_model, f.unit_price
+                partition by f.charge_type
+                order by f.remainder desc, f.tenant_id, f.cluster, f.gpu_model, f.unit_price,
+                    f.capacity_reservation_id
             ) <= s.cents then 1 else 0
         end as cents
     from floored as f
-    join shortfall as s using (charge_category)
+    join shortfall as s using (charge_type)
+),
+
+signed as (
+    select * replace (case when charge_type = 'credit' then -cents else cents end as cents)
+    from rounded
+),
+
+pool_charged as (
+    select
+        cluster,
+        gpu_model,
+        sum(cents) as cents,
+        sum(gpu_units) filter (charge_type in ('usage', 'reserved_unused')) as busy_units
+    from signed
+    group by all
+),
+
+pool_left as (
+    -- full_recovery: what each pool has left to recover, and its idle units
+    select
+        p.cluster,
+        p.gpu_model,
+        p.unit_price,
+        p.idle_sharing,
+        p.cost_cents - coalesce(c.cents, 0) as left_cents,
+        greatest(p.capacity_units - coalesce(c.busy_units, 0), 0) as idle_units
+    from pools as p
+    left join pool_charged as c using (cluster, gpu_model)
+),
+
+usage_weights as (
+    select cluster, gpu_model, tenant_id, sum(gpu_units)::hugeint as usage_units
+    from lines
+    where charge_type = 'usage' and gpu_units > 0
+    group by all
+),
+
+reserved_weights as (
+    select cluster, gpu_model, tenant_id, sum(guaranteed_units)::hugeint as guaranteed_units
+    from reserved_quota_unused
+    where billing_month = $billing_month and guaranteed_units > 0
+    group by all
+),
+
+weights as (
+    select
+        p.cluster,
+        p.gpu_model,
+        u.tenant_id,
+        case when p.idle_sharing = 'even' then 1 else u.usage_units end as weight
+    from pool_left as p
+    join usage_weights as u using (cluster, gpu_model)
+    where p.idle_sharing in ('weighted', 'even')
+        or (p.idle_sharing = 'reserved_quota_first' and not exists (
+            select 1 from reserved_weights as r
+            where r.cluster = p.cluster and r.gpu_model = p.gpu_model
+        ))
+    union all
+    select p.cluster, p.gpu_model, r.tenant_id, r.guaranteed_units
+    from pool_left as p
+    join reserved_weights as r using (cluster, gpu_model)
+    where p.idle_sharing = 'reserved_quota_first'
+),
+
+shares as (
+    select
+        w.cluster,
+        w.gpu_model,
+        w.tenant_id,
+        p.unit_price,
+        p.idle_sharing,
+        p.left_cents * w.weight // sum(w.weight) over pool as floor_cents,
+        p.left_cents * w.weight % sum(w.weight) over pool as cents_remainder,
+        p.left_cents,
+        p.idle_units * w.weight // sum(w.weight) over pool as floor_units,
+        p.idle_units * w.weight % sum(w.weight) over pool as units_remainder,
+        p.idle_units
+    from weights as w
+    join pool_left as p using (cluster, gpu_model)
+    where p.left_cents > 0
+    window pool as (partition by w.cluster, w.gpu_model)
+),
+
+idle_shares as (
+    select
+        cluster, gpu_model, tenant_id, unit_price, idle_sharing,
+        floor_cents + case
+            when row_number() over (
+                partition by cluster, gpu_model order by cents_remainder desc, tenant_id
+            ) <= left_cents - sum(floor_cents) over (partition by cluster, gpu_model)
+            then 1 else 0
+        end as cents,
+        floor_units + case
+            when row_number() over (
+                partition by cluster, gpu_model order by units_remainder desc, tenant_id
+            ) <= idle_units - sum(floor_units) over (partition by cluster, gpu_model)
+            then 1 else 0
+        end as gpu_units
+    from shares
+),
+
+platform as (
+    select
+        p.cluster,
+        p.gpu_model,
+        p.unit_price,
+        p.left_cents - coalesce(sum(i.cents), 0) as cents,
+        p.idle_units - coalesce(sum(i.gpu_units), 0) as gpu_units
+    from pool_left as p
+    left join idle_shares as i using (cluster, gpu_model)
+    group by p.cluster, p.gpu_model, p.unit_price, p.left_cents, p.idle_units
+),
+
+all_lines as (
+    select
+        tenant_id, cluster, gpu_model, unit_price, charge_category, charge_type,
+        capacity_reservation_id, gpu_units, charge_numerator, cents
+    from signed
+    union all
+    select
+        tenant_id, cluster, gpu_model, unit_price, 'Usage', 'idle_share', null,
+        gpu_units, cents * 15120000000000, cents
+    from idle_shares
+    where cents <> 0 or gpu_units <> 0
+    union all
+    select
+        'platform', cluster, gpu_model, unit_price, 'Usage', 'platform', null,
+        gpu_units, abs(cents) * 15120000000000, cents
+    from platform
+    where cents <> 0 or gpu_units <> 0
 ),
 
 final as (
     select
         $billing_month::date as billing_month,
-        r.tenant_id,
-        coalesce(t.name, 'Unmapped accounts') as tenant_name,
-        coalesce(t.department, 'Unmapped') as department,
+        l.tenant_id,
+        coalesce(t.name, case l.tenant_id
+            when 'platform' then 'Platform (unrecovered)' else 'Unmapped accounts' end
+        ) as tenant_name,
+        coalesce(t.department, case l.tenant_id
+            when 'platform' then 'Platform' else 'Unmapped' end
+        ) as department,
         t.cost_center,
-        r.cluster,
-        r.gpu_model,
-        r.charge_category,
+        l.cluster,
+        l.gpu_model,
+        l.charge_category,
         null::varchar as charge_class,
-        case r.charge_category
-            when 'Usage' then format('GPU usage, {} at {} {}/GPU-hour', r.gpu_model,
-                                     r.unit_price, $currency)
-            else format('Credit for failed infrastructure, {} at {} {}/GPU-hour', r.gpu_model,
-                        r.unit_price, $currency)
+        l.charge_type,
+        l.capacity_reservation_id,
+        case l.charge_type
+            when 'usage' then format(
+                'GPU usage, {} at {}{} {}/GPU-hour', l.gpu_model,
+                case when p.cluster is not null then 'the derived rate ' else '' end,
+                l.unit_price, $currency)
+            when 'credit' then format(
+                'Credit for failed infrastructure, {} at {} {}/GPU-hour', l.gpu_model,
+                l.unit_price, $currency)
+            when 'reserved_unused' then format(
+                'Reserved capacity unused ({}), {} at {} {}/GPU-hour',
+                l.capacity_reservation_id, l.gpu_model, l.unit_price, $currency)
+            when 'idle_share' then format(
+                'Share of unrecovered {} capacity cost on {} ({} policy)', l.gpu_model,
+                l.cluster, p.idle_sharing)
+            else format(
+                'Capacity cost of {} on {} not recovered from tenants', l.gpu_model, l.cluster)
         end as charge_description,
-        gpu_hours(r.gpu_units) as gpu_hours,
-        r.gpu_units,
-        r.unit_price::decimal(18, 6) as unit_price,
-        r.charge_numerator,
-        money(case when r.charge_category = 'Credit' then -r.cents else r.cents end) as amount,
+        gpu_hours(l.gpu_units) as gpu_hours,
+        l.gpu_units::bigint as gpu_units,
+        l.unit_price::decimal(18, 6) as unit_price,
+        l.charge_numerator::hugeint as charge_numerator,
+        money(l.cents) as amount,
         $currency as currency
-    from rounded as r
-    left join catalog_tenants as t on t.tenant_id = r.tenant_id
+    from all_lines as l
+    left join catalog_tenants as t on t.tenant_id = l.tenant_id
+    left join pools as p on p.cluster = l.cluster and p.gpu_model = l.gpu_model
 )
 
 select * from final
-order by tenant_id, cluster, gpu_model, charge_category desc, unit_price
+order by
+    tenant_id, cluster, gpu_model, charge_category desc,
+    list_position(['usage', 'reserved_unused', 'idle_share', 'platform', 'credit'], charge_type),
+    unit_price, capacity_reservation_id

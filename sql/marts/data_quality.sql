@@ -1,10 +1,15 @@
 -- Data quality of the billing month, one row per finding:
 --   file                     rows read / loaded / rejected per input file (read = loaded +
 --                            rejected) and duplicates folded (records of a job or sample that
---                            another record of it superseded)
+--                            another record of it superseded: also a pending array record
+--                            whose tasks are listed, and the instance rows of a MIG GPU
+--                            folded into its sample)
 --   unmapped_account         an account that maps to no tenant, with its GPU-hours
 --   telemetry_coverage       measured share of allocated GPU time per cluster
 --   overlapping_allocations  a GPU jobs held beyond its whole, with the excess GPU-hours
+--   telemetry_labels         per cluster and kind of telemetry_label_checks (agrees,
+--                            label_job_not_in_scheduler, different_job, ...): the GPU-hours of
+--                            labelled samples, and how many samples on how many GPUs
 -- Parameters: $billing_month.
 with job_files as (
     select
@@ -75,6 +80,30 @@ overlapping_gpus as (
     where billing_month = $billing_month and overlap_units > 0
 ),
 
+label_checks as (
+    select
+        cluster,
+        'telemetry_labels' as category,
+        kind as subject,
+        sum(gpu_hours) as value,
+        format(
+            '{} labelled samples on {} GPU(s): {}',
+            sum(samples),
+            count(distinct (node, gpu_index)),
+            case kind
+                when 'agrees' then 'the labelled job held the GPU'
+                when 'namespace_mismatch' then 'the labelled pod held it, in another namespace'
+                when 'label_job_not_in_scheduler' then 'no scheduler export has the job or pod'
+                when 'different_gpu' then 'the labelled job held another GPU of the node'
+                when 'different_job' then 'another job held the GPU'
+                when 'gpu_unallocated_by_scheduler' then 'no job held the GPU'
+            end
+        ) as detail
+    from telemetry_label_checks
+    where billing_month = $billing_month
+    group by cluster, kind
+),
+
 final as (
     select * from job_files
     union all by name select * from allocation_files
@@ -82,6 +111,7 @@ final as (
     union all by name select * from unmapped
     union all by name select * from coverage
     union all by name select * from overlapping_gpus
+    union all by name select * from label_checks
 )
 
 select

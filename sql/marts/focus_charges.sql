@@ -1,6 +1,10 @@
 -- One row per charge line of the billing month in FinOps FOCUS (1.x) columns, for FinOps
 -- tools: costs are the line amount (no discounts: billed = effective = list = contracted),
--- the consumed quantity is GPU-hours, the sub-account is the tenant.
+-- the consumed quantity is GPU-hours, the sub-account is the tenant. A reserved quota's unused
+-- part has CapacityReservationId = the quota ('tenant/pool') and CapacityReservationStatus
+-- 'Unused'; other lines leave both empty (a usage line mixes time inside and beyond a
+-- reservation, so it is not marked 'Used'). x_ChargeType is charge_lines.charge_type (usage,
+-- credit, reserved_unused, idle_share, platform).
 -- Parameters: $billing_month, $month_start, $month_end.
 with final as (
     select
@@ -37,14 +41,20 @@ with final as (
         'GPU pool' as "ResourceType",
         gpu_model as "SkuId",
         format('{}@{}', gpu_model, unit_price) as "SkuPriceId",
+        capacity_reservation_id as "CapacityReservationId",
+        case when charge_type = 'reserved_unused' then 'Unused' end
+            as "CapacityReservationStatus",
         to_json({
             department: department,
             cost_center: cost_center,
             gpu_model: gpu_model
-        })::varchar as "Tags"
+        })::varchar as "Tags",
+        charge_type as "x_ChargeType"
     from charge_lines
     where billing_month = $billing_month
 )
 
 select * from final
-order by "SubAccountId", "BillingAccountId", "SkuId", "ChargeCategory", "SkuPriceId"
+order by
+    "SubAccountId", "BillingAccountId", "SkuId", "ChargeCategory", "x_ChargeType", "SkuPriceId",
+    "CapacityReservationId", "ChargeClass" nulls first

@@ -1,6 +1,8 @@
 -- One row per billing month × tenant: usage and waste (from job_usage), the charge (from
 -- charge_lines), the budget and its status: ok, warn (>= 80 % used), over (> 100 %), or
--- 'no budget'. Every catalog tenant appears, used or not; 'unmapped' appears when it has jobs.
+-- 'no budget'. Every catalog tenant appears, used or not; 'unmapped' appears when it has jobs,
+-- 'platform' (full_recovery's unrecovered capacity cost) when it has charge lines and the
+-- catalog has no tenant of that id.
 -- quota_flags lists the quota_compliance flags raised, e.g. 'breach (A100-80GB), idle_quota (H100)'.
 -- Parameters: $billing_month, $budget_month, $currency.
 with usage as (
@@ -51,6 +53,10 @@ tenants as (
     union all
     select 'unmapped', 'Unmapped accounts', 'Unmapped', null, null
     where exists (select 1 from usage where tenant_id = 'unmapped')
+    union all
+    select 'platform', 'Platform (unrecovered)', 'Platform', null, null
+    where exists (select 1 from charges where tenant_id = 'platform')
+        and not exists (select 1 from catalog_tenants where tenant_id = 'platform')
 ),
 
 final as (

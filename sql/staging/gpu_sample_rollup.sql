@@ -1,10 +1,16 @@
--- One row per GPU sample of the month, ready for attribution: duplicates (same cluster, node,
--- GPU, timestamp) folded, and each sample's covered time in milliseconds:
--- the series' step (median spacing) but never past the next sample or the month end.
--- Reads the temporary table ordered_samples. Parameters: $month_end.
+-- One row per GPU sample of the UTC day, ready for attribution: duplicates (same cluster, node,
+-- GPU, timestamp) folded, and each sample's covered time in milliseconds: the series' step
+-- (the median spacing of its samples that day, up to the next day's first one) but never past
+-- its next sample. The billing month's end is not a limit here: attribution clips at each
+-- job's end in the month (job_gpu_hours.cover_until).
+-- idle_run numbers the runs of idle samples (util_pct < $idle_threshold_pct) of a series in the
+-- day: the count of busy samples so far, so a busy sample and the idle ones after it share a
+-- number. Attribution sums run pieces by it and stitches them across midnight.
+-- Reads the temporary table ordered_samples. Parameters: $idle_threshold_pct.
 with distinct_samples as (
     -- of equal timestamps the last read wins; the others are folded duplicates
-    select * from ordered_samples where next_ts is null or next_ts > ts
+    select * from ordered_samples
+    where not look_ahead and (next_ts is null or next_ts > ts)
 ),
 
 steps as (
@@ -28,10 +34,13 @@ final as (
         s.power_w,
         least(
             st.step_ms,
-            coalesce(epoch_ms(s.next_ts), epoch_ms(s.ts) + st.step_ms) - epoch_ms(s.ts),
-            epoch_ms($month_end::timestamp) - epoch_ms(s.ts)
+            coalesce(epoch_ms(s.next_ts), epoch_ms(s.ts) + st.step_ms) - epoch_ms(s.ts)
         ) as cover_ms,
         st.step_ms,
+        count(*) filter (s.util_pct >= $idle_threshold_pct) over (
+            partition by s.cluster, s.node, s.gpu_index order by s.ts rows unbounded preceding
+        ) as idle_run,
+        $idle_threshold_pct::double as idle_threshold_pct,
         s.ts::date as day
     from distinct_samples as s
     join steps as st using (cluster, node, gpu_index)

@@ -1,11 +1,12 @@
--- One row per valid utilisation sample of the month with the timestamp of the next row of its
--- series (cluster, node, GPU). A row whose next row has the same timestamp is a folded
--- duplicate: of equal timestamps the last read (file, line) wins. Memory and power that came
--- in series of their own (util_rank 0) join the sample of the same GPU and timestamp.
--- Reads the temporary table month_samples.
+-- One row per valid utilisation sample of the day (and each series' look-ahead sample of the
+-- next day) with the timestamp of the next row of its series (cluster, node, GPU). A row whose
+-- next row has the same timestamp is a folded duplicate: of equal timestamps the last read
+-- (file, line) wins. Memory and power that came in series of their own (util_rank 0) join the
+-- sample of the same GPU and timestamp.
+-- Reads the temporary table day_samples.
 with utilisation as (
-    select * from month_samples
-    where reject_reason is null and util_rank > 0 and not coalesce(superseded, false)
+    select * from day_samples
+    where reject_reason is null and util_rank > 0 and not superseded
 ),
 
 other_metrics as (
@@ -13,8 +14,8 @@ other_metrics as (
         cluster, node, gpu_index, ts,
         arg_max(mem_used_mib, (file, line)) filter (mem_used_mib is not null) as mem_used_mib,
         arg_max(power_w, (file, line)) filter (power_w is not null) as power_w
-    from month_samples
-    where reject_reason is null and util_rank = 0
+    from day_samples
+    where reject_reason is null and util_rank = 0 and not look_ahead
     group by all
 )
 
@@ -28,6 +29,8 @@ select
     coalesce(u.power_w, o.power_w) as power_w,
     u.file,
     u.line,
+    u.billing_month,
+    u.look_ahead,
     lead(u.ts) over (partition by u.cluster, u.node, u.gpu_index order by u.ts, u.file, u.line)
         as next_ts
 from utilisation as u

@@ -1,12 +1,7 @@
--- One row per telemetry row of the billing month set aside, with its file, line and reason.
--- Reads the temporary table month_samples. Parameters: $billing_month.
-select
-    $billing_month::date as billing_month,
-    cluster,
-    file,
-    line,
-    reject_reason as reason,
-    format('ts={} node={} gpu_index={} util_pct={}', ts, node, gpu_index, util_pct) as raw
-from month_samples
-where reject_reason is not null
+-- One row per telemetry row set aside that counts in the billing month, with its file, line and
+-- reason: the rejects the daily rollups wrote for the UTC days the month overlaps.
+-- Parameters: $billing_month, $reject_files (those days' sample_rejects Parquet).
+select billing_month, cluster, file, line, reason, raw
+from read_parquet($reject_files)
+where billing_month = $billing_month::date
 order by file, line

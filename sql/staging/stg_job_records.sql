@@ -67,22 +67,75 @@ checked as (
     from typed
 ),
 
+pending_arrays as (
+    -- Slurm lists an array's waiting tasks as one record (`123_[4-9,12%2]`, state PENDING):
+    -- the array (`123`) and the ranges of task ids it stands for
+    select
+        cluster,
+        file,
+        line,
+        regexp_extract(job_id, '^([0-9]+)_\[', 1) as array_id,
+        -- `4-9,12%2` -> ['4-9', '12'] (`%2`: at most 2 tasks at once)
+        string_split(regexp_extract(job_id, '\[([0-9,-]*)', 1), ',') as ranges
+    from checked
+    where reject_reason is null and record_type = 'job' and state = 'PENDING'
+        and regexp_matches(job_id, '^[0-9]+_\[')
+),
+
+array_tasks as (
+    -- every record of one array task (`123_4`)
+    select distinct
+        cluster,
+        regexp_extract(job_id, '^([0-9]+)_([0-9]+)$', 1) as array_id,
+        regexp_extract(job_id, '^([0-9]+)_([0-9]+)$', 2)::bigint as task
+    from checked
+    where reject_reason is null and record_type = 'job'
+        and regexp_full_match(job_id, '[0-9]+_[0-9]+')
+),
+
+superseded as (
+    -- a pending array record one of whose tasks some dump lists: the tasks are the jobs now
+    select distinct a.cluster, a.file, a.line, true as is_superseded
+    from (
+        select
+            *,
+            try_cast(split_part(piece, '-', 1) as bigint) as first_task,
+            coalesce(
+                try_cast(nullif(split_part(piece, '-', 2), '') as bigint),
+                try_cast(split_part(piece, '-', 1) as bigint)
+            ) as last_task
+        from (select *, unnest(ranges) as piece from pending_arrays)
+    ) as a
+    join array_tasks as t
+        on t.cluster = a.cluster and t.array_id = a.array_id
+        and t.task between a.first_task and a.last_task
+),
+
 final as (
     -- a job in several records (overlapping dumps): the most complete, latest record ranks 1;
-    -- job steps (record_type 'step') are loaded but never rank: their job is the parent record
+    -- job steps (record_type 'step') are loaded but never rank: their job is the parent record.
+    -- The pending records of one array (`123_[1-9]`, later `123_[4-9]`) are one job, its
+    -- latest record; a pending array record whose tasks are listed never ranks 1 (counted
+    -- folded, like a duplicate): its tasks are the jobs.
     select
-        * exclude (gpus_text, submit_time, start_time, end_time),
-        case when reject_reason is null and record_type = 'job' then row_number() over (
-            partition by cluster, job_id, reject_reason is null and record_type = 'job'
+        c.* exclude (gpus_text, submit_time, start_time, end_time),
+        case when c.reject_reason is null and c.record_type = 'job' then row_number() over (
+            partition by
+                c.cluster,
+                coalesce(p.array_id || '_[]', c.job_id),
+                c.reject_reason is null and c.record_type = 'job'
             order by
-                end_at is not null desc,
-                state not in ('RUNNING', 'PENDING') desc,
-                end_at desc nulls last,
-                start_at is not null desc,
-                file desc,
-                line desc
-        ) end as record_rank
-    from checked
+                s.is_superseded is not null,
+                c.end_at is not null desc,
+                c.state not in ('RUNNING', 'PENDING') desc,
+                c.end_at desc nulls last,
+                c.start_at is not null desc,
+                c.file desc,
+                c.line desc
+        ) + (s.is_superseded is not null)::integer end as record_rank
+    from checked as c
+    left join pending_arrays as p using (cluster, file, line)
+    left join superseded as s using (cluster, file, line)
 )
 
 select * from final

@@ -90,3 +90,72 @@ def test_the_workbook_shows_issued_corrections_and_net(tmp_path):
     assert Decimal(str(values["Issued lines (charge class empty)"])) == Decimal("19.63")
     assert Decimal(str(values["Corrections (charge class Correction)"])) == Decimal("-5.00")
     assert values["Net (issued + corrections)"].startswith("=E")
+
+
+def test_a_closed_month_rerun_in_full_recovery_is_corrected_line_by_line(tmp_path):
+    from tests.e2e.test_full_recovery import build_recovery_month, settings_yaml
+
+    key_sql = (
+        "select tenant_id, cluster, gpu_model, charge_type, unit_price, "
+        "capacity_reservation_id, amount from {table} where billing_month = '2026-11-01' "
+        "{where} order by all"
+    )
+    build_recovery_month(tmp_path, "rate_card")
+    assert materialize_month(tmp_path, "2026-11-01").success
+    issued = query(tmp_path, key_sql.format(table="charge_lines", where=""))
+    with resource_for(tmp_path).connect() as con:
+        assert close_month(con, dt.date(2026, 11, 1), "finance") == (13, "8490.00")
+    # after the close the platform team moves to full cost recovery
+    write(tmp_path / "catalog/settings.yaml", settings_yaml("full_recovery", "weighted"))
+    result = materialize_month(tmp_path, "2026-11-01")
+    assert result.success
+    outcomes = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert outcomes["cluster_cost_recovered"] and outcomes["charges_tie_out"]
+
+    kept = query(tmp_path, key_sql.format(table="charge_lines", where="and charge_class is null"))
+    assert kept == issued
+    computed = query(tmp_path, key_sql.format(table="computed_charge_lines", where=""))
+    corrections = query(
+        tmp_path, key_sql.format(table="charge_lines", where="and charge_class = 'Correction'")
+    )
+    # every issued line is reversed (no key is the same: the derived rates differ from the
+    # rate card's) and every full_recovery line is added, idle shares and platform included
+    reversals = sorted((*row[:-1], -row[-1]) for row in issued)
+    assert corrections == sorted(reversals + computed)
+    assert ("platform", "edge", "H100", "platform", Decimal("0.250000"), None,
+            Decimal("480.00")) in corrections  # fmt: skip
+    assert ("alpha", "lab", "H100", "idle_share", Decimal("1.000000"), None,
+            Decimal("712.58")) in corrections  # fmt: skip
+    assert sum(row[-1] for row in corrections) == Decimal("6840.00") - Decimal("8490.00")
+    # net per cluster is the cluster's cost, and the tenants' totals carry it
+    net = dict(query(tmp_path, "select cluster, sum(amount) from charge_lines group by 1"))
+    assert net == {"lab": Decimal("6120.00"), "edge": Decimal("720.00")}
+    assert query(tmp_path, "select sum(amount) from tenant_month")[0][0] == Decimal("6840.00")
+
+
+def test_a_closed_full_recovery_month_rerun_with_another_policy_corrects_only_the_shares(
+    tmp_path,
+):
+    from tests.e2e.test_full_recovery import build_recovery_month, settings_yaml
+
+    build_recovery_month(tmp_path, "full_recovery", "weighted")
+    assert materialize_month(tmp_path, "2026-11-01").success
+    with resource_for(tmp_path).connect() as con:
+        assert close_month(con, dt.date(2026, 11, 1), "finance") == (14, "6840.00")
+    write(tmp_path / "catalog/settings.yaml", settings_yaml("full_recovery", "even"))
+    assert materialize_month(tmp_path, "2026-11-01").success
+    # usage, credit and reserved lines carry the same price as the idle shares of their pool:
+    # only the charge type tells them apart, so only the shares are corrected
+    corrections = query(
+        tmp_path,
+        "select tenant_id, cluster, gpu_model, charge_type, amount from charge_lines "
+        "where charge_class = 'Correction' order by all",
+    )
+    assert corrections == [
+        ("alpha", "lab", "H100", "idle_share", Decimal("727.42")),  # 712.58 -> 1,440.00
+        ("beta", "lab", "A100", "idle_share", Decimal("52.50")),  # 105.00 -> 157.50
+        ("beta", "lab", "H100", "idle_share", Decimal("-727.42")),  # 2,167.42 -> 1,440.00
+        ("gamma", "lab", "A100", "idle_share", Decimal("-52.50")),  # 210.00 -> 157.50
+    ]
+    net = dict(query(tmp_path, "select cluster, sum(amount) from charge_lines group by 1"))
+    assert net == {"lab": Decimal("6120.00"), "edge": Decimal("720.00")}

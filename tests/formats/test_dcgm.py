@@ -124,6 +124,95 @@ def test_a_memory_only_export_keeps_its_duplicate_and_marks_no_utilisation(tmp_p
     ]
 
 
+def _mig_series(name: str, gpu: str, values: str, instance: str | None = None,
+                profile: str = "1g.10gb", pod: str | None = None) -> str:  # fmt: skip
+    labels = {"__name__": name, "Hostname": "m1", "gpu": gpu}
+    if instance is not None:
+        labels |= {"GPU_I_ID": instance, "GPU_I_PROFILE": profile}
+    if pod is not None:
+        labels |= {"pod": pod, "namespace": "ml"}
+    return json.dumps({"metric": labels, "values": json.loads(values)})
+
+
+def test_a_mig_gpu_is_one_sample_of_its_instances(tmp_path):
+    """Instances 1 (3g.40gb), 5 (2g.20gb) and 13 (1g.10gb) of m1/0 at 00:00 and 00:15; the
+    power is the device's (a series without GPU_I_ID); m1/1 is a whole GPU."""
+    path = tmp_path / "mig.json"
+    path.write_text(
+        _body(
+            _mig_series(
+                GR, "0", '[[1793491200,"0.5"],[1793492100,"0.9"]]', "1", "3g.40gb", "train-a"
+            ),
+            _mig_series(
+                GR, "0", '[[1793491200,"0.25"],[1793492100,"NaN"]]', "5", "2g.20gb", "serve-b"
+            ),
+            _mig_series(GR, "0", '[[1793491200,"0"],[1793492100,"0"]]', "13"),
+            _mig_series(
+                dcgm.FB_USED,
+                "0",
+                '[[1793491200,"20000"],[1793492100,"30000"]]',
+                "1",
+                "3g.40gb",
+                "train-a",
+            ),
+            _mig_series(
+                dcgm.FB_USED,
+                "0",
+                '[[1793491200,"5000"],[1793492100,"5000"]]',
+                "5",
+                "2g.20gb",
+                "serve-b",
+            ),
+            _mig_series(dcgm.FB_USED, "0", '[[1793491200,"0"],[1793492100,"0"]]', "13"),
+            _mig_series(dcgm.POWER_USAGE, "0", '[[1793491200,"250"],[1793492100,"260"]]'),
+            _mig_series(GR, "1", '[[1793491200,"0.1"]]'),
+        )  # fmt: skip
+    )
+    out = tmp_path / "mig.parquet"
+    written = dcgm.to_parquet(path, out, UTC)
+    rows = duckdb.execute(
+        "select ts, gpu_index, util_pct, mem_used_mib, power_w, source_line, pod, gpu_instance, "
+        "gpu_instance_slices from read_parquet(?) order by gpu_index, ts, source_line",
+        [str(out)],
+    ).fetchall()
+    assert written == len(rows) == 7
+    assert rows == [
+        # each instance's own values and pod; the last row of the GPU and timestamp carries
+        # the GPU: (3 x 50 + 2 x 25 + 1 x 0) / 6 %, 20000 + 5000 + 0 MiB, the device's 250 W
+        (at(0), 0, 50.0, 20000.0, None, 1_000_001, "train-a", "1", 3),
+        (at(0), 0, 25.0, 5000.0, None, 2_000_001, "serve-b", "5", 2),
+        (at(0), 0, 33.3333333333, 25000.0, 250.0, 3_000_001, None, "13", 1),
+        # instance 5 has no utilisation at 00:15 (NaN): its row is rejected downstream and
+        # the GPU's is (3 x 90 + 1 x 0) / 4 over the instances that report it
+        (at(15), 0, 90.0, 30000.0, None, 1_000_002, "train-a", "1", 3),
+        (at(15), 0, None, 5000.0, None, 2_000_002, "serve-b", "5", 2),
+        (at(15), 0, 67.5, 35000.0, 260.0, 3_000_002, None, "13", 1),
+        # a whole GPU: unchanged
+        (at(0), 1, 10.0, None, None, 8_000_001, None, None, None),
+    ]
+
+
+def test_a_mig_memory_export_sums_its_instances(tmp_path):
+    """Memory alone (no two series of a device overlap, so a row per point): the last
+    instance row of each timestamp carries the GPU's sum; instance 8 has no point at 00:15."""
+    path = tmp_path / "fb.json"
+    path.write_text(
+        _body(
+            _mig_series(dcgm.FB_USED, "0", '[[1793491200,"100"],[1793492100,"110"]]', "7", pod="a"),
+            _mig_series(dcgm.FB_USED, "0", '[[1793491200,"200"]]', "8", pod="b"),
+            _mig_series(dcgm.FB_USED, "0", '[[1793491200,"0"],[1793492100,"5"]]', "9"),
+        )  # fmt: skip
+    )
+    rows = [(r[0], r[4], r[6], r[10], r[12]) for r in rows_of(path, tmp_path)]
+    assert rows == [
+        (at(0), 100.0, 1_000_001, "a", "none"),
+        (at(0), 200.0, 2_000_001, "b", "none"),
+        (at(0), 300.0, 3_000_001, None, "none"),  # the GPU: 100 + 200 + 0
+        (at(15), 110.0, 1_000_002, "a", "none"),
+        (at(15), 115.0, 3_000_002, None, "none"),  # 110 + 5
+    ]
+
+
 def test_unreadable_timestamps_stay_rows_of_their_own(tmp_path):
     path = tmp_path / "bad-ts.json"
     path.write_text(

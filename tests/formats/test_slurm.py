@@ -160,6 +160,20 @@ def test_parser_cases_through_the_staging_sql():
     ]
 
 
+def test_array_records_that_are_not_pending_stay_jobs_of_their_own():
+    """Only a PENDING collapsed record gives way to its tasks: Open XDMoD's array case lists
+    TIMEOUT records `4103947_[91,100-102]` next to its task `4103947_100`, each its own job."""
+    rows = rows_of(CASES / "accounting-logs-with-job-arrays.log")
+    assert staged({"arrays": rows}, "job_id, state, record_rank, reject_reason") == [
+        ("4103947_100", "TIMEOUT", 1, None),
+        ("4103947_[1-3]", "TIMEOUT", 1, None),
+        ("4103947_[1,5]", "TIMEOUT", 1, None),
+        ("4103947_[9-11,20]", "TIMEOUT", 1, None),
+        ("4103947_[91,100-102]", "TIMEOUT", 1, None),
+        ("4103947_[9-11,13,16-20]", "TIMEOUT", 1, None),
+    ]
+
+
 # --- the whole reference exports -----------------------------------------------------------
 
 

@@ -13,7 +13,6 @@ from decimal import Decimal
 from html.parser import HTMLParser
 from pathlib import Path
 
-import dagster as dg
 import duckdb
 import openpyxl
 import pytest
@@ -622,16 +621,12 @@ def test_workbook_bytes_are_reproducible(con, tmp_path):
 
 @pytest.mark.slow
 def test_department_reports_asset_on_a_real_month(tmp_path):
-    from pipelines.definitions import all_assets
-    from tests.conftest import query, resource_for
+    from tests.conftest import materialize_month, query
     from tests.e2e.test_tiny_month import build_tiny_month
 
     build_tiny_month(tmp_path)
-    result = dg.materialize(
-        all_assets,
-        partition_key="2026-11-01",
-        resources={"chargeback": resource_for(tmp_path)},
-    )
+    # the telemetry days, then the month's assets (a run holds one partitioning)
+    result = materialize_month(tmp_path, "2026-11-01")
     assert result.success
     folder = tmp_path / "reports/2026-11/departments"
     assert sorted(p.name for p in folder.iterdir()) == [

@@ -10,8 +10,11 @@ import datetime as dt
 from decimal import Decimal
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from pipelines.defs.governance.telemetry_labels import label_schema_file
 from pipelines.defs.resources import prepare_connection
 from pipelines.sql import run
 
@@ -122,6 +125,44 @@ class TestStgJobRecords:
             ("dump-2.csv", 1), ("dump-3.csv", 2), ("dump-1.csv", 3), ("dump-3.csv", None),
         ]  # fmt: skip
 
+    def test_pending_array_records_give_way_to_their_tasks(self, con):
+        def pending(line, job_id, file):
+            return raw_job(line, job_id, start=None, end=None, state="PENDING", nodes=None,
+                           file=file)  # fmt: skip
+
+        given_raw_jobs(con, [
+            pending(2, "50_[1-9]", "dump-1"),
+            pending(3, "60_[1-3%2]", "dump-1"),
+            pending(4, "70_[1-2]", "dump-1"),
+            raw_job(5, "70_5", file="dump-1"),  # not one of 1-2
+            raw_job(2, "50_1", file="dump-2"),
+            pending(3, "50_[2-9]", "dump-2"),
+            pending(4, "60_[1-3]", "dump-2"),  # the same array, still waiting: one job
+            raw_job(2, "50_4", state="RUNNING", end=None, file="dump-3"),  # one of 2-9
+            raw_job(3, "80_[1-3]", state="TIMEOUT", file="dump-3"),  # not pending: its own job
+            raw_job(4, "80_2", file="dump-3"),
+        ])  # fmt: skip
+        con.execute("create table catalog_clusters (cluster varchar, scheduler_timezone varchar)")
+        rows = con.execute(
+            "select file, job_id, reject_reason, record_rank from ("
+            + _sql("staging/stg_job_records")
+            + ") order by file, line"
+        ).fetchall()
+        # every record loads; a pending array record whose tasks are listed is folded (rank
+        # > 1), and of one array's pending records only the latest ranks 1
+        assert rows == [
+            ("dump-1", "50_[1-9]", None, 3),
+            ("dump-1", "60_[1-3%2]", None, 2),
+            ("dump-1", "70_[1-2]", None, 1),
+            ("dump-1", "70_5", None, 1),
+            ("dump-2", "50_1", None, 1),
+            ("dump-2", "50_[2-9]", None, 2),
+            ("dump-2", "60_[1-3]", None, 1),
+            ("dump-3", "50_4", None, 1),
+            ("dump-3", "80_[1-3]", None, 1),
+            ("dump-3", "80_2", None, 1),
+        ]
+
 
 def _sql(name: str) -> str:
     from pipelines.sql import sql_text
@@ -187,24 +228,68 @@ def test_job_gpu_hours_splits_at_hours_and_outage_edges_and_weighs_the_share(con
 
 def test_sample_rollup_folds_duplicates_and_clips_cover(con):
     con.execute("""
-        create table month_samples as select * from (values
+        create table day_samples as select * from (values
             ('c', 'a.parquet', 1, timestamp '2026-11-30 23:57', 'n1', 0, 10.0),
             ('c', 'a.parquet', 2, timestamp '2026-11-30 23:58', 'n1', 0, 20.0),
             ('c', 'b.parquet', 1, timestamp '2026-11-30 23:58', 'n1', 0, 30.0),
             ('c', 'a.parquet', 3, timestamp '2026-11-30 23:59:30', 'n1', 0, 40.0)
         ) as v(cluster, file, line, ts, node, gpu_index, util_pct)
     """)
-    con.execute("""create or replace table month_samples as select *, 0.0 as mem_used_mib,
-        0.0 as power_w, 1 as util_rank, false as superseded, null::varchar as reject_reason
-        from month_samples""")
+    con.execute("""create or replace table day_samples as select *, 0.0 as mem_used_mib,
+        0.0 as power_w, 1 as util_rank, false as superseded, null::varchar as reject_reason,
+        date '2026-11-01' as billing_month, false as look_ahead
+        from day_samples""")
     con.execute("create table ordered_samples as " + _sql("staging/ordered_samples"))
-    rows = run(con, "staging/gpu_sample_rollup", NOV).fetchall()
+    rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 15.0}).fetchall()
     # spacings 60 s and 90 s: the step is their median, 75 s. The duplicate at 23:58 keeps the
-    # last read (b.parquet, 30 %). Cover: up to the next sample, the step, the month end.
-    assert [(r[3].time().isoformat(), r[4], r[7], r[8]) for r in rows] == [
-        ("23:57:00", 10.0, 60000, 75000),
-        ("23:58:00", 30.0, 75000, 75000),
-        ("23:59:30", 40.0, 30000, 75000),
+    # last read (b.parquet, 30 %). Cover: up to the next sample, at most the step. The month
+    # end no longer clips here (attribution clips at the job's end in the month), and no
+    # sample of the next day was looked ahead to: the last sample covers a step.
+    # idle_run: busy samples (>= 15 %) so far in the day.
+    assert [(r[3].time().isoformat(), r[4], r[7], r[8], r[9]) for r in rows] == [
+        ("23:57:00", 10.0, 60000, 75000, 0),
+        ("23:58:00", 30.0, 75000, 75000, 1),
+        ("23:59:30", 40.0, 75000, 75000, 2),
+    ]
+
+
+def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
+    # Nov 30 (UTC) in a billing timezone where December begins at 23:00 UTC (Europe/Berlin);
+    # the next day's first row is rejected, its first valid sample is at 00:00:20
+    con.execute(
+        "copy (select ts, 'n1' as node, 0 as gpu_index, util_pct, source_line, "
+        "null::double as mem_used_mib, null::double as power_w, null as util_metric, "
+        "null as parse_error from (values "
+        "(timestamp '2026-11-30 22:59', 5.0, 1), (timestamp '2026-11-30 23:57', 10.0, 2), "
+        "(timestamp '2026-11-30 23:58', 20.0, 3), (timestamp '2026-11-30 23:59:30', 40.0, 4), "
+        "(timestamp '2026-12-01 00:00', 150.0, 5), (timestamp '2026-12-01 00:00:20', 50.0, 6)"
+        f") as v(ts, util_pct, source_line)) to '{tmp_path}/a.parquet'"
+    )
+    con.execute(
+        "create table sample_sources as select ? as path, 'a.csv' as file, 'c' as cluster",
+        [str(tmp_path / "a.parquet")],
+    )
+    con.execute(
+        "create table day_samples as " + _sql("staging/day_samples"),
+        {"files": [str(tmp_path / "a.parquet")], "owned_files": [],
+         "day_start": T(2026, 11, 30), "day_end": T(2026, 12, 1),
+         "billing_month": NOV["billing_month"], "next_billing_month": dt.date(2026, 12, 1),
+         "next_billing_month_at": T(2026, 11, 30, 23)},
+    )  # fmt: skip
+    con.execute("create table ordered_samples as " + _sql("staging/ordered_samples"))
+    rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
+    # spacings 58 min, 60 s, 90 s and 50 s (to the look-ahead): the step is 75 s
+    assert [(r[3].time().isoformat(), r[7], r[8], r[9]) for r in rows] == [
+        ("22:59:00", 75000, 75000, 1),
+        ("23:57:00", 60000, 75000, 2),
+        ("23:58:00", 75000, 75000, 3),
+        ("23:59:30", 50000, 75000, 4),
+    ]
+    counts = run(con, "staging/day_sample_file_counts").fetchall()
+    # only the day's rows count, in the billing month of their time
+    assert [(str(r[0]), r[2], r[3], r[4]) for r in counts] == [
+        ("2026-11-01", "a.csv", 1, 1),
+        ("2026-12-01", "a.csv", 3, 3),
     ]
 
 
@@ -221,7 +306,9 @@ def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
     con.execute(
         "copy (select 'n1' as node, 0 as gpu_index, "
         "timestamp '2026-11-02 00:00' + to_minutes(10 * i) as ts, "
-        "utils[i + 1] as util_pct, 600000::bigint as cover_ms "
+        "utils[i + 1] as util_pct, 600000::bigint as cover_ms, "
+        # the rollup's idle-run number: busy samples so far that day
+        "count(*) filter (utils[i + 1] >= 5) over (order by i) as idle_run "
         f"from (select range(19) as r, {utils} as utils), unnest(r) as t(i)) "
         f"to '{tmp_path}/cluster=c/day=2026-11-02/s.parquet'"
     )
@@ -238,6 +325,61 @@ def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
         600_000 * 420,
         3_600_000 * 420,
         7_200_000 * 420,
+    )
+
+
+def test_a_zombie_run_spans_midnight_and_a_busy_sample_before_it_breaks_it(con, tmp_path):
+    # one job holds GPUs 0 and 1 of n1, 11-02 20:00 - 11-03 04:00; 10-minute samples in two
+    # daily rollups. GPU 0: busy 20:00-22:50, idle 23:00-00:50 (1 h each side of midnight: one
+    # 2 h run, zombie), busy 01:00, idle 01:10-01:50, no samples 02:00-02:20, idle 02:30-03:50
+    # (a gap does not break a run: 140 min, zombie). GPU 1: idle 22:00-23:40, busy 23:50, idle
+    # 00:00-00:50: the busy sample breaks the run (110 + 60 min, idle, not zombie).
+    def at(day: int, hhmm: str) -> dt.datetime:
+        return dt.datetime.combine(dt.date(2026, 11, day), dt.time.fromisoformat(hhmm))
+
+    def every_10_min(gpu: int, first: dt.datetime, last: dt.datetime, util: float) -> list:
+        count = int((last - first).total_seconds() // 600) + 1
+        return [(gpu, first + dt.timedelta(minutes=10 * i), util) for i in range(count)]
+
+    samples = [
+        *every_10_min(0, at(2, "20:00"), at(2, "22:50"), 80.0),
+        *every_10_min(0, at(2, "23:00"), at(3, "00:50"), 1.0),
+        *every_10_min(0, at(3, "01:00"), at(3, "01:00"), 80.0),
+        *every_10_min(0, at(3, "01:10"), at(3, "01:50"), 1.0),
+        *every_10_min(0, at(3, "02:30"), at(3, "03:50"), 1.0),
+        *every_10_min(1, at(2, "22:00"), at(2, "23:40"), 1.0),
+        *every_10_min(1, at(2, "23:50"), at(2, "23:50"), 80.0),
+        *every_10_min(1, at(3, "00:00"), at(3, "00:50"), 1.0),
+    ]
+    con.execute("create table s (gpu_index integer, ts timestamp, util_pct double)")
+    con.executemany("insert into s values (?, ?, ?)", samples)
+    con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'j' as job_id, 'n1' as node, g as gpu_index, 'A100' as gpu_model,
+        420 as gpu_share, false as in_outage, h as hour, h as seg_from,
+        h + interval 1 hour as seg_to, timestamp '2026-11-03 04:00' as cover_until
+        from unnest(range(timestamp '2026-11-02 20:00', timestamp '2026-11-03 04:00',
+                          interval 1 hour)) as t(h), unnest([0, 1]) as u(g)""")
+    files = []
+    for day in ("2026-11-02", "2026-11-03"):
+        folder = tmp_path / f"cluster=c/day={day}"
+        folder.mkdir(parents=True)
+        files.append(str(folder / "s.parquet"))
+        # the rollup's idle-run number: busy samples of the GPU so far that day
+        con.execute(
+            "copy (select 'n1' as node, gpu_index, ts, util_pct, 600000::bigint as cover_ms, "
+            "count(*) filter (util_pct >= 5) over (partition by gpu_index order by ts) "
+            "as idle_run from s where ts::date = ?::date) to '" + files[-1] + "'",
+            [day],
+        )
+    params = {**NOV, "sample_files": files, "idle_threshold_pct": 5.0,
+              "zombie_min_ms": 2 * 3_600_000}  # fmt: skip
+    cursor = run(con, "facts/job_sample_time", params)
+    row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
+    minute = 60_000 * 420  # a whole GPU: units are 420 x ms
+    assert (row["productive_units"], row["idle_units"], row["zombie_units"]) == (
+        (190 + 10) * minute,  # GPU 0: 18 samples before midnight and one at 01:00; GPU 1: one
+        (110 + 60) * minute,  # GPU 1, both sides of its busy sample
+        (120 + 140) * minute,  # GPU 0: the run across midnight and the one across the gap
     )
 
 
@@ -273,6 +415,21 @@ def test_gpu_capacity_sweeps_shares_overlaps_and_outages(con):
     )  # fmt: skip
 
 
+def given_rate_card_month(con) -> None:
+    """No cost pools (rate_card) and no reserved quota."""
+    con.execute(
+        "create table cost_pools (billing_month date, cluster varchar, gpu_model varchar, "
+        "capacity_units bigint, cost_cents bigint, price_micro bigint, "
+        "unit_price decimal(18, 6), idle_sharing varchar)"
+    )
+    con.execute(
+        "create table reserved_quota_unused (billing_month date, tenant_id varchar, "
+        "capacity_reservation_id varchar, cluster varchar, gpu_model varchar, "
+        "unit_price decimal(18, 6), gpu_units bigint, guaranteed_units bigint, "
+        "charge_numerator hugeint)"
+    )
+
+
 def test_charge_lines_round_by_largest_remainder(con):
     # three lines of 33 1/3 cents each (1.512e13 charge_numerator units per cent): exactly 1.00
     con.execute("""create table job_gpu_charges as select date '2026-11-01' as billing_month,
@@ -282,6 +439,7 @@ def test_charge_lines_round_by_largest_remainder(con):
         from unnest(['a', 'b', 'c']) as u(t)""")
     con.execute("create table catalog_tenants (tenant_id varchar, name varchar, "
                 "department varchar, cost_center varchar)")  # fmt: skip
+    given_rate_card_month(con)
     rows = run(con, "marts/computed_charge_lines", NOV).fetchall()
     amounts = [row[-2] for row in rows]
     # each is 33.333 cents: floors 0.33 x 3 = 0.99, one cent to the first by tie-break
@@ -311,6 +469,7 @@ def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):
         ('*', 1.00::decimal(18, 6), 1000000, timestamp '1900-01-01',
          timestamp '9999-12-31', 2)
     ) as v(gpu_model, price_per_gpu_hour, price_micro, valid_from, valid_to, priority)""")
+    given_rate_card_month(con)
     rows = con.execute(
         "select tenant_id, unit_price, gpu_units // 420, charge_numerator // 15120000000000 from ("
         + _sql("facts/job_gpu_charges")
@@ -344,9 +503,11 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
     )
     files = [str(tmp_path / f"{n}.parquet") for n in ("util", "engine", "fb")]
     con.execute(
-        "create table month_samples as " + _sql("staging/month_samples"),
-        {"files": files, "month_start": NOV["month_start"], "month_end": NOV["month_end"]},
-    )
+        "create table day_samples as " + _sql("staging/day_samples"),
+        {"files": files, "owned_files": [], "day_start": T(2026, 11, 2),
+         "day_end": T(2026, 11, 3), "billing_month": NOV["billing_month"],
+         "next_billing_month": dt.date(2026, 12, 1), "next_billing_month_at": NOV["month_end"]},
+    )  # fmt: skip
     con.execute("create table ordered_samples as " + _sql("staging/ordered_samples"))
     rows = con.execute(
         "select ts::time, util_pct, mem_used_mib, file from ordered_samples order by ts"
@@ -355,7 +516,7 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
         ("00:00:00", "40.0", "1234.0", "engine.json"),
         ("00:01:00", "40.0", "1234.0", "engine.json"),
     ]
-    counts = run(con, "staging/sample_file_counts", NOV).fetchall()
+    counts = run(con, "staging/day_sample_file_counts").fetchall()
     # read, loaded, rejected, folded per file: GPU_UTIL's two samples were superseded
     assert [(r[2], r[3], r[4], r[5], r[6]) for r in counts] == [
         ("engine.json", 2, 2, 0, 0),
@@ -377,7 +538,7 @@ def test_a_sample_before_the_hour_covers_into_the_next_hour(con, tmp_path):
     con.execute(
         "copy (select 'n1' as node, 0 as gpu_index, "
         "timestamp '2026-11-02 00:00:30' + to_seconds(60 * i) as ts, 50.0 as util_pct, "
-        "60000::bigint as cover_ms from range(120) as r(i)) "
+        "60000::bigint as cover_ms, i + 1 as idle_run from range(120) as r(i)) "
         f"to '{folder}/s.parquet'"
     )
     params = {**NOV, "sample_files": [str(folder / "s.parquet")],
@@ -386,3 +547,90 @@ def test_a_sample_before_the_hour_covers_into_the_next_hour(con, tmp_path):
     row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
     # 120 samples x 60 s, the last (01:59:30) clipped at the job end: 119.5 minutes
     assert row["measured_units"] == (119 * 60_000 + 30_000) * 420
+
+
+def test_telemetry_labels_are_checked_against_the_scheduler(con, tmp_path):
+    """Samples every 10 minutes in hour 10 of Nov 2; the scheduler holds n1/0 by J1 (account
+    a) until 10:30, n1/1 by J2 (b) all hour, and the MIG GPU n2/0 by pod web-1 (uid u1,
+    namespace team); pod web-2 (u2) is known but holds nothing."""
+
+    def at(minute: int) -> dt.datetime:
+        return T(2026, 11, 2, 10, minute)
+
+    # (node, gpu, first minute, samples, job_id, pod, namespace, MIG instance, its slices)
+    spans = [
+        ("n1", 0, 0, 6, "J1", None, None, None, None),  # J1 until 10:30, then nobody
+        ("n1", 0, 0, 2, "J9", None, None, None, None),  # a job the scheduler never saw
+        ("n1", 1, 0, 3, "J1", None, None, None, None),  # J1, but on n1/0 by the scheduler
+        ("n1", 1, 30, 3, None, None, "a", None, None),  # a namespace; J2's account is b
+        ("n2", 0, 0, 6, None, "web-1", "team", "7", 1),  # agrees, on a 1g slice
+        ("n2", 0, 0, 6, None, "web-1", "other", "8", 2),  # the pod, another namespace, 2g
+        ("n2", 0, 0, 6, None, "web-2", "team", "9", 1),  # a pod that held nothing
+        ("n2", 0, 0, 1, None, "", "", None, None),  # empty labels: not a label
+    ]
+    rows = [
+        (at(first + 10 * k), node, gpu, 50.0, job, pod, ns, instance, slices)
+        for node, gpu, first, count, job, pod, ns, instance, slices in spans
+        for k in range(count)
+    ] + [(T(2026, 12, 1, 0, 0), "n1", 0, 50.0, "J1", None, None, None, None)]  # December
+    labelled = pa.table(
+        list(zip(*rows, strict=True)),
+        names=["ts", "node", "gpu_index", "util_pct", "job_id", "pod", "namespace",
+               "gpu_instance", "gpu_instance_slices"],
+    )  # fmt: skip
+    pq.write_table(labelled, tmp_path / "labelled.parquet")
+    # the same J1 samples again in a file without labels columns but job_id (another metric)
+    con.execute(
+        f"copy (select timestamp '2026-11-02 10:00' + to_minutes(10 * i) as ts, 'n1' as node, "
+        f"0 as gpu_index, 'J1' as job_id from range(3) as r(i)) to '{tmp_path}/memory.parquet'"
+    )
+    con.execute(
+        f"copy (select timestamp '2026-11-02 10:00' as ts, 'n1' as node, 0 as gpu_index, "
+        f"1.0 as util_pct) to '{tmp_path}/plain.parquet'"
+    )
+    names = ["labelled", "memory", "plain"]
+    con.execute(
+        "create table sample_sources as select format('{}/{}.parquet', ?, n) as path, "
+        "n || '.json' as file, 'k' as cluster from unnest(?) as t(n)",
+        [str(tmp_path), names],
+    )
+    files = [str(tmp_path / f"{n}.parquet") for n in names] + [str(label_schema_file(tmp_path))]
+    con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
+        'k' as cluster, * from (values
+        ('J1', 'n1', 0, timestamp '2026-11-02 10:00', timestamp '2026-11-02 10:00',
+         timestamp '2026-11-02 10:30'),
+        ('J2', 'n1', 1, timestamp '2026-11-02 10:00', timestamp '2026-11-02 10:00',
+         timestamp '2026-11-02 11:00'),
+        ('u1', 'n2', 0, timestamp '2026-11-02 10:00', timestamp '2026-11-02 10:00',
+         timestamp '2026-11-02 11:00')
+    ) as v(job_id, node, gpu_index, hour, seg_from, seg_to)""")
+    con.execute("""create table stg_jobs as select date '2026-11-01' as billing_month,
+        'k' as cluster, * from (values ('J1', 'a'), ('J2', 'b'), ('u1', 'team'))
+        as v(job_id, account)""")
+    con.execute("""create table stg_job_records as select 'k' as cluster, *,
+        null as reject_reason, 'job' as record_type, 1 as record_rank from (values
+        ('J1', 'a', 'J1,k,a,...'), ('J2', 'b', 'J2,k,b,...'),
+        ('u1', 'team', 'team/web-1 uid=u1 phase=Running'),
+        ('u2', 'team', 'team/web-2 uid=u2 phase=Succeeded')
+    ) as v(job_id, account, raw)""")
+    result = run(con, "marts/telemetry_label_checks", {**NOV, "files": files}).fetchall()
+    hour = 600_000 * 420 / 1_512_000_000  # one whole-GPU sample of 10 minutes, in GPU-hours
+    assert [row[1:] for row in result] == [
+        ("k", "n1", 0, "J1", None, None, "agrees", "J1", "a", None, at(0), at(50), 3,
+         3 * hour),
+        ("k", "n1", 0, "J1", None, None, "gpu_unallocated_by_scheduler", "J1", "a", None,
+         at(0), at(50), 3, 3 * hour),
+        ("k", "n1", 0, "J9", None, None, "label_job_not_in_scheduler", "J1", "a", None,
+         at(0), at(10), 2, 2 * hour),
+        ("k", "n1", 1, "J1", None, None, "different_gpu", "J2", "b", "0", at(0), at(20), 3,
+         3 * hour),
+        ("k", "n1", 1, None, None, "a", "namespace_mismatch", "J2", "b", None, at(30), at(50),
+         3, 3 * hour),
+        ("k", "n2", 0, None, "web-1", "other", "namespace_mismatch", "u1", "team", None,
+         at(0), at(50), 6, pytest.approx(6 * hour * 2 / 7)),
+        ("k", "n2", 0, None, "web-1", "team", "agrees", "u1", "team", None, at(0), at(50), 6,
+         pytest.approx(6 * hour / 7)),
+        ("k", "n2", 0, None, "web-2", "team", "different_job", "u1", "team", None, at(0),
+         at(50), 6, pytest.approx(6 * hour / 7)),
+    ]  # fmt: skip
+    assert {row[0] for row in result} == {dt.date(2026, 11, 1)}

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from pipelines.defs.ingest.assets import gpu_samples, stg_jobs
-from pipelines.defs.ingest.loading import month_sample_files
+from pipelines.defs.ingest.telemetry import month_sample_files
 from pipelines.defs.monthly import monthly_sql_asset, run_months, sql_description
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.resources import ChargebackResource
@@ -24,10 +24,9 @@ job_gpu_hours = monthly_sql_asset("job_gpu_hours", "facts/job_gpu_hours", [stg_j
 )
 def job_time_buckets(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     def step(con, month, params, chargeback, catalog):
-        sample_params = {
-            **params,
-            "sample_files": month_sample_files(chargeback.telemetry_dir, params),
-        }
+        files = month_sample_files(chargeback.telemetry_dir, params)
+        _check_idle_threshold(con, files, params["idle_threshold_pct"], month.label)
+        sample_params = {**params, "sample_files": files}
         return {
             "job_sample_time": replace_month(
                 con, "job_sample_time", "facts/job_sample_time", sample_params
@@ -38,6 +37,19 @@ def job_time_buckets(context: dg.AssetExecutionContext, chargeback: ChargebackRe
         }
 
     return run_months(context, chargeback, step)
+
+
+def _check_idle_threshold(con, files: list[str], threshold: float, label: str) -> None:
+    """The rollups number idle runs with the catalog's idle threshold of their day: stop when
+    a day was rolled up with another one (the catalog changed since) instead of mixing them."""
+    used = [t for (t,) in con.execute(
+        "select distinct idle_threshold_pct from read_parquet($files) order by 1", {"files": files}
+    ).fetchall()]  # fmt: skip
+    if used and used != [threshold]:
+        raise ValueError(
+            f"telemetry of {label}: days rolled up with idle_threshold_pct {used}, the catalog "
+            f"says {threshold}: materialise gpu_sample_rollup for the month's days again"
+        )
 
 
 gpu_capacity = monthly_sql_asset("gpu_capacity", "facts/gpu_capacity", [job_gpu_hours], GROUP)

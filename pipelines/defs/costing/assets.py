@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from pipelines.defs.attribution.assets import job_gpu_hours, job_time_buckets
+from pipelines.defs.attribution.assets import gpu_capacity, job_gpu_hours, job_time_buckets
 from pipelines.defs.monthly import monthly_sql_asset, run_months, sql_description
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.resources import ChargebackResource
@@ -10,13 +10,41 @@ from pipelines.sql import replace_month, run
 
 GROUP = "costing"
 
-job_gpu_charges = monthly_sql_asset(
-    "job_gpu_charges", "facts/job_gpu_charges", [job_gpu_hours], GROUP
+
+@dg.asset(
+    deps=[job_gpu_hours, gpu_capacity],
+    partitions_def=monthly_partition,
+    backfill_policy=single_run,
+    group_name=GROUP,
+    description=sql_description("facts/job_gpu_charges"),
+    kinds={"duckdb", "sql"},
+)
+def job_gpu_charges(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
+    def step(con, month, params, chargeback, catalog):
+        # cost_pools first (empty in rate_card): in full_recovery it holds the derived rates
+        settings = catalog.settings
+        pool_params = {
+            **params,
+            "cost_mode": settings.cost_mode,
+            "idle_sharing": settings.idle_sharing,
+        }
+        return {
+            "cost_pools": replace_month(con, "cost_pools", "facts/cost_pools", pool_params),
+            "job_gpu_charges": replace_month(
+                con, "job_gpu_charges", "facts/job_gpu_charges", params
+            ),
+        }
+
+    return run_months(context, chargeback, step)
+
+
+job_usage = monthly_sql_asset(
+    "job_usage", "marts/job_usage", [job_time_buckets, job_gpu_charges], GROUP
 )
 
 
 @dg.asset(
-    deps=[job_gpu_charges],
+    deps=[job_gpu_charges, job_usage],
     partitions_def=monthly_partition,
     backfill_policy=single_run,
     group_name=GROUP,
@@ -25,20 +53,24 @@ job_gpu_charges = monthly_sql_asset(
 )
 def charge_lines(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     def step(con, month, params, chargeback, catalog):
+        reserved = replace_month(
+            con, "reserved_quota_unused", "facts/reserved_quota_unused", params
+        )
         computed = replace_month(
             con, "computed_charge_lines", "marts/computed_charge_lines", params
         )
         run(con, "ddl/closed_months")
         run(con, "ddl/issued_charge_lines")
         lines = replace_month(con, "charge_lines", "marts/charge_lines", params)
-        return {"computed_charge_lines": computed, "charge_lines": lines}
+        return {
+            "reserved_quota_unused": reserved,
+            "computed_charge_lines": computed,
+            "charge_lines": lines,
+        }
 
     return run_months(context, chargeback, step)
 
 
-job_usage = monthly_sql_asset(
-    "job_usage", "marts/job_usage", [job_time_buckets, job_gpu_charges], GROUP
-)
 # quota_compliance (governance) is named by key: it depends on job_usage, defined here
 tenant_month = monthly_sql_asset(
     "tenant_month", "marts/tenant_month", [job_usage, charge_lines, "quota_compliance"], GROUP

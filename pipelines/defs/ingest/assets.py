@@ -1,17 +1,15 @@
 """Ingest: the catalog, the scheduler exports and the GPU telemetry of each billing month."""
 
+import datetime as dt
 from pathlib import Path
 
 import dagster as dg
 
 from pipelines.defs.ingest.catalog_tables import write_catalog_tables
-from pipelines.defs.ingest.loading import (
-    build_month_jobs,
-    load_month_telemetry,
-    load_scheduler_exports,
-)
+from pipelines.defs.ingest.loading import build_month_jobs, load_scheduler_exports
+from pipelines.defs.ingest.telemetry import load_month_telemetry, roll_up_days
 from pipelines.defs.monthly import run_months
-from pipelines.defs.partitions import monthly_partition, single_run
+from pipelines.defs.partitions import daily_partition, monthly_partition, single_run
 from pipelines.defs.resources import ChargebackResource
 
 GROUP = "ingest"
@@ -45,16 +43,58 @@ def stg_jobs(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     return run_months(context, chargeback, step)
 
 
-@dg.asset(deps=[catalog], partitions_def=monthly_partition, backfill_policy=single_run,
-          group_name=GROUP, kinds={"duckdb", "parquet"})  # fmt: skip
+@dg.asset(
+    # a day reads the catalog of its month (cluster settings, billing timezone, idle threshold);
+    # the current month is no partition yet, and its days still run
+    deps=[
+        dg.AssetDep(
+            catalog,
+            partition_mapping=dg.TimeWindowPartitionMapping(
+                allow_nonexistent_upstream_partitions=True
+            ),
+        )
+    ],
+    partitions_def=daily_partition,
+    backfill_policy=single_run,
+    group_name=GROUP,
+    kinds={"parquet"},
+)
+def gpu_sample_rollup(
+    context: dg.AssetExecutionContext, chargeback: ChargebackResource
+) -> dg.MaterializeResult:
+    """One row per GPU sample of a UTC day (duplicates folded, covered time and idle-run number
+    attached; sql/staging/gpu_sample_rollup.sql) in `<telemetry>/cluster=<c>/day=<d>/`, and the
+    day's rejected rows and counts per file in `<telemetry>/quality/day=<d>/`. Parquet only, no
+    warehouse: days run in parallel processes, and a day that lands late re-runs alone (then
+    re-run its month's assets)."""
+    window = context.partition_time_window
+    days = [
+        window.start.date() + dt.timedelta(days=n)
+        for n in range((window.end.date() - window.start.date()).days)
+    ]
+    per_day = roll_up_days(chargeback, chargeback.catalog(), days)
+    for day, counts in per_day.items():
+        context.log.info(f"gpu_sample_rollup {day}: {counts}")
+    return dg.MaterializeResult(
+        metadata={
+            "rows_samples": sum(counts["samples"] for counts in per_day.values()),
+            "rows_rejected": sum(counts["rejected"] for counts in per_day.values()),
+            "days": list(per_day),
+        }
+    )
+
+
+@dg.asset(deps=[catalog, gpu_sample_rollup], partitions_def=monthly_partition,
+          backfill_policy=single_run, group_name=GROUP, kinds={"duckdb", "parquet"})  # fmt: skip
 def gpu_samples(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
-    """One row per GPU sample of the billing month (duplicates folded, covered time attached),
-    stored as Parquet partitioned by cluster and day beside the warehouse; rejected rows in
-    sample_rejects, counts per file in sample_file_counts."""
+    """The billing month's GPU samples: the daily rollups of the UTC days it overlaps (read in
+    place by attribution; the run stops if one is missing), their rejected rows loaded into
+    sample_rejects and counts per file into sample_file_counts; sample_sources lists every
+    canonical samples file."""
 
     def step(con, month, params, chargeback, catalog):
         return load_month_telemetry(
-            con, Path(chargeback.landing_dir), chargeback.telemetry_dir, params, catalog
+            con, Path(chargeback.landing_dir), chargeback.telemetry_dir, month, params, catalog
         )
 
     return run_months(context, chargeback, step)

@@ -89,11 +89,13 @@ def write_catalog_tables(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> di
         con,
         "catalog_clusters",
         [
-            {"cluster": name, "scheduler_timezone": cluster.scheduler_timezone}
+            {"cluster": name, "scheduler_timezone": cluster.scheduler_timezone,
+             "monthly_overhead": cluster.monthly_overhead}
             for name, cluster in sorted(catalog.settings.clusters.items())
         ],
-        pa.schema([("cluster", pa.string()), ("scheduler_timezone", pa.string())]),
-    )
+        pa.schema([("cluster", pa.string()), ("scheduler_timezone", pa.string()),
+                   ("monthly_overhead", MONEY)]),
+    )  # fmt: skip
     nodes = catalog.nodes or []
     counts["catalog_nodes"] = write_table(
         con,

@@ -1,4 +1,4 @@
-"""Ingest: scheduler exports into `stg_jobs` / `job_gpus`, telemetry into daily Parquet.
+"""Ingest: scheduler exports into `stg_jobs` / `job_gpus` (telemetry: telemetry.py).
 
 Python reads the files and hands rows to DuckDB as text; typing, validation and rejects are
 SQL (`sql/staging/`).
@@ -6,9 +6,6 @@ SQL (`sql/staging/`).
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
-import shutil
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -16,14 +13,13 @@ from typing import Any
 import duckdb
 import hostlist
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipelines.catalog import Catalog, ClusterSettings
 from pipelines.defs.ingest.catalog_tables import ACCOUNT_TENANTS_SCHEMA, account_tenants
 from pipelines.defs.ingest.tables import write_table
 from pipelines.formats import canonical
-from pipelines.landing import ExportFile, discover
-from pipelines.sql import bind, create_table, replace_month, run, sql_text
+from pipelines.landing import discover
+from pipelines.sql import create_table, replace_month, run
 
 
 def load_scheduler_exports(
@@ -165,124 +161,3 @@ def assign_gpu_indices(
                     "index_source": "assigned",
                 })  # fmt: skip
     return assigned
-
-
-def load_month_telemetry(
-    con: duckdb.DuckDBPyConnection,
-    landing_dir: Path,
-    telemetry_dir: Path,
-    params: dict[str, Any],
-    catalog: Catalog,
-) -> dict[str, int]:
-    """Type, check and deduplicate the month's GPU samples and write them as daily Parquet.
-
-    Output: `<telemetry_dir>/cluster=<c>/day=<YYYY-MM-DD>/*.parquet` (the month's days are
-    replaced), plus the month's rows of sample_rejects and sample_file_counts.
-    """
-    sources = [
-        {"path": str(path), "file": export.name, "cluster": export.cluster}
-        for export in discover(landing_dir, "telemetry")
-        for path in [_canonical_samples_file(export, telemetry_dir, catalog)]
-    ]
-    write_table(
-        con,
-        "sample_sources",
-        sources,
-        pa.schema([("path", pa.string()), ("file", pa.string()), ("cluster", pa.string())]),
-    )
-    schema_file = _empty_parquet(telemetry_dir / "schema", SAMPLE_SCHEMA)
-    files = [source["path"] for source in sources] + [str(schema_file)]
-    create_table(
-        con, "month_samples", "staging/month_samples", {**params, "files": files}, temporary=True
-    )
-    create_table(con, "ordered_samples", "staging/ordered_samples", params, temporary=True)
-    counts = {
-        "rejected": replace_month(con, "sample_rejects", "staging/sample_rejects", params),
-        "files": replace_month(con, "sample_file_counts", "staging/sample_file_counts", params),
-    }
-    for day_dir in month_day_dirs(telemetry_dir, params):
-        shutil.rmtree(day_dir, ignore_errors=True)
-    telemetry_dir.mkdir(parents=True, exist_ok=True)
-    sql = sql_text("staging/gpu_sample_rollup")
-    con.execute(
-        f"copy ({sql}) to '{telemetry_dir.as_posix()}' "
-        "(format parquet, partition_by (cluster, day), overwrite_or_ignore true, "
-        "filename_pattern 'samples_{i}')",
-        bind(sql, params),
-    )
-    counts["samples"] = con.execute(
-        "select count(*) from ordered_samples where next_ts is null or next_ts > ts"
-    ).fetchone()[0]
-    con.execute("drop table ordered_samples")
-    con.execute("drop table month_samples")
-    return counts
-
-
-def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Catalog) -> Path:
-    """The export itself when DuckDB reads it in place, else its canonical Parquet conversion.
-
-    Conversions are cached by content hash, so a month re-run converts nothing again.
-    """
-    if export.format.to_parquet is None:
-        return export.path
-    digest = hashlib.sha256(export.path.read_bytes()).hexdigest()[:20]
-    converted = telemetry_dir / "converted" / export.cluster / f"{digest}.parquet"
-    if not converted.exists():
-        converted.parent.mkdir(parents=True, exist_ok=True)
-        partial = converted.with_suffix(".partial")
-        settings = catalog.settings.clusters.get(export.cluster, ClusterSettings())
-        export.format.to_parquet(export.path, partial, settings)
-        partial.replace(converted)
-    return converted
-
-
-# Every column a canonical samples file may carry: one empty file with all of them joins every
-# read, so that optional columns exist (as NULL) even when no export has them.
-SAMPLE_SCHEMA = pa.schema([
-    ("ts", pa.timestamp("us")), ("node", pa.string()), ("gpu_index", pa.int32()),
-    ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
-    ("source_line", pa.int64()), ("job_id", pa.string()), ("gpu_uuid", pa.string()),
-    ("gpu_model", pa.string()), ("pod", pa.string()), ("namespace", pa.string()),
-    # which metric util_pct came from (DCGM: GR_ENGINE_ACTIVE beats GPU_UTIL; 'none' for a
-    # memory- or power-only series) and why a converted row cannot be read
-    ("util_metric", pa.string()), ("parse_error", pa.string()),
-])  # fmt: skip
-
-
-def _empty_parquet(folder: Path, schema: pa.Schema) -> Path:
-    """An empty Parquet file with `schema`, named after it (so a changed schema gets a new one)."""
-    digest = hashlib.sha256(schema.to_string().encode()).hexdigest()[:12]
-    path = folder / f"samples-{digest}.parquet"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(schema.empty_table(), path)
-    return path
-
-
-def month_day_dirs(telemetry_dir: Path, params: dict[str, Any]) -> list[Path]:
-    """The daily rollup folders of every cluster for the UTC days the month touches."""
-    first = params["month_start"].date().isoformat()
-    last = (params["month_end"] - dt.timedelta(microseconds=1)).date().isoformat()
-    return [
-        day_dir
-        for day_dir in sorted(telemetry_dir.glob("cluster=*/day=*"))
-        if first <= day_dir.name.removeprefix("day=") <= last
-    ]
-
-
-def month_sample_files(telemetry_dir: Path, params: dict[str, Any]) -> list[str]:
-    """The rollup Parquet files of the month, or one empty file when it has no samples."""
-    files = [
-        str(path)
-        for day_dir in month_day_dirs(telemetry_dir, params)
-        for path in sorted(day_dir.glob("*.parquet"))
-    ]
-    return files or [str(_empty_parquet(telemetry_dir / "empty", ROLLUP_SCHEMA))]
-
-
-# The columns of the daily rollup files (gpu_sample_rollup.sql), for a month without samples.
-ROLLUP_SCHEMA = pa.schema([
-    ("node", pa.string()), ("gpu_index", pa.int32()), ("ts", pa.timestamp("us")),
-    ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
-    ("cover_ms", pa.int64()), ("step_ms", pa.int64()), ("cluster", pa.string()),
-])  # fmt: skip

@@ -27,7 +27,7 @@ rejects = monthly_sql_asset("rejects", "marts/rejects", [stg_jobs, gpu_samples],
 data_quality = monthly_sql_asset(
     "data_quality",
     "marts/data_quality",
-    [rejects, job_usage, job_time_buckets, gpu_capacity],
+    [rejects, job_usage, job_time_buckets, gpu_capacity, "telemetry_label_checks"],
     GROUP,
 )
 

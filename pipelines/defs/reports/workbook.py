@@ -216,6 +216,39 @@ where billing_month = ? and level = 'gpu_model'
 order by day, cluster, gpu_model
 """
 
+# The Summary reconciliation: amounts by cluster and charge type (charge_lines.charge_type; a
+# warehouse from before that column knows usage and credits by category only), and the
+# full_recovery cost of each cluster (cost_pools).
+_AMOUNT_BY_TYPE_SQL = """
+select cluster, charge_type, sum(amount)
+from charge_lines
+where billing_month = ?
+group by all
+order by all
+"""
+
+_AMOUNT_BY_CATEGORY_SQL = """
+select cluster, case when charge_category = 'Credit' then 'credit' else 'usage' end,
+       sum(amount)
+from charge_lines
+where billing_month = ?
+group by all
+order by all
+"""
+
+_CLUSTER_COST_SQL = """
+select cluster, sum(amount)
+from cost_pools
+where billing_month = ?
+group by all
+order by all
+"""
+
+_COLUMN_EXISTS_SQL = """
+select count(*) from information_schema.columns
+where table_name = ? and column_name = ? and table_schema = current_schema()
+"""
+
 _TABLE_EXISTS_SQL = """
 select count(*) from information_schema.tables
 where table_name = ? and table_schema = current_schema()
@@ -275,6 +308,7 @@ def write_chargeback_workbook(
         capacity=_fetch_if_exists(con, "capacity_evidence", _CAPACITY_SQL, month),
         daily=_fetch_if_exists(con, "utilization_daily", _DAILY_SQL, month),
     )
+    reconciliation = _reconciliation(con, billing_month, parameters)
     audit = _Audit(
         inputs=_audit_inputs(inputs, quality),
         catalog_version=catalog_version,
@@ -283,7 +317,7 @@ def write_chargeback_workbook(
 
     wb = _build_workbook(
         billing_month, parameters, currency, charges, tenants, jobs, buckets, quality,
-        rejects, rejects_total, governance, audit,
+        rejects, rejects_total, governance, audit, reconciliation,
     )  # fmt: skip
     data = _serialise(wb, _fixed_timestamp(billing_month))
     _write_atomically(data, out_path)
@@ -320,6 +354,34 @@ class _Audit:
     inputs: list[tuple]  # file, cluster, format, sha256, read, loaded, rejected, folded
     catalog_version: str | None
     table_rows: list[tuple[str, int | None]]  # None: the table does not exist
+
+
+@dataclass(frozen=True)
+class _Reconciliation:
+    """Amounts of the month by cluster and charge type, and (full_recovery) each cluster's
+    cost: the Summary shows that they tie."""
+
+    full_recovery: bool
+    amounts: dict[tuple[str, str], Decimal]  # (cluster, charge_type) -> net amount
+    costs: dict[str, Decimal]  # cluster -> cost (full_recovery only)
+
+    @property
+    def clusters(self) -> list[str]:
+        return sorted({cluster for cluster, _ in self.amounts} | set(self.costs))
+
+
+def _reconciliation(
+    con: duckdb.DuckDBPyConnection, billing_month: dt.date, parameters: dict[str, str]
+) -> _Reconciliation:
+    month = [billing_month]
+    has_type = con.execute(_COLUMN_EXISTS_SQL, ["charge_lines", "charge_type"]).fetchone()[0]
+    sql = _AMOUNT_BY_TYPE_SQL if has_type else _AMOUNT_BY_CATEGORY_SQL
+    amounts = {
+        (cluster, kind): amount for cluster, kind, amount in con.execute(sql, month).fetchall()
+    }
+    costs = dict(_fetch_if_exists(con, "cost_pools", _CLUSTER_COST_SQL, month) or [])
+    full = bool(costs) or parameters.get("cost_mode") == "full_recovery"
+    return _Reconciliation(full_recovery=full, amounts=amounts, costs=costs)
 
 
 def _table_exists(con: duckdb.DuckDBPyConnection, table: str) -> bool:
@@ -403,6 +465,7 @@ def _build_workbook(
     rejects_total: int,
     governance: _Governance | None = None,
     audit: _Audit | None = None,
+    reconciliation: _Reconciliation | None = None,
 ) -> Workbook:
     governance = governance or _Governance()
     audit = audit or _Audit(inputs=[], catalog_version=None, table_rows=[])
@@ -415,7 +478,7 @@ def _build_workbook(
     charges_total_cell = _write_charges(sheets["Charges"], charges, currency)
     _write_summary(
         summary, billing_month, parameters, currency, tenants, buckets, charges,
-        charges_total_cell,
+        charges_total_cell, reconciliation,
     )  # fmt: skip
     _write_job_lines(sheets["Job lines"], jobs, currency)
     _write_waste(sheets["Waste"], buckets, tenants)
@@ -457,6 +520,7 @@ def _write_summary(
     buckets: list[tuple],
     charges: list[tuple],
     charges_total_cell: str,
+    reconciliation: _Reconciliation | None = None,
 ) -> None:
     month_name = f"{_MONTH_NAMES[billing_month.month - 1]} {billing_month.year}"
     ws["A1"] = f"GPU chargeback — {month_name} ({billing_month:%Y-%m}), amounts in {currency}"
@@ -544,6 +608,8 @@ def _write_summary(
     _set_text(ws.cell(row=net_row, column=1), "Net (issued + corrections)")
     net = ws.cell(row=net_row, column=5, value=f"=E{issued_row}+E{corrections_row}")
     net.style = "cb total money"
+    if reconciliation is not None:
+        _write_charge_type_reconciliation(ws, net_row + 2, reconciliation, charges_row)
 
     ws.freeze_panes = ws.cell(row=header_row + 1, column=1).coordinate
     ws.auto_filter.ref = _ref(header_row, 1, last, len(cols))
@@ -551,6 +617,74 @@ def _write_summary(
     widths[1] = max(widths.get(1, 0), 30)  # headline labels live in column A too
     widths[2] = max(widths.get(2, 0), 16)
     _apply_widths(ws, widths)
+
+
+# Summary rows of the reconciliation by charge type: label, charge_type, and whether the row
+# exists in full_recovery only (rate_card shares no idle capacity).
+_CHARGE_TYPE_ROWS = (
+    ("Usage charged", "usage", False),
+    ("Credited", "credit", False),
+    ("Reserved capacity unused", "reserved_unused", False),
+    ("Shared idle capacity", "idle_share", True),
+    ("Platform (unrecovered)", "platform", True),
+)
+
+
+def _write_charge_type_reconciliation(
+    ws: Worksheet, title_row: int, reconciliation: _Reconciliation, charges_row: int
+) -> None:
+    """The month's charges by charge type, all clusters in column E (a SUM over the cluster
+    columns F...) and one column per cluster; their total ties to the Charges TOTAL and, in
+    full_recovery, to each cluster's capacity cost."""
+    clusters = reconciliation.clusters
+    _set_text(ws.cell(row=title_row, column=1), "Reconciliation by charge type").style = "cb bold"
+    header_row = title_row + 1
+    _set_text(ws.cell(row=header_row, column=1), "Figure").style = "cb header"
+    _set_text(ws.cell(row=header_row, column=5), "All clusters").style = "cb header"
+    for offset, cluster in enumerate(clusters):
+        _set_text(ws.cell(row=header_row, column=6 + offset), cluster).style = "cb header"
+    last_letter = get_column_letter(5 + len(clusters))
+
+    def figure_row(row: int, label: str, values: dict[str, Decimal]) -> None:
+        _set_text(ws.cell(row=row, column=1), label)
+        for offset, cluster in enumerate(clusters):
+            cell = ws.cell(row=row, column=6 + offset, value=values.get(cluster, Decimal("0.00")))
+            cell.style = "cb money"
+        total = f"=SUM(F{row}:{last_letter}{row})" if clusters else 0
+        ws.cell(row=row, column=5, value=total).style = "cb total money"
+
+    row = header_row + 1
+    cost_row = None
+    if reconciliation.full_recovery:
+        cost_row = row
+        figure_row(row, "Capacity cost (full_recovery)", reconciliation.costs)
+        row += 1
+    first = row
+    for label, kind, full_recovery_only in _CHARGE_TYPE_ROWS:
+        if full_recovery_only and not reconciliation.full_recovery:
+            continue
+        values = {c: a for (c, k), a in reconciliation.amounts.items() if k == kind}
+        figure_row(row, label, values)
+        row += 1
+    total_row = row
+    _set_text(ws.cell(row=total_row, column=1), "Total by charge type").style = "cb bold"
+    for column in range(5, 6 + len(clusters)):
+        letter = get_column_letter(column)
+        formula = f"=SUM({letter}{first}:{letter}{total_row - 1})"
+        ws.cell(row=total_row, column=column, value=formula).style = "cb total money"
+    diff_row = total_row + 1
+    _set_text(ws.cell(row=diff_row, column=1), "Difference (total − Charges TOTAL, must be 0)")
+    diff = ws.cell(row=diff_row, column=5, value=f"=E{total_row}-E{charges_row}")
+    diff.style = "cb total money"
+    if cost_row is not None:
+        cost_diff_row = diff_row + 1
+        _set_text(
+            ws.cell(row=cost_diff_row, column=1), "Difference (total − capacity cost, must be 0)"
+        )
+        for column in range(5, 6 + len(clusters)):
+            letter = get_column_letter(column)
+            formula = f"={letter}{total_row}-{letter}{cost_row}"
+            ws.cell(row=cost_diff_row, column=column, value=formula).style = "cb total money"
 
 
 def _write_charges(ws: Worksheet, charges: list[tuple], currency: str) -> str:
@@ -688,6 +822,14 @@ def _write_data_quality(
     widths = _fit_widths({}, cols, rows)
 
     title_row = last + 3
+    if any(q[0] == "telemetry_labels" for q in quality):
+        note = (
+            "telemetry_labels: Value = GPU-hours of samples whose DCGM hpc_job / pod / "
+            "namespace labels agree with the scheduler (agrees) or not (the other kinds); per "
+            "GPU and label in the warehouse table telemetry_label_checks."
+        )
+        _set_text(ws.cell(row=last + 2, column=1), note)
+        title_row += 1
     if rejects_total > len(rejects):
         title = (
             f"Rejected rows: showing the first {len(rejects):,} of {rejects_total:,} "
@@ -1163,12 +1305,51 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
         "Cost mode full_recovery",
         "Total cluster cost for the month (inventory monthly_cost + overheads) is fully "
         "distributed: usage at a derived rate, then unreserved idle capacity shared by policy "
-        "(weighted by allocated GPU-hours, even, reserved_quota_first, or platform tenant).",
+        "(weighted by allocated GPU-hours, even, reserved_quota_first, or platform tenant). "
+        "Cost pool per cluster × GPU model = Σ nodes.csv monthly_cost of its nodes × their "
+        "in-service hours in the month ÷ the month's hours, + the cluster's monthly_overhead "
+        "(settings) spread over its GPU models in proportion to capacity GPU-hours; the "
+        "cluster's cost is rounded to the cent once and its pools get whole cents by largest "
+        "remainder, so they add up to it exactly. Derived rate = pool cost ÷ capacity "
+        "GPU-hours, rounded to 6 decimals (the unit price of its usage, credit and "
+        "reserved-unused lines).",
+    ),
+    (
+        "Idle share (full_recovery)",
+        "What a pool still has to recover after usage − credits + reserved unused (each "
+        "rounded as below) is shared in whole cents by largest remainder: weighted = by the "
+        "tenants' allocated GPU-hours in the pool; even = equally among the tenants that used "
+        "the pool; reserved_quota_first = by the guaranteed GPU-hours of the reserved quotas on "
+        "the pool, as weighted when it has none; platform = not shared. One line per tenant "
+        "and pool (charge type idle_share); its GPU-hours are the same share of the pool's idle "
+        "capacity (capacity − allocated − reserved unused).",
+    ),
+    (
+        "Platform (unrecovered)",
+        "full_recovery: one line per pool (tenant 'platform', charge type platform) with what "
+        "no tenant is charged: all of the rest when nobody used the pool or the policy is "
+        "platform; a negative amount when usage at the rounded rate or oversold reservations "
+        "charged more than the pool costs (tenants pay the published rate; the excess is "
+        "returned here). So each cluster's lines add up to its cost to the cent (checked: "
+        "cluster_cost_recovered).",
     ),
     (
         "Reserved quota",
         "The unused part of a reserved guarantee is charged to its tenant (FOCUS "
-        "CapacityReservationStatus=Unused).",
+        "CapacityReservationStatus=Unused, CapacityReservationId = tenant/pool), in both cost "
+        "modes, as its own line (charge type reserved_unused, category Usage): the integral, "
+        "while the reserved quota is in force (effective-dated), of max(0, guaranteed GPUs − "
+        "GPU-equivalents the tenant holds in the pool at that moment). A pool that is a GPU "
+        "model is priced as that model; a pool that is a queue as the GPU model that carried "
+        "most of the queue's time in the month. Priced at the rate in force at each moment "
+        "(rate_card) or the pool's derived rate (full_recovery). A quota spans clusters: its "
+        "unused hours are split over the clusters holding that GPU model in proportion to "
+        "their capacity GPU-hours.",
+    ),
+    (
+        "Charge type",
+        "usage, credit, reserved_unused, idle_share, platform: what a charge line charges "
+        "(Summary 'Reconciliation by charge type' adds them up per cluster).",
     ),
     (
         "Credits",
@@ -1182,8 +1363,9 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     ),
     (
         "Charge line",
-        "One row per tenant × cluster × GPU model × charge category (Charges sheet). Charge "
-        "class is empty for regular lines; Correction marks a restatement of a closed month.",
+        "One row per tenant × cluster × GPU model × charge category × charge type (Charges "
+        "sheet; the description names the charge type). Charge class is empty for regular "
+        "lines; Correction marks a restatement of a closed month.",
     ),
     ("Unit price", "Price per GPU-hour applied to the line, in the workbook currency."),
     (

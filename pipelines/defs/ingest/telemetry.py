@@ -1,0 +1,284 @@
+"""GPU telemetry: daily Parquet rollups of the samples, and the billing month's view of them.
+
+Each UTC day is rolled up on its own (`roll_up_days`, the daily `gpu_sample_rollup` asset) in
+an in-memory DuckDB, never the warehouse, so days can run in parallel processes:
+
+    <telemetry_dir>/cluster=<c>/day=<YYYY-MM-DD>/samples_0.parquet   the day's samples
+    <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_rejects.parquet       its rejected rows
+    <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_file_counts.parquet   its counts per file
+
+A day is written to a staging folder and moved into place once complete, so a failed day leaves
+the previous output; its quality folder moves last and marks the day as rolled up. The monthly
+`gpu_samples` step (`load_month_telemetry`) loads the rejects and counts of the days a billing
+month overlaps into the warehouse; attribution reads the samples in place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines.catalog import Catalog, ClusterSettings
+from pipelines.defs.ingest.tables import write_table
+from pipelines.defs.partitions import FIRST_DAY
+from pipelines.defs.resources import BillingMonth, ChargebackResource
+from pipelines.landing import ExportFile, discover
+from pipelines.sql import bind, create_table, replace_month, run, sql_text
+
+# Every column a canonical samples file may carry: one empty file with all of them joins every
+# read, so that optional columns exist (as NULL) even when no export has them.
+SAMPLE_SCHEMA = pa.schema([
+    ("ts", pa.timestamp("us")), ("node", pa.string()), ("gpu_index", pa.int32()),
+    ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
+    ("source_line", pa.int64()), ("job_id", pa.string()), ("gpu_uuid", pa.string()),
+    ("gpu_model", pa.string()), ("pod", pa.string()), ("namespace", pa.string()),
+    # which metric util_pct came from (DCGM: GR_ENGINE_ACTIVE beats GPU_UTIL; 'none' for a
+    # memory- or power-only series) and why a converted row cannot be read
+    ("util_metric", pa.string()), ("parse_error", pa.string()),
+])  # fmt: skip
+
+# The columns of the daily rollup files (gpu_sample_rollup.sql), for a month without samples.
+ROLLUP_SCHEMA = pa.schema([
+    ("node", pa.string()), ("gpu_index", pa.int32()), ("ts", pa.timestamp("us")),
+    ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
+    ("cover_ms", pa.int64()), ("step_ms", pa.int64()), ("idle_run", pa.int64()),
+    ("idle_threshold_pct", pa.float64()), ("cluster", pa.string()), ("day", pa.date32()),
+])  # fmt: skip
+
+SOURCES_SCHEMA = pa.schema([("path", pa.string()), ("file", pa.string()), ("cluster", pa.string())])
+
+
+def roll_up_days(
+    chargeback: ChargebackResource, catalog: Catalog, days: list[dt.date]
+) -> dict[str, dict[str, int]]:
+    """Write the daily rollup (samples, rejects, counts per file) of each UTC day in `days`.
+
+    Returns the rows written per day: samples, rejected rows, files with rows that day.
+    """
+    landing_dir, telemetry_dir = Path(chargeback.landing_dir), chargeback.telemetry_dir
+    sources = sample_sources(landing_dir, telemetry_dir, catalog)
+    files = [source["path"] for source in sources]
+    files.append(str(_empty_parquet(telemetry_dir / "schema", SAMPLE_SCHEMA)))
+    per_day: dict[str, dict[str, int]] = {}
+    with chargeback.scratch() as con:
+        write_table(con, "sample_sources", sources, SOURCES_SCHEMA)
+        owners = unreadable_row_owners(con, files, landing_dir, sources)
+        for day in days:
+            owned = sorted(path for path, owner in owners.items() if owner == day)
+            per_day[day.isoformat()] = _roll_up_day(con, telemetry_dir, day, files, owned, catalog)
+    return per_day
+
+
+def _roll_up_day(
+    con: duckdb.DuckDBPyConnection,
+    telemetry_dir: Path,
+    day: dt.date,
+    files: list[str],
+    owned_files: list[str],
+    catalog: Catalog,
+) -> dict[str, int]:
+    settings = catalog.settings
+    day_start = dt.datetime.combine(day, dt.time())
+    month = BillingMonth.containing(day_start, settings.billing_timezone)
+    next_month = BillingMonth.containing(month.end, settings.billing_timezone)
+    params = {
+        "files": files,
+        "owned_files": owned_files,
+        "day_start": day_start,
+        "day_end": day_start + dt.timedelta(days=1),
+        "billing_month": month.first_day,
+        "next_billing_month": next_month.first_day,
+        "next_billing_month_at": month.end,
+        "idle_threshold_pct": float(settings.idle_threshold_pct),
+    }
+    create_table(con, "day_samples", "staging/day_samples", params, temporary=True)
+    create_table(con, "ordered_samples", "staging/ordered_samples", temporary=True)
+    staging = telemetry_dir / ".staging" / f"day={day.isoformat()}-{uuid.uuid4().hex[:8]}"
+    staging.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        counts = {"samples": _copy(con, "staging/gpu_sample_rollup", params, staging, True)}
+        quality = staging / "quality" / f"day={day.isoformat()}"
+        quality.mkdir(parents=True, exist_ok=True)
+        counts["rejected"] = _copy(
+            con, "staging/day_sample_rejects", params, quality / "sample_rejects.parquet"
+        )
+        counts["files"] = _copy(
+            con, "staging/day_sample_file_counts", params, quality / "sample_file_counts.parquet"
+        )
+        _publish(staging, telemetry_dir, day)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        con.execute("drop table if exists ordered_samples")
+        con.execute("drop table if exists day_samples")
+    return counts
+
+
+def _copy(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    params: dict[str, Any],
+    target: Path,
+    by_cluster_and_day: bool = False,
+) -> int:
+    """COPY the select of `sql/<name>.sql` to Parquet at `target`; returns the rows written.
+
+    `by_cluster_and_day`: `target` is a folder of `cluster=<c>/day=<d>/samples_0.parquet`.
+    """
+    sql = sql_text(name)
+    options = "format parquet"
+    if by_cluster_and_day:
+        options += ", partition_by (cluster, day), filename_pattern 'samples_{i}'"
+    quoted = target.as_posix().replace("'", "''")
+    [(rows,)] = con.execute(f"copy ({sql}) to '{quoted}' ({options})", bind(sql, params)).fetchall()
+    return rows
+
+
+def _publish(staging: Path, telemetry_dir: Path, day: dt.date) -> None:
+    """Move a finished day from `staging` into `telemetry_dir`, replacing its earlier output.
+
+    The old quality folder goes first and the new one comes last: while the day is half
+    replaced it reads as not rolled up, and the monthly step refuses to use it.
+    """
+    name = f"day={day.isoformat()}"
+    trash = staging.with_name(staging.name + ".old")
+    trash.mkdir(parents=True)
+    quality = Path("quality") / name
+    old = [telemetry_dir / quality, *sorted(telemetry_dir.glob(f"cluster=*/{name}"))]
+    for number, folder in enumerate(path for path in old if path.exists()):
+        folder.rename(trash / str(number))
+    for folder in [*sorted(staging.glob(f"cluster=*/{name}")), staging / quality]:
+        target = telemetry_dir / folder.relative_to(staging)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        folder.rename(target)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def unreadable_row_owners(
+    con: duckdb.DuckDBPyConnection, files: list[str], landing_dir: Path, sources: list[dict]
+) -> dict[str, dt.date]:
+    """The UTC day that counts the rows without a readable timestamp of each samples file that
+    has some: the day of the file's first readable sample; for a file without any, the day its
+    landing file was last modified. Reads the sample_sources table.
+
+    So each such row is counted (and rejected) once, by a day its file belongs to.
+    """
+    paths = [path for (path,) in run(con, "staging/unreadable_sample_files", {"files": files})
+             .fetchall()]  # fmt: skip
+    if not paths:
+        return {}
+    schema_file = files[-1]
+    first = dict(run(con, "staging/first_sample_days", {"files": [*paths, schema_file]}).fetchall())
+    landing = {source["path"]: landing_dir / source["file"] for source in sources}
+    return {
+        path: first.get(path)
+        or dt.datetime.fromtimestamp(landing[path].stat().st_mtime, dt.UTC).date()
+        for path in paths
+    }
+
+
+def load_month_telemetry(
+    con: duckdb.DuckDBPyConnection,
+    landing_dir: Path,
+    telemetry_dir: Path,
+    month: BillingMonth,
+    params: dict[str, Any],
+    catalog: Catalog,
+) -> dict[str, int]:
+    """The month's telemetry in the warehouse: sample_sources (every canonical samples file),
+    and the month's rows of sample_rejects and sample_file_counts from the daily rollups of the
+    UTC days the month overlaps. Stops when one of those days is not rolled up."""
+    sources = sample_sources(landing_dir, telemetry_dir, catalog)
+    write_table(con, "sample_sources", sources, SOURCES_SCHEMA)
+    days = [day for day in month.utc_days() if day >= dt.date.fromisoformat(FIRST_DAY)]
+    quality = [telemetry_dir / "quality" / f"day={day.isoformat()}" for day in days]
+    missing = [day.isoformat() for day, folder in zip(days, quality, strict=True)
+               if not folder.is_dir()]  # fmt: skip
+    if missing:
+        raise ValueError(
+            f"telemetry of {month.label}: UTC day(s) {', '.join(missing)} not rolled up: "
+            "materialise gpu_sample_rollup for them first"
+        )
+    month_params = {
+        **params,
+        "reject_files": [str(folder / "sample_rejects.parquet") for folder in quality],
+        "count_files": [str(folder / "sample_file_counts.parquet") for folder in quality],
+    }
+    return {
+        "rejected": replace_month(con, "sample_rejects", "staging/sample_rejects", month_params),
+        "files": replace_month(
+            con, "sample_file_counts", "staging/sample_file_counts", month_params
+        ),
+        "day_samples": con.execute(
+            "select count(*) from read_parquet($files)",
+            {"files": month_sample_files(telemetry_dir, params)},
+        ).fetchall()[0][0],
+    }
+
+
+def sample_sources(landing_dir: Path, telemetry_dir: Path, catalog: Catalog) -> list[dict]:
+    """Every telemetry export as a canonical samples file: path, landing file and cluster."""
+    return [
+        {"path": str(path), "file": export.name, "cluster": export.cluster}
+        for export in discover(landing_dir, "telemetry")
+        for path in [_canonical_samples_file(export, telemetry_dir, catalog)]
+    ]
+
+
+def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Catalog) -> Path:
+    """The export itself when DuckDB reads it in place, else its canonical Parquet conversion.
+
+    Conversions are cached by content hash, so a re-run converts nothing again.
+    """
+    if export.format.to_parquet is None:
+        return export.path
+    digest = hashlib.sha256(export.path.read_bytes()).hexdigest()[:20]
+    converted = telemetry_dir / "converted" / export.cluster / f"{digest}.parquet"
+    if not converted.exists():
+        converted.parent.mkdir(parents=True, exist_ok=True)
+        # a name of its own: days rolled up in parallel may convert the same file at once
+        partial = converted.with_suffix(f".{uuid.uuid4().hex[:8]}.partial")
+        settings = catalog.settings.clusters.get(export.cluster, ClusterSettings())
+        export.format.to_parquet(export.path, partial, settings)
+        partial.replace(converted)
+    return converted
+
+
+def _empty_parquet(folder: Path, schema: pa.Schema) -> Path:
+    """An empty Parquet file with `schema`, named after it (so a changed schema gets a new one)."""
+    digest = hashlib.sha256(schema.to_string().encode()).hexdigest()[:12]
+    path = folder / f"samples-{digest}.parquet"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{uuid.uuid4().hex[:8]}.partial")
+        pq.write_table(schema.empty_table(), partial)
+        partial.replace(path)
+    return path
+
+
+def month_day_dirs(telemetry_dir: Path, params: dict[str, Any]) -> list[Path]:
+    """The daily rollup folders of every cluster for the UTC days the month touches."""
+    first = params["month_start"].date().isoformat()
+    last = (params["month_end"] - dt.timedelta(microseconds=1)).date().isoformat()
+    return [
+        day_dir
+        for day_dir in sorted(telemetry_dir.glob("cluster=*/day=*"))
+        if first <= day_dir.name.removeprefix("day=") <= last
+    ]
+
+
+def month_sample_files(telemetry_dir: Path, params: dict[str, Any]) -> list[str]:
+    """The rollup Parquet files of the month, or one empty file when it has no samples."""
+    files = [
+        str(path)
+        for day_dir in month_day_dirs(telemetry_dir, params)
+        for path in sorted(day_dir.glob("*.parquet"))
+    ]
+    return files or [str(_empty_parquet(telemetry_dir / "empty", ROLLUP_SCHEMA))]

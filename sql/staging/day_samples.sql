@@ -1,0 +1,102 @@
+-- One row per telemetry row of the UTC day [$day_start, $day_end), typed, with the reason it is
+-- rejected (NULL when valid) and the billing month it counts in; plus the rows without a
+-- readable timestamp of the files in $owned_files (a file's unreadable rows belong to the day of
+-- its first readable sample, so they count once).
+-- $files are canonical samples Parquet: exports read in place and conversions of other formats,
+-- each named in sample_sources with its landing file and cluster (source_line points into the
+-- original file when converted).
+-- util_rank: which utilisation metric a row carries (2 DCGM GR_ENGINE_ACTIVE, 1 any other,
+-- 0 none: a memory- or power-only series). Where a GPU has rows of rank 2 in the day, its
+-- rank-1 rows are superseded (DESIGN: GR_ENGINE_ACTIVE is preferred) and counted as folded
+-- duplicates.
+-- look_ahead rows (one per series: cluster, node, GPU) carry only the timestamp of the series'
+-- first valid utilisation sample of the next UTC day, so that covered time reaches past
+-- midnight exactly as if the days were one.
+-- billing_month: $billing_month, or $next_billing_month from $next_billing_month_at on (a
+-- billing timezone other than UTC starts a month inside a UTC day).
+-- Parameters: $files, $owned_files, $day_start, $day_end, $billing_month, $next_billing_month,
+-- $next_billing_month_at.
+with typed as not materialized (
+    select
+        src.cluster,
+        src.file,
+        s.filename as path,
+        coalesce(s.source_line, s.file_row_number + 1) as line,
+        try_cast(s.ts as timestamp) as ts,
+        nullif(trim(s.node::varchar), '') as node,
+        try_cast(s.gpu_index as integer) as gpu_index,
+        try_cast(s.util_pct as double) as util_pct,
+        try_cast(s.mem_used_mib as double) as mem_used_mib,
+        try_cast(s.power_w as double) as power_w,
+        case coalesce(s.util_metric, '')
+            when 'DCGM_FI_PROF_GR_ENGINE_ACTIVE' then 2
+            when 'none' then 0
+            else 1
+        end as util_rank,
+        s.parse_error as source_error
+    from read_parquet($files, filename = true, file_row_number = true, union_by_name = true)
+        as s
+    join sample_sources as src on src.path = s.filename
+),
+
+checked as not materialized (
+    select
+        * exclude (source_error),
+        case
+            when source_error is not null then source_error
+            when ts is null then 'field ts: missing or not a timestamp'
+            when node is null then 'field node: missing'
+            when gpu_index is null or gpu_index < 0 then 'field gpu_index: not a GPU index'
+            when util_rank > 0 and util_pct is null then 'field util_pct: missing'
+            when util_pct < 0 or util_pct > 100
+                then format('field util_pct: {} is outside 0-100', util_pct)
+        end as reject_reason
+    from typed
+),
+
+day_rows as (
+    select * from checked
+    where ts >= $day_start::timestamp and ts < $day_end::timestamp
+    union all
+    select * from checked
+    where ts is null and list_contains($owned_files::varchar[], path)
+),
+
+best_ranks as (
+    select cluster, node, gpu_index, max(util_rank) as best_rank
+    from day_rows
+    where reject_reason is null and util_rank > 0
+    group by all
+),
+
+next_day_firsts as (
+    -- per series and metric rank, the first valid sample of the next day; the best rank wins
+    select cluster, node, gpu_index, arg_max(first_ts, util_rank) as ts
+    from (
+        select cluster, node, gpu_index, util_rank, min(ts) as first_ts
+        from checked
+        where ts >= $day_end::timestamp and ts < $day_end::timestamp + interval 1 day
+            and reject_reason is null and util_rank > 0
+        group by all
+    )
+    group by all
+),
+
+final as (
+    select
+        d.* exclude (path),
+        d.reject_reason is null and d.util_rank > 0 and d.util_rank < b.best_rank
+            as superseded,
+        case
+            when d.ts >= $next_billing_month_at::timestamp then $next_billing_month::date
+            else $billing_month::date
+        end as billing_month,
+        false as look_ahead
+    from day_rows as d
+    left join best_ranks as b using (cluster, node, gpu_index)
+    union all by name
+    select cluster, node, gpu_index, ts, 1 as util_rank, false as superseded, true as look_ahead
+    from next_day_firsts
+)
+
+select * from final
