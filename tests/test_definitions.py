@@ -8,9 +8,9 @@ from pipelines.definitions import defs
 
 EXPECTED_ASSETS = {
     "catalog", "stg_jobs", "gpu_samples", "job_gpu_hours", "job_time_buckets", "gpu_capacity",
-    "capacity_buckets", "job_gpu_charges", "charge_lines", "job_usage", "tenant_month",
-    "rejects", "data_quality", "chargeback_workbook", "focus_export", "month_manifest",
-    "department_reports", "quota_compliance", "queue_stats", "failure_stats",
+    "capacity_buckets", "job_gpu_charges", "charge_lines", "job_usage", "quota_steps",
+    "tenant_month", "rejects", "data_quality", "chargeback_workbook", "focus_export",
+    "month_manifest", "department_reports", "quota_compliance", "queue_stats", "failure_stats",
     "capacity_evidence", "utilization_daily", "telemetry_label_checks", "gpu_sample_rollup",
 }  # fmt: skip
 DAILY_ASSETS = {"gpu_sample_rollup"}

@@ -2,12 +2,10 @@
 -- price: the unused part of a reserved guarantee, charged to its tenant (both cost modes).
 -- unused = the integral, while the reserved quota is in force, of max(0, guaranteed GPUs −
 -- GPU-equivalents the tenant holds concurrently in the pool), exactly, in GPU units (1/420
--- GPU-ms; a guarantee counts round(guaranteed_gpus × 420) shares). The tenant's concurrent
--- GPUs and the pool matching are those of quota_compliance (the tenant of each job as in
--- job_usage; a job counts towards the pools named after its GPU model and its queue; of
--- overlapping quota versions the one valid from later is in force, so a later version with
--- reserved: false ends the charge), so gpu_units add up to the quota's
--- unused_guaranteed_gpu_hours there.
+-- GPU-ms; a guarantee counts round(guaranteed_gpus × 420) shares), over the steps of
+-- quota_steps, the concurrency timeline quota_compliance integrates too (of overlapping quota
+-- versions the one valid from later is in force, so a later version with reserved: false ends
+-- the charge): gpu_units add up to the quota's unused_guaranteed_gpu_hours there.
 -- Price: a pool that is a GPU model (in nodes.csv, rates.yaml or this month's jobs) is priced
 -- as that model; any other pool is a queue, priced as the GPU model that carried most of the
 -- queue's GPU time in the month (ties: first model by name), or '*' (the fallback rate) when
@@ -21,102 +19,32 @@
 -- full_recovery a model with no capacity has no cost to recover: no row.
 -- guaranteed_units (the guarantee's integral, split the same way) is the weight of the
 -- reserved_quota_first idle-sharing policy; rows with no unused time are kept for it.
--- Parameters: $billing_month, $month_start, $month_end.
+-- Parameters: $billing_month.
 with is_full_recovery as (
     select count(*) > 0 as on_pools from cost_pools where billing_month = $billing_month
 ),
 
-quota_versions as (
+reserved_steps as (
+    -- the steps of the month (quota_steps) on which a reserved quota is in force
     select
         tenant_id,
         pool,
-        reserved,
-        round(guaranteed_gpus * 420)::bigint as guaranteed_share,
-        greatest(valid_from, $month_start::timestamp) as quota_from,
-        least(valid_to, $month_end::timestamp) as quota_to
-    from catalog_quotas
-    where valid_from < $month_end::timestamp and valid_to > $month_start::timestamp
+        step_from,
+        greatest(round(guaranteed_share)::bigint - share, 0)::hugeint * step_ms as unused_units,
+        round(guaranteed_share)::hugeint * step_ms as guaranteed_units
+    from quota_steps
+    where billing_month = $billing_month and in_quota and reserved
 ),
 
 reserved_pools as (
-    select distinct tenant_id, pool from quota_versions where reserved
+    select distinct tenant_id, pool from reserved_steps
 ),
 
 segments as (
-    select u.tenant_id, g.cluster, g.gpu_model, u.queue, g.gpu_share, g.gpu_units, g.seg_from,
-        g.seg_to
+    select u.queue, g.cluster, g.gpu_model, g.gpu_units
     from job_gpu_hours as g
     join job_usage as u using (billing_month, cluster, job_id)
     where g.billing_month = $billing_month
-),
-
-pool_segments as (
-    select p.tenant_id, p.pool, s.gpu_share, s.seg_from, s.seg_to
-    from segments as s
-    join reserved_pools as p on p.tenant_id = s.tenant_id and p.pool in (s.gpu_model, s.queue)
-),
-
-rate_edges as (
-    select valid_from as ts from catalog_rates
-    where valid_from > $month_start::timestamp and valid_from < $month_end::timestamp
-    union
-    select valid_to from catalog_rates
-    where valid_to > $month_start::timestamp and valid_to < $month_end::timestamp
-),
-
-events as (
-    select tenant_id, pool, ts, sum(delta) as delta
-    from (
-        select tenant_id, pool, seg_from as ts, gpu_share as delta from pool_segments
-        union all
-        select tenant_id, pool, seg_to, -gpu_share from pool_segments
-        union all
-        select q.tenant_id, q.pool, q.quota_from, 0
-        from quota_versions as q join reserved_pools using (tenant_id, pool)
-        union all
-        select q.tenant_id, q.pool, q.quota_to, 0
-        from quota_versions as q join reserved_pools using (tenant_id, pool)
-        union all
-        select p.tenant_id, p.pool, r.ts, 0 from reserved_pools as p cross join rate_edges as r
-    )
-    group by all
-),
-
-steps as (
-    -- the share (in 1/420 GPU) the tenant holds in the pool is constant on [step_from, step_to)
-    select
-        tenant_id,
-        pool,
-        ts as step_from,
-        lead(ts) over timeline as step_to,
-        sum(delta) over running as share
-    from events
-    window
-        timeline as (partition by tenant_id, pool order by ts),
-        running as (partition by tenant_id, pool order by ts
-                    rows between unbounded preceding and current row)
-),
-
-reserved_steps as (
-    -- the quota version in force on each step (of overlapping versions, the later one)
-    select
-        s.tenant_id,
-        s.pool,
-        s.step_from,
-        q.reserved,
-        greatest(q.guaranteed_share - s.share, 0)::hugeint
-            * (epoch_ms(s.step_to) - epoch_ms(s.step_from)) as unused_units,
-        q.guaranteed_share::hugeint
-            * (epoch_ms(s.step_to) - epoch_ms(s.step_from)) as guaranteed_units
-    from steps as s
-    join quota_versions as q
-        on q.tenant_id = s.tenant_id and q.pool = s.pool
-        and s.step_from >= q.quota_from and s.step_from < q.quota_to
-    where s.step_to is not null
-    qualify row_number() over (
-        partition by s.tenant_id, s.pool, s.step_from
-        order by q.quota_from desc, q.reserved desc, q.guaranteed_share desc
-    ) = 1
 ),
 
 models as (
@@ -156,7 +84,6 @@ step_rates as (
     left join catalog_rates as r
         on (r.gpu_model = m.gpu_model or r.gpu_model = '*')
         and s.step_from >= r.valid_from and s.step_from < r.valid_to
-    where s.reserved
     qualify row_number() over (
         partition by s.tenant_id, s.pool, s.step_from
         order by r.gpu_model = '*', r.valid_from desc, r.priority

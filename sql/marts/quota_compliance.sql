@@ -4,10 +4,9 @@
 -- has a row, used or not, and so has every tenant × GPU model used without a quota
 -- (has_quota false: guaranteed 0, no limit, all use borrowed).
 -- Concurrency is the exact step function of the tenant's job_gpu_hours segments in
--- GPU-equivalents (+gpu_share at seg_from, −gpu_share at seg_to; shares are 1/420ths of a GPU,
--- so a 1g MIG slice counts 1/7), cut at quota changes and at day boundaries; quotas are
--- effective-dated, so each step takes the guarantee and limit in force then (of overlapping
--- versions, the one valid from later). Sums run in integer GPU units (share × ms) and become
+-- GPU-equivalents (quota_steps: shares are 1/420ths of a GPU, so a 1g MIG slice counts 1/7),
+-- cut at quota changes and at day boundaries; quotas are effective-dated, so each step takes
+-- the guarantee and limit in force then (of overlapping versions, the one valid from later). Sums run in integer GPU units (share × ms) and become
 -- hours at the end (1,512,000,000 units = 1 GPU-hour).
 --   used_gpu_hours             integral of concurrent GPUs over the month
 --   mean_gpus / peak_gpus      time-weighted mean over the whole month / maximum (peak_at:
@@ -49,81 +48,9 @@ quotas as (
     where valid_from < $month_end::timestamp and valid_to > $month_start::timestamp
 ),
 
-segments as (
-    select u.tenant_id, g.gpu_model, u.queue, g.gpu_share, g.seg_from, g.seg_to
-    from job_gpu_hours as g
-    join job_usage as u using (billing_month, cluster, job_id)
-    where g.billing_month = $billing_month
-),
-
-pools as (
-    select distinct tenant_id, pool from quotas
-    union
-    select distinct tenant_id, gpu_model from segments
-),
-
-pool_segments as (
-    select p.tenant_id, p.pool, s.gpu_share, s.seg_from, s.seg_to
-    from segments as s
-    join pools as p on p.tenant_id = s.tenant_id and p.pool in (s.gpu_model, s.queue)
-),
-
-days as (
-    select unnest(range($month_start::timestamp, $month_end::timestamp, interval 1 day)) as ts
-),
-
-events as (
-    select tenant_id, pool, ts, sum(delta) as delta
-    from (
-        select tenant_id, pool, seg_from as ts, gpu_share as delta from pool_segments
-        union all
-        select tenant_id, pool, seg_to, -gpu_share from pool_segments
-        union all
-        select p.tenant_id, p.pool, d.ts, 0 from pools as p cross join days as d
-        union all
-        select tenant_id, pool, quota_from, 0 from quotas
-        union all
-        select tenant_id, pool, quota_to, 0 from quotas
-        union all
-        select tenant_id, pool, $month_end::timestamp, 0 from pools
-    )
-    group by all
-),
-
-steps as (
-    -- the held share (in 1/420 GPU) is constant on [step_from, step_to)
-    select
-        tenant_id,
-        pool,
-        ts as step_from,
-        lead(ts) over (partition by tenant_id, pool order by ts) as step_to,
-        sum(delta) over (
-            partition by tenant_id, pool order by ts
-            rows between unbounded preceding and current row
-        ) as share
-    from events
-),
-
-quota_steps as (
-    select
-        s.tenant_id,
-        s.pool,
-        s.step_from,
-        s.share,
-        epoch_ms(s.step_to) - epoch_ms(s.step_from) as step_ms,
-        (epoch_ms(s.step_from) - epoch_ms($month_start::timestamp)) // 86400000 as day_index,
-        q.quota_from is not null as in_quota,
-        coalesce(q.guaranteed_gpus, 0) * 420 as guaranteed_share,
-        q.limit_gpus * 420 as limit_share
-    from steps as s
-    left join quotas as q
-        on q.tenant_id = s.tenant_id and q.pool = s.pool
-        and s.step_from >= q.quota_from and s.step_from < q.quota_to
-    where s.step_to is not null
-    -- overlapping versions of one quota: the later one is in force
-    qualify row_number() over (
-        partition by s.tenant_id, s.pool, s.step_from order by q.quota_from desc
-    ) = 1
+month_steps as (
+    -- the tenant's concurrent GPUs on the pool and the quota in force, step by step
+    select * from quota_steps where billing_month = $billing_month
 ),
 
 day_use as (
@@ -133,7 +60,7 @@ day_use as (
         day_index,
         sum(share * step_ms) as used_units,
         sum(guaranteed_share * step_ms) as guaranteed_units
-    from quota_steps
+    from month_steps
     group by all
 ),
 
@@ -155,13 +82,13 @@ per_pool as (
         sum(greatest(share - guaranteed_share, 0) * step_ms) as borrowed_units,
         sum(greatest(guaranteed_share - share, 0) * step_ms) as unused_guaranteed_units,
         coalesce(sum(step_ms) filter (share > limit_share), 0) as above_limit_ms
-    from quota_steps
+    from month_steps
     group by all
 ),
 
 peaks as (
     select s.tenant_id, s.pool, min(s.step_from) as peak_at
-    from quota_steps as s
+    from month_steps as s
     join per_pool as p using (tenant_id, pool)
     where s.share = p.peak_share and p.peak_share > 0
     group by all

@@ -170,6 +170,11 @@ def given_quota_month(con) -> None:
         # and a 1g MIG slice (60/420 = 1/7 GPU) for the 20th: 24/7 GPU-h
         ("d2", "n4", 2, "V100", T(2026, 11, 20), T(2026, 11, 21), 60),
     ])  # fmt: skip
+    # quota_compliance reads the concurrency timeline of facts/quota_steps (no rate changes)
+    con.execute(
+        "create table catalog_rates (gpu_model varchar, valid_from timestamp, valid_to timestamp)"
+    )
+    replace_month(con, "quota_steps", "facts/quota_steps", NOV)
 
 
 def test_quota_compliance_by_hand(con):

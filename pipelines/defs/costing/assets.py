@@ -41,10 +41,13 @@ def job_gpu_charges(context: dg.AssetExecutionContext, chargeback: ChargebackRes
 job_usage = monthly_sql_asset(
     "job_usage", "marts/job_usage", [job_time_buckets, job_gpu_charges], GROUP
 )
+# the concurrency timeline of tenants on pools: reserved quotas are charged from it here, and
+# quota_compliance (governance) reports on it
+quota_steps = monthly_sql_asset("quota_steps", "facts/quota_steps", [job_usage], GROUP)
 
 
 @dg.asset(
-    deps=[job_gpu_charges, job_usage],
+    deps=[job_gpu_charges, job_usage, quota_steps],
     partitions_def=monthly_partition,
     backfill_policy=single_run,
     group_name=GROUP,

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 import dagster as dg
 
 from pipelines.defs.attribution.assets import capacity_buckets, job_gpu_hours, job_time_buckets
-from pipelines.defs.costing.assets import job_usage
+from pipelines.defs.costing.assets import job_usage, quota_steps
 from pipelines.defs.ingest.assets import catalog, stg_jobs
 from pipelines.defs.monthly import monthly_sql_asset, run_months, sql_description
 from pipelines.defs.partitions import monthly_partition, single_run
@@ -84,7 +84,7 @@ def checked_sql_asset(
 quota_compliance = checked_sql_asset(
     "quota_compliance",
     "marts/quota_compliance",
-    [catalog, job_gpu_hours, job_usage],
+    [catalog, quota_steps],
     ["quota_compliance_ties_out"],
 )
 queue_stats = monthly_sql_asset(
