@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.defs.governance.telemetry_labels import label_schema_file
+from pipelines.defs.ingest.telemetry import readable_sample_files
 from pipelines.defs.resources import prepare_connection
 from pipelines.sql import run
 
@@ -594,7 +594,7 @@ def test_telemetry_labels_are_checked_against_the_scheduler(con, tmp_path):
         "n || '.json' as file, 'k' as cluster from unnest(?) as t(n)",
         [str(tmp_path), names],
     )
-    files = [str(tmp_path / f"{n}.parquet") for n in names] + [str(label_schema_file(tmp_path))]
+    files = readable_sample_files(tmp_path, [str(tmp_path / f"{n}.parquet") for n in names])
     con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
         'k' as cluster, * from (values
         ('J1', 'n1', 0, timestamp '2026-11-02 10:00', timestamp '2026-11-02 10:00',

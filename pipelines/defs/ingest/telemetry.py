@@ -43,6 +43,8 @@ SAMPLE_SCHEMA = pa.schema([
     # which metric util_pct came from (DCGM: GR_ENGINE_ACTIVE beats GPU_UTIL; 'none' for a
     # memory- or power-only series) and why a converted row cannot be read
     ("util_metric", pa.string()), ("parse_error", pa.string()),
+    # DCGM on a MIG GPU: the instance a row measures (GPU_I_ID) and its compute slices
+    ("gpu_instance", pa.string()), ("gpu_instance_slices", pa.int32()),
 ])  # fmt: skip
 
 # The columns of the daily rollup files (gpu_sample_rollup.sql), for a month without samples.
@@ -65,8 +67,7 @@ def roll_up_days(
     """
     landing_dir, telemetry_dir = Path(chargeback.landing_dir), chargeback.telemetry_dir
     sources = sample_sources(landing_dir, telemetry_dir, catalog)
-    files = [source["path"] for source in sources]
-    files.append(str(_empty_parquet(telemetry_dir / "schema", SAMPLE_SCHEMA)))
+    files = readable_sample_files(telemetry_dir, [source["path"] for source in sources])
     per_day: dict[str, dict[str, int]] = {}
     with chargeback.scratch() as con:
         write_table(con, "sample_sources", sources, SOURCES_SCHEMA)
@@ -221,6 +222,12 @@ def load_month_telemetry(
             {"files": month_sample_files(telemetry_dir, params)},
         ).fetchall()[0][0],
     }
+
+
+def readable_sample_files(telemetry_dir: Path, paths: list[str]) -> list[str]:
+    """`paths` plus, last, an empty file with every SAMPLE_SCHEMA column: read together (union
+    by name), optional columns exist as NULL even when no samples file has them."""
+    return [*paths, str(_empty_parquet(telemetry_dir / "schema", SAMPLE_SCHEMA))]
 
 
 def sample_sources(landing_dir: Path, telemetry_dir: Path, catalog: Catalog) -> list[dict]:
