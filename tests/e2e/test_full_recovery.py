@@ -365,12 +365,12 @@ def test_the_platform_line_is_a_tenant_of_its_own(full_recovery):
     assert query(root, "select count(*) from job_usage where tenant_id = 'platform'") == [(0,)]
 
 
+# one policy is enough for the workbook layout and for the check
+@pytest.mark.parametrize("full_recovery", ["weighted"], indirect=True)
 def test_workbook_summary_reconciles_the_cost(full_recovery):
     import openpyxl
 
-    policy, root, _ = full_recovery
-    if policy != "weighted":
-        pytest.skip("one policy is enough for the layout")
+    _, root, _ = full_recovery
     wb = openpyxl.load_workbook(root / "reports/2026-11/chargeback-2026-11.xlsx")
     ws = wb["Summary"]
     rows = {row[0].value: row for row in ws.iter_rows() if row[0].value}
@@ -415,6 +415,7 @@ def test_workbook_summary_reconciles_the_cost(full_recovery):
     assert _evaluate(wb, "Summary", to_charges[4].value) == 0
 
 
+@pytest.mark.parametrize("full_recovery", ["weighted"], indirect=True)
 def test_the_check_finds_a_cluster_that_does_not_recover_its_cost(full_recovery, tmp_path):
     import datetime as dt
     import shutil
@@ -424,9 +425,7 @@ def test_the_check_finds_a_cluster_that_does_not_recover_its_cost(full_recovery,
     from pipelines.defs.resources import prepare_connection
     from pipelines.sql import run
 
-    policy, root, _ = full_recovery
-    if policy != "weighted":
-        pytest.skip("one policy is enough")
+    _, root, _ = full_recovery
     copy = tmp_path / "warehouse.duckdb"
     shutil.copy(root / "warehouse.duckdb", copy)
     con = prepare_connection(duckdb.connect(str(copy)))

@@ -358,9 +358,7 @@ def test_focus_export_has_the_columns_types_and_sum(tiny):
         ("beta", "Credit", "GPU-Hours"),
         ("unmapped", "Usage", "GPU-Hours"),
     }
-    alpha = next(
-        r for r in rows if r["SubAccountId"] == "alpha" and r["ChargeCategory"] == "Usage"
-    )
+    alpha = next(r for r in rows if r["SubAccountId"] == "alpha" and r["ChargeCategory"] == "Usage")
     assert (alpha["ConsumedQuantity"], alpha["ListUnitPrice"], alpha["BilledCost"]) == (
         "6.75",
         "2.013300",
