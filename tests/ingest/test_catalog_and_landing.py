@@ -125,3 +125,29 @@ def test_an_unknown_file_stops_with_one_line_naming_it(tmp_path):
     message = str(error.value)
     assert message.startswith(f"{landing}/scheduler/c1/mystery.csv: line 1: unrecognised export")
     assert "\n" not in message
+
+
+def test_telemetry_conversions_are_cached_by_content_converter_and_settings(tmp_path):
+    import shutil
+
+    from pipelines.defs.ingest.telemetry import sample_sources
+
+    fixture = Path(__file__).parents[1] / "fixtures/nvidia-smi/d04-samples_2026-11.csv"
+    landing = tmp_path / "landing"
+    (landing / "telemetry/lab").mkdir(parents=True)
+    shutil.copy(fixture, landing / "telemetry/lab" / fixture.name)
+    telemetry = tmp_path / "telemetry"
+
+    def converted(settings: str = "") -> str:
+        folder = catalog_dir(tmp_path / settings.replace(" ", "_"), **{"settings.yaml": settings})
+        [source] = sample_sources(landing, telemetry, load_catalog(folder))
+        assert Path(source["path"]).parent == telemetry / "converted/lab"
+        return source["path"]
+
+    first = converted()
+    assert converted() == first  # converted once, then reused
+    renamed = converted("clusters:\n  lab: {gpu_models: {a100: A100-80GB}}\n")
+    assert renamed != first  # another setting of the cluster: converted anew
+    assert sorted(p.name for p in (telemetry / "converted/lab").iterdir()) == sorted(
+        [Path(first).name, Path(renamed).name]
+    )

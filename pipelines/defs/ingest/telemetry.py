@@ -16,9 +16,12 @@ month overlaps into the warehouse; attribution reads the samples in place.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
+import inspect
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -242,20 +245,30 @@ def sample_sources(landing_dir: Path, telemetry_dir: Path, catalog: Catalog) -> 
 def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Catalog) -> Path:
     """The export itself when DuckDB reads it in place, else its canonical Parquet conversion.
 
-    Conversions are cached by content hash, so a re-run converts nothing again.
+    Conversions are cached by the hash of what makes them: the file's content, the converter's
+    code and the cluster's settings; a re-run converts nothing again, a changed converter or
+    setting converts anew.
     """
     if export.format.to_parquet is None:
         return export.path
-    digest = hashlib.sha256(export.path.read_bytes()).hexdigest()[:20]
-    converted = telemetry_dir / "converted" / export.cluster / f"{digest}.parquet"
+    settings = catalog.settings.clusters.get(export.cluster, ClusterSettings())
+    digest = hashlib.sha256(export.path.read_bytes())
+    digest.update(_converter_code(export.format.to_parquet))
+    digest.update(settings.model_dump_json().encode())
+    converted = telemetry_dir / "converted" / export.cluster / f"{digest.hexdigest()[:20]}.parquet"
     if not converted.exists():
         converted.parent.mkdir(parents=True, exist_ok=True)
         # a name of its own: days rolled up in parallel may convert the same file at once
         partial = converted.with_suffix(f".{uuid.uuid4().hex[:8]}.partial")
-        settings = catalog.settings.clusters.get(export.cluster, ClusterSettings())
         export.format.to_parquet(export.path, partial, settings)
         partial.replace(converted)
     return converted
+
+
+@functools.cache
+def _converter_code(convert: Callable) -> bytes:
+    """The source of the module that holds a format's converter."""
+    return Path(inspect.getsourcefile(convert)).read_bytes()
 
 
 def _empty_parquet(folder: Path, schema: pa.Schema) -> Path:
