@@ -235,6 +235,12 @@ def con(tmp_path):
         "'phillips', 'A100-80GB', 'Usage', null, 'x', 1.0, 2.1, 999.99, 'USD')",
         [OCT],
     )
+    # the charge type of each line, as computed_charge_lines sets it
+    con.execute("alter table charge_lines add column charge_type varchar")
+    con.execute(
+        "update charge_lines set charge_type = "
+        "case when charge_category = 'Credit' then 'credit' else 'usage' end"
+    )
     for t in TENANTS:
         con.execute(
             "insert into tenant_month values (?, ?, ?, ?, ?, 'lead@example.com', 1, ?, ?, ?, ?,"
@@ -643,7 +649,7 @@ def test_same_tables_give_byte_identical_files(con, tmp_path):
 def _change_the_month(con):
     con.execute(
         "insert into charge_lines values (?, 'chaff', 'Chaffinch Lab', 'Biology', 'CC-1001', "
-        "'phillips', 'A100-80GB', 'Usage', null, 'late line', 1.0, 2.1, 2.10, 'USD')",
+        "'phillips', 'A100-80GB', 'Usage', null, 'late line', 1.0, 2.1, 2.10, 'USD', 'usage')",
         [NOV],
     )
 

@@ -216,20 +216,10 @@ where billing_month = ? and level = 'gpu_model'
 order by day, cluster, gpu_model
 """
 
-# The Summary reconciliation: amounts by cluster and charge type (charge_lines.charge_type; a
-# warehouse from before that column knows usage and credits by category only), and the
-# full_recovery cost of each cluster (cost_pools).
+# The Summary reconciliation: amounts by cluster and charge type (charge_lines.charge_type),
+# and the full_recovery cost of each cluster (cost_pools).
 _AMOUNT_BY_TYPE_SQL = """
 select cluster, charge_type, sum(amount)
-from charge_lines
-where billing_month = ?
-group by all
-order by all
-"""
-
-_AMOUNT_BY_CATEGORY_SQL = """
-select cluster, case when charge_category = 'Credit' then 'credit' else 'usage' end,
-       sum(amount)
 from charge_lines
 where billing_month = ?
 group by all
@@ -242,11 +232,6 @@ from cost_pools
 where billing_month = ?
 group by all
 order by all
-"""
-
-_COLUMN_EXISTS_SQL = """
-select count(*) from information_schema.columns
-where table_name = ? and column_name = ? and table_schema = current_schema()
 """
 
 _TABLE_EXISTS_SQL = """
@@ -374,10 +359,9 @@ def _reconciliation(
     con: duckdb.DuckDBPyConnection, billing_month: dt.date, parameters: dict[str, str]
 ) -> _Reconciliation:
     month = [billing_month]
-    has_type = con.execute(_COLUMN_EXISTS_SQL, ["charge_lines", "charge_type"]).fetchone()[0]
-    sql = _AMOUNT_BY_TYPE_SQL if has_type else _AMOUNT_BY_CATEGORY_SQL
     amounts = {
-        (cluster, kind): amount for cluster, kind, amount in con.execute(sql, month).fetchall()
+        (cluster, kind): amount
+        for cluster, kind, amount in con.execute(_AMOUNT_BY_TYPE_SQL, month).fetchall()
     }
     costs = dict(_fetch_if_exists(con, "cost_pools", _CLUSTER_COST_SQL, month) or [])
     full = bool(costs) or parameters.get("cost_mode") == "full_recovery"
