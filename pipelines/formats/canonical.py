@@ -2,6 +2,8 @@
 
 Jobs and allocations are CSV (or Parquet) with fixed column names; every row comes out as text
 with its file and line so that typing, and rejecting, happens in SQL (`sql/staging/`).
+A jobs file may add `job_name` (optional, like every column outside the required ones): the
+job's name (a Kubernetes pod's name, Slurm's JobName), NULL when absent.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pipelines.formats import ExportFormat
 
 JOB_COLUMNS = (
     "job_id", "cluster", "account", "user", "queue", "qos", "gpu_model", "gpus", "nodes",
-    "submit_time", "start_time", "end_time", "state", "exit_code",
+    "submit_time", "start_time", "end_time", "state", "exit_code", "job_name",
 )  # fmt: skip
 ALLOCATION_COLUMNS = ("job_id", "node", "gpu_index")
 SAMPLE_COLUMNS = ("ts", "node", "gpu_index", "util_pct", "mem_used_mib", "power_w")
@@ -137,7 +139,9 @@ FORMATS = [
         area="telemetry",
         kind="samples",
         expected="canonical GPU samples Parquet (ts, node, gpu_index, util_pct, ...)",
-        sniff=lambda path, head: path.suffix == ".parquet"
-        and _has_columns({"ts", "node", "gpu_index", "util_pct"})(path, head),
+        sniff=lambda path, head: (
+            path.suffix == ".parquet"
+            and _has_columns({"ts", "node", "gpu_index", "util_pct"})(path, head)
+        ),
     ),
 ]

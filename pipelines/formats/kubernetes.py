@@ -20,15 +20,16 @@ timestamp in the file name (`pods-2026-11-10T06-00-00Z.json`, `...T06:00:00Z...`
 `20261110T060000Z`), or, when the name has none (or an earlier one), the newest timestamp
 inside the file (creation, start, condition and container times): a lower bound.
 
-Columns: account = namespace; user = label `user`, else label `owner`, else the service
-account; queue = label `kueue.x-k8s.io/queue-name`; qos = `status.qosClass`; nodes =
-`spec.nodeName`; submit / start = `creationTimestamp` / `status.startTime` (RFC 3339 text,
-typed in SQL). gpus = GPU-equivalents: `nvidia.com/gpu` (limits, else requests) plus MIG
-instances `nvidia.com/mig-<N>g.<M>gb` at N/7 of a GPU each (7 compute slices: A100/H100),
-summed over containers with Kubernetes' init-container rule. gpu_model = the pod's
-`nvidia.com/gpu.product` node selector (or a one-valued required node affinity on it), else
-None. For MIG pods too: GPU-equivalents already carry the fraction and rates are per GPU-hour
-of the parent GPU, so a profile as model would only miss the rate card (and quota pools).
+Columns: job_name = the pod's `metadata.name`; account = namespace; user = label `user`, else
+label `owner`, else the service account; queue = label `kueue.x-k8s.io/queue-name`; qos =
+`status.qosClass`; nodes = `spec.nodeName`; submit / start = `creationTimestamp` /
+`status.startTime` (RFC 3339 text, typed in SQL). gpus = GPU-equivalents: `nvidia.com/gpu`
+(limits, else requests) plus MIG instances `nvidia.com/mig-<N>g.<M>gb` at N/7 of a GPU each
+(7 compute slices: A100/H100), summed over containers with Kubernetes' init-container rule.
+gpu_model = the pod's `nvidia.com/gpu.product` node selector (or a one-valued required node
+affinity on it), else None. For MIG pods too: GPU-equivalents already carry the fraction and
+rates are per GPU-hour of the parent GPU, so a profile as model would only miss the rate card
+(and quota pools).
 
 State, from phase and reasons (the deciding reason goes into `raw`): Succeeded -> COMPLETED;
 Running / Unknown -> RUNNING; Pending -> PENDING; Failed -> NODE_FAIL (node lost or shut
@@ -206,7 +207,7 @@ def _pod_row(line: int, pod: Any) -> tuple[dict[str, Any], dt.datetime | None]:
         "job_id": None, "cluster": None, "account": None, "user": None, "queue": None,
         "qos": None, "gpu_model": None, "gpus": None, "nodes": None, "submit_time": None,
         "start_time": None, "end_time": None, "state": None, "exit_code": None,
-        "line": line, "raw": None, "parse_error": None, "record_type": "job",
+        "job_name": None, "line": line, "raw": None, "parse_error": None, "record_type": "job",
         "_ends_at_snapshot": False,
     }  # fmt: skip
     if not isinstance(pod, dict):
@@ -230,6 +231,7 @@ def _pod_row(line: int, pod: Any) -> tuple[dict[str, Any], dt.datetime | None]:
     )
     row.update(
         job_id=uid,
+        job_name=name,
         account=namespace,
         user=next((_text(labels[k]) for k in USER_LABELS if _text(labels.get(k))), None)
         or _text(spec.get("serviceAccountName"))

@@ -50,6 +50,7 @@ _COLUMNS = {
     "end_time": "end",
     "state": "state",
     "exit_code": "exitcode",
+    "job_name": "jobname",
 }
 _NOT_ENDED = {"RUNNING", "R", "PENDING", "PD", "SUSPENDED", "S", "REQUEUED", "RQ", "RESIZING"}
 # Without these a file cannot be billed: a header lacking one is not taken for this format.

@@ -17,8 +17,9 @@
 -- hours while labelled samples were taken; label_job_gpu_indexes: where it had the labelled
 -- job instead (different_gpu).
 -- A label with hpc_job is matched by job id (its namespace is not compared); else a pod by
--- name (Kubernetes records keep `namespace/name uid=...` as raw), its namespace compared with
--- the pod's; else a namespace with the accounts holding the GPU.
+-- name (stg_job_records.job_name, which is the pod name for Kubernetes records), its
+-- namespace compared with the pod's account; else a namespace with the accounts holding the
+-- GPU.
 -- Cheap at scale: the samples of one GPU (or MIG instance), hour and label are aggregated
 -- first (a hash aggregate over the projected label columns, no join per sample); the samples
 -- inside each scheduler segment of that hour are then counted from the first timestamp and
@@ -107,19 +108,15 @@ labels as (
 
 scheduler_jobs as (
     -- every job the scheduler exports know (any month), with its account
-    select cluster, job_id, account, raw
+    select cluster, job_id, account, job_name
     from stg_job_records
     where reject_reason is null and record_type = 'job' and record_rank = 1
 ),
 
 pods as (
-    select
-        cluster,
-        job_id,
-        account,
-        regexp_extract(raw, '^([^/ ]+)/([^ ]+) uid=', 2) as pod
+    select cluster, job_id, account, job_name as pod
     from scheduler_jobs
-    where regexp_matches(raw, '^[^/ ]+/[^ ]+ uid=')
+    where job_name is not null
 ),
 
 candidates as (

@@ -19,6 +19,7 @@ typed as (
         r.raw,
         r.parse_error,
         r.job_id,
+        r.job_name,
         r.account,
         r."user",
         r.queue,

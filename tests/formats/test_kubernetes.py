@@ -46,8 +46,8 @@ H = "a6c8e0a2-4b6d-4f8a-bc0e-2d4f6a8c0e13"
 
 KEYS = {
     "job_id", "cluster", "account", "user", "queue", "qos", "gpu_model", "gpus", "nodes",
-    "submit_time", "start_time", "end_time", "state", "exit_code", "line", "raw", "parse_error",
-    "record_type",
+    "submit_time", "start_time", "end_time", "state", "exit_code", "job_name", "line", "raw",
+    "parse_error", "record_type",
 }  # fmt: skip
 COLUMNS = (
     "line", "job_id", "account", "user", "queue", "qos", "gpu_model", "gpus", "nodes",

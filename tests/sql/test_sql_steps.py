@@ -40,17 +40,18 @@ def given_raw_jobs(con, rows: list[tuple]) -> None:
         'parse_error varchar, job_id varchar, account varchar, "user" varchar, '
         "queue varchar, qos varchar, gpu_model varchar, gpus varchar, nodes varchar, "
         "submit_time varchar, start_time varchar, end_time varchar, state varchar, "
-        "exit_code varchar, record_type varchar)"
+        "exit_code varchar, job_name varchar, record_type varchar)"
     )
     for row in rows:
-        con.execute("insert into raw_jobs values (" + ", ".join("?" * 19) + ")", row)
+        con.execute("insert into raw_jobs values (" + ", ".join("?" * 20) + ")", row)
 
 
 def raw_job(line, job_id, gpus="1", start="2026-11-02T10:00:00", end="2026-11-02T12:00:00",
             state="COMPLETED", cluster="c1", nodes="n1", error=None, file="jobs.csv",
             record_type="job", account="acct"):  # fmt: skip
     return (cluster, file, line, "raw", error, job_id, account, "u", "q", "normal", "A100",
-            gpus, nodes, "2026-11-02T09:00:00", start, end, state, "0", record_type)  # fmt: skip
+            gpus, nodes, "2026-11-02T09:00:00", start, end, state, "0", None,
+            record_type)  # fmt: skip
 
 
 class TestStgJobRecords:
@@ -609,10 +610,10 @@ def test_telemetry_labels_are_checked_against_the_scheduler(con, tmp_path):
         as v(job_id, account)""")
     con.execute("""create table stg_job_records as select 'k' as cluster, *,
         null as reject_reason, 'job' as record_type, 1 as record_rank from (values
-        ('J1', 'a', 'J1,k,a,...'), ('J2', 'b', 'J2,k,b,...'),
-        ('u1', 'team', 'team/web-1 uid=u1 phase=Running'),
-        ('u2', 'team', 'team/web-2 uid=u2 phase=Succeeded')
-    ) as v(job_id, account, raw)""")
+        ('J1', 'a', 'J1,k,a,...', null), ('J2', 'b', 'J2,k,b,...', null),
+        ('u1', 'team', 'team/web-1 uid=u1 phase=Running', 'web-1'),
+        ('u2', 'team', 'team/web-2 uid=u2 phase=Succeeded', 'web-2')
+    ) as v(job_id, account, raw, job_name)""")
     result = run(con, "marts/telemetry_label_checks", {**NOV, "files": files}).fetchall()
     hour = 600_000 * 420 / 1_512_000_000  # one whole-GPU sample of 10 minutes, in GPU-hours
     assert [row[1:] for row in result] == [
