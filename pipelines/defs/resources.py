@@ -26,6 +26,7 @@ MACROS = (
     "macros/gpu_hours",
     "macros/cents_half_up",
     "macros/money",
+    "macros/charge_type_order",
 )
 
 

@@ -64,5 +64,5 @@ final as (
 select * from final
 order by
     tenant_id, cluster, gpu_model, charge_category desc,
-    list_position(['usage', 'reserved_unused', 'idle_share', 'platform', 'credit'], charge_type),
+    charge_type_order(charge_type),
     unit_price, capacity_reservation_id, charge_class nulls first
