@@ -60,7 +60,12 @@ def violations(
     return found, [m.strftime("%Y-%m") for m in months]
 
 
-def _result(found: list[dict], months: list[str], severity=dg.AssetCheckSeverity.ERROR):
+def _result(
+    found: list[dict],
+    months: list[str],
+    severity=dg.AssetCheckSeverity.ERROR,
+    **metadata: dg.MetadataValue,
+):
     return dg.AssetCheckResult(
         passed=not found,
         severity=severity,
@@ -70,6 +75,7 @@ def _result(found: list[dict], months: list[str], severity=dg.AssetCheckSeverity
             "first_violations": dg.MetadataValue.json(
                 [{k: str(v) for k, v in row.items()} for row in found[:20]]
             ),
+            **metadata,
         },
     )
 
@@ -147,19 +153,15 @@ def telemetry_labels_agree_with_scheduler(
     says held the GPU; the disagreements are listed by kind (a warning: attribution follows
     the scheduler, the labels are evidence that its GPU placement may be wrong)."""
     found, months = violations(context, chargeback, "telemetry_labels_agree_with_scheduler")
-    result = _result(found, months, dg.AssetCheckSeverity.WARN)
     hours: dict[str, float] = {}
     for row in found:
         hours[row["kind"]] = hours.get(row["kind"], 0.0) + row["gpu_hours"]
-    return dg.AssetCheckResult(
-        passed=result.passed,
-        severity=result.severity,
-        metadata={
-            **result.metadata,
-            "gpu_hours_by_kind": dg.MetadataValue.json(
-                {kind: round(value, 6) for kind, value in sorted(hours.items())}
-            ),
-        },
+    by_kind = {kind: round(value, 6) for kind, value in sorted(hours.items())}
+    return _result(
+        found,
+        months,
+        dg.AssetCheckSeverity.WARN,
+        gpu_hours_by_kind=dg.MetadataValue.json(by_kind),
     )
 
 
