@@ -273,7 +273,7 @@ def measure_attribution(cfg: dict) -> dict:
             # What the pandas baseline computes (per-job measured time and util-weighted time):
             # the statement's own join (its `attributed` CTE), without the idle-run pieces.
             sql = sql_text("facts/job_sample_time")
-            join = sql[: sql.index("pieces as")].rstrip().rstrip(",")
+            join = sql[: sql.index("day_parts as")].rstrip().rstrip(",")
             cover = "cover_units" if "as cover_units" in join else "cover_ms"
             join += (
                 "\nselect count(*), sum(measured), sum(util_weighted) from ("

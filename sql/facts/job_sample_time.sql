@@ -1,5 +1,8 @@
--- One row per job × GPU model: the telemetry-derived time of the job in the billing month,
--- in GPU units (1/420 GPU-ms: a sample's covered milliseconds × the job's share of the GPU).
+-- One row per job × GPU model × billing day: the telemetry-derived time of the job in the
+-- billing month, in GPU units (1/420 GPU-ms: a sample's covered milliseconds × the job's share
+-- of the GPU). Billing days are 24-hour periods from $month_start, as in utilization_daily
+-- (`day` is their first date); a sample's covered time that runs past the end of its day counts
+-- in the next day, so each day holds exactly the time inside it.
 -- Each sample is attributed to the job segment holding its GPU at its timestamp (equi-join on
 -- node, GPU and hour, then the exact range check); its covered time is clipped at the job's
 -- end in the month (or the node's next outage edge), never at the hour boundary.
@@ -8,8 +11,8 @@
 -- samples. The daily rollup numbers the runs of each series-day (idle_run: busy samples so
 -- far that day), so runs are summed per piece (job GPU × day × idle_run) and pieces are
 -- stitched across midnight here, with no sample-level window.
--- Parameters: $billing_month, $sample_files, $idle_threshold_pct, $zombie_min_ms.
-with attributed as (
+-- Parameters: $billing_month, $month_start, $sample_files, $idle_threshold_pct, $zombie_min_ms.
+with attributed_samples as (
     select
         g.cluster,
         g.job_id,
@@ -20,9 +23,11 @@ with attributed as (
         g.gpu_share,
         s.day,
         s.idle_run,
+        s.ts,
         s.util_pct,
         least(s.cover_ms, epoch_ms(g.cover_until) - epoch_ms(s.ts)) as cover_ms,
-        s.util_pct < $idle_threshold_pct as is_idle
+        s.util_pct < $idle_threshold_pct as is_idle,
+        (epoch_ms(s.ts) - epoch_ms($month_start::timestamp)) // 86400000 as day_index
     from read_parquet($sample_files, hive_partitioning = true) as s
     join job_gpu_hours as g
         on g.billing_month = $billing_month
@@ -34,9 +39,22 @@ with attributed as (
         and s.ts < g.seg_to
 ),
 
-pieces as (
-    -- per job GPU and day: one row per idle-run piece (its idle samples; run = idle_run) and
-    -- one row for the busy samples (run NULL); last_run = the highest idle_run in the row
+attributed as (
+    -- spill_ms: the part of the covered time past the end of the sample's billing day
+    select
+        *,
+        greatest(
+            epoch_ms(ts) + cover_ms
+            - epoch_ms($month_start::timestamp) - (day_index + 1) * 86400000,
+            0
+        ) as spill_ms
+    from attributed_samples
+),
+
+day_parts as (
+    -- per job GPU, rollup day and billing day: one row per idle-run piece (its idle samples;
+    -- run = idle_run) and one row for the busy samples (run NULL); last_run = the highest
+    -- idle_run in the row. spill_*: the share of each sum that belongs to the next billing day.
     select
         cluster,
         job_id,
@@ -44,14 +62,30 @@ pieces as (
         node,
         gpu_index,
         day,
+        day_index,
         case when is_idle then idle_run end as run,
         max(idle_run) as last_run,
         sum(cover_ms) as cover_ms,
         sum(cover_ms * gpu_share) as measured_units,
         sum(cover_ms * gpu_share * util_pct) as util_weighted_units,
         coalesce(sum(cover_ms * gpu_share) filter (not in_outage), 0)
-            as measured_outside_outage_units
+            as measured_outside_outage_units,
+        sum(spill_ms * gpu_share) as spill_units,
+        sum(spill_ms * gpu_share * util_pct) as spill_util_weighted_units,
+        coalesce(sum(spill_ms * gpu_share) filter (not in_outage), 0)
+            as spill_outside_outage_units
     from attributed
+    group by all
+),
+
+pieces as (
+    -- the runs are found on whole rollup days: a billing day other than the UTC day splits a
+    -- piece in two, which is still one run
+    select
+        cluster, job_id, gpu_model, node, gpu_index, day, run,
+        max(last_run) as last_run,
+        sum(cover_ms) as cover_ms
+    from day_parts
     group by all
 ),
 
@@ -94,10 +128,29 @@ runs as (
 
 classified as (
     select
-        *,
+        cluster, job_id, node, gpu_index, day, run,
         sum(cover_ms) over (partition by cluster, job_id, node, gpu_index, run_no)
             >= $zombie_min_ms as is_zombie
     from runs
+),
+
+billed as (
+    -- each part in its billing day, less what it spills into the next; the spill in that one
+    select
+        p.cluster, p.job_id, p.gpu_model, p.day_index, c.is_zombie,
+        p.measured_units - p.spill_units as measured_units,
+        p.util_weighted_units - p.spill_util_weighted_units as util_weighted_units,
+        p.measured_outside_outage_units - p.spill_outside_outage_units
+            as measured_outside_outage_units
+    from day_parts as p
+    left join classified as c using (cluster, job_id, node, gpu_index, day, run)
+    union all
+    select
+        p.cluster, p.job_id, p.gpu_model, p.day_index + 1, c.is_zombie,
+        p.spill_units, p.spill_util_weighted_units, p.spill_outside_outage_units
+    from day_parts as p
+    left join classified as c using (cluster, job_id, node, gpu_index, day, run)
+    where p.spill_units > 0
 ),
 
 final as (
@@ -106,6 +159,7 @@ final as (
         cluster,
         job_id,
         gpu_model,
+        ($billing_month::date + day_index::int) as day,
         sum(measured_units)::bigint as measured_units,
         sum(util_weighted_units) as util_weighted_units,
         sum(measured_outside_outage_units)::bigint as measured_outside_outage_units,
@@ -115,11 +169,7 @@ final as (
             as idle_units,
         coalesce(sum(measured_outside_outage_units) filter (is_zombie is null), 0)::bigint
             as productive_units
-    from (
-        select * from pieces where run is null
-        union all by name
-        select * from classified
-    )
+    from billed
     group by all
 )
 

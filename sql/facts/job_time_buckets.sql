@@ -17,6 +17,23 @@ with held as (
     group by all
 ),
 
+job_sample_totals as (
+    -- job_sample_time holds a row per billing day
+    select
+        cluster,
+        job_id,
+        gpu_model,
+        sum(measured_units) as measured_units,
+        sum(util_weighted_units) as util_weighted_units,
+        sum(measured_outside_outage_units) as measured_outside_outage_units,
+        sum(productive_units) as productive_units,
+        sum(idle_units) as idle_units,
+        sum(zombie_units) as zombie_units
+    from job_sample_time
+    where billing_month = $billing_month
+    group by all
+),
+
 joined as (
     select
         h.*,
@@ -30,8 +47,8 @@ joined as (
     from held as h
     join stg_jobs as j on j.billing_month = $billing_month and j.cluster = h.cluster
         and j.job_id = h.job_id
-    left join job_sample_time as t on t.billing_month = $billing_month
-        and t.cluster = h.cluster and t.job_id = h.job_id and t.gpu_model = h.gpu_model
+    left join job_sample_totals as t
+        on t.cluster = h.cluster and t.job_id = h.job_id and t.gpu_model = h.gpu_model
 ),
 
 final as (

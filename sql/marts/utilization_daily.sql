@@ -4,13 +4,12 @@
 -- timezone unless a DST change falls inside the month); `day` is their first date.
 -- Hours are GPU-equivalent hours (a 1g MIG slice counts 1/7), summed in GPU units (1/420
 -- GPU-ms, 1,512,000,000 units = 1 GPU-hour) as job_gpu_hours and job_time_buckets store them.
---   allocated_gpu_hours   exact: the job_gpu_hours segments, split at day boundaries
---   productive_gpu_hours, measured_gpu_hours, mean_util_pct   PRORATED: the telemetry of a job
---                         is stored per job × GPU model × month (job_time_buckets), so each day
---                         gets the job's monthly figures in proportion to its allocated hours
---                         that day (as if its samples were spread evenly over its run). Summed
---                         over the month they equal the job's figures; a single day may differ
---                         from what its own samples would say.
+--   allocated_gpu_hours   the job_gpu_hours segments, split at day boundaries
+--   productive_gpu_hours, measured_gpu_hours, mean_util_pct   the job_sample_time rows of the
+--                         day (samples' covered time split at day boundaries); productive is 0
+--                         for the jobs whose whole time is failed (NODE_FAIL, FAILED,
+--                         OUT_OF_MEMORY), as in job_time_buckets. Summed over the month each
+--                         equals job_time_buckets.
 --   capacity_gpu_hours    gpu_model rows only: inventory GPUs × in-service hours of the day
 --                         (NULL without an inventory for the model)
 --   allocation_rate_pct   gpu_model rows only: 100 × allocated / capacity
@@ -50,30 +49,33 @@ day_pieces as (
 ),
 
 job_days as (
-    select cluster, job_id, gpu_model, tenant_id, day_index, sum(gpu_units) as allocated_units
-    from (
-        select cluster, job_id, gpu_model, tenant_id, day_index,
-            (least(to_ms, cut_ms) - from_ms) * gpu_share as gpu_units
-        from day_pieces
-        union all
-        select cluster, job_id, gpu_model, tenant_id, day_index + 1,
-            (to_ms - cut_ms) * gpu_share
-        from day_pieces
-        where to_ms > cut_ms
-    )
-    group by all
-),
-
-prorated as (
+    -- allocated time per job and day, and the job's measured time per day
+    select cluster, job_id, gpu_model, tenant_id, day_index,
+        (least(to_ms, cut_ms) - from_ms) * gpu_share as allocated_units,
+        0 as productive_units, 0 as measured_units, null::double as util_weighted_units
+    from day_pieces
+    union all
+    select cluster, job_id, gpu_model, tenant_id, day_index + 1,
+        (to_ms - cut_ms) * gpu_share, 0, 0, null
+    from day_pieces
+    where to_ms > cut_ms
+    union all
     select
-        d.*,
-        b.productive_units * d.allocated_units / b.allocated_units as productive_units,
-        b.measured_units * d.allocated_units / b.allocated_units as measured_units,
-        b.util_weighted_units * d.allocated_units / b.allocated_units as util_weighted_units
-    from job_days as d
-    join job_time_buckets as b
-        on b.billing_month = $billing_month and b.cluster = d.cluster and b.job_id = d.job_id
-        and b.gpu_model = d.gpu_model
+        t.cluster,
+        t.job_id,
+        t.gpu_model,
+        u.tenant_id,
+        t.day - $billing_month::date as day_index,
+        0,
+        case
+            when u.state in ('NODE_FAIL', 'FAILED', 'OUT_OF_MEMORY') then 0
+            else t.productive_units
+        end,
+        t.measured_units,
+        t.util_weighted_units
+    from job_sample_time as t
+    join job_usage as u using (billing_month, cluster, job_id)
+    where t.billing_month = $billing_month
 ),
 
 tenant_days as (
@@ -82,12 +84,12 @@ tenant_days as (
         cluster,
         gpu_model,
         tenant_id,
-        count(distinct job_id) as jobs,
+        count(distinct job_id) filter (allocated_units > 0) as jobs,
         sum(allocated_units) as allocated_units,
         sum(productive_units) as productive_units,
         sum(measured_units) as measured_units,
         sum(util_weighted_units) as util_weighted_units
-    from prorated
+    from job_days
     group by all
 ),
 

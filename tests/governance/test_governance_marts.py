@@ -1,4 +1,4 @@
-"""Given/expect tests for the governance marts, and the marts on the small demo month.
+"""Given/expect tests for the governance marts (on the demo month: tests/e2e/test_demo_month.py).
 
 Each given/expect test builds the input tables of one SQL file in an in-memory DuckDB with a
 handful of rows whose results are computed by hand in the comments, then runs the file exactly
@@ -8,16 +8,13 @@ as the pipeline does (pipelines.sql.run with bound parameters).
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import duckdb
 import pytest
 from pytest import approx
 
 from pipelines.defs.resources import prepare_connection
-from pipelines.demo import generate_demo
 from pipelines.sql import replace_month, run
-from tests.conftest import materialize_month, query
 
 T = dt.datetime
 NOV = {
@@ -27,7 +24,6 @@ NOV = {
     "currency": "USD",
 }
 HOUR = dt.timedelta(hours=1)
-VERDICTS = {"govern first", "expansion justified", "hold"}
 
 
 @pytest.fixture
@@ -518,6 +514,20 @@ DAILY_COLUMNS = [
 ]  # fmt: skip
 
 
+def given_job_sample_time(con, rows: list[tuple]) -> None:
+    """rows: (job_id, gpu_model, day, measured, util-weighted, productive units) of cluster c1."""
+    con.execute(
+        "create table job_sample_time (billing_month date, cluster varchar, job_id varchar, "
+        "gpu_model varchar, day date, measured_units bigint, util_weighted_units double, "
+        "productive_units bigint)"
+    )
+    for row in rows:
+        con.execute(
+            "insert into job_sample_time values (date '2026-11-01', 'c1', ?, ?, ?, ?, ?, ?)",
+            list(row),
+        )
+
+
 def given_daily_month(con) -> None:
     given_catalog_nodes(con, [
         ("n1", "A100", 2, "fd-a", "drv-1", T(2025, 1, 1)),
@@ -528,26 +538,38 @@ def given_daily_month(con) -> None:
         ("u1", "alpha", "batch", "A100", 1, "COMPLETED", None, None, None),
         ("u2", "alpha", "batch", "A100", 1, "COMPLETED", None, None, None),
         ("u3", "beta", "batch", "H100", 1, "COMPLETED", None, None, None),
+        ("u4", "alpha", "batch", "A100", 1, "FAILED", None, None, None),
     ])  # fmt: skip
     given_job_gpu_hours(con, [
         ("u1", "n1", 0, "A100", T(2026, 11, 1, 22), T(2026, 11, 2, 2)),  # 2 h on each day
         ("u2", "n1", 1, "A100", T(2026, 11, 2, 0), T(2026, 11, 2, 1)),
         ("u3", "n2", 0, "H100", T(2026, 11, 3, 0), T(2026, 11, 3, 6)),
+        ("u4", "n1", 1, "A100", T(2026, 11, 3, 1), T(2026, 11, 3, 2)),
+    ])  # fmt: skip
+    h = 1_512_000_000  # GPU units in a GPU-hour
+    d = dt.date(2026, 11, 1)
+    given_job_sample_time(con, [
+        # u1: measured throughout at 50 %; productive 1 h on the 1st, 2 h on the 2nd
+        ("u1", "A100", d, 2 * h, 2 * h * 50.0, h),
+        ("u1", "A100", d.replace(day=2), 2 * h, 2 * h * 50.0, 2 * h),
+        # u2: half measured at 2 %, nothing productive
+        ("u2", "A100", d.replace(day=2), h // 2, h / 2 * 2.0, 0),
+        ("u3", "H100", d.replace(day=3), 6 * h, 6 * h * 90.0, 6 * h),
+        # u4 failed: its busy samples are not productive (job_time_buckets counts failed_job)
+        ("u4", "A100", d.replace(day=3), h, h * 80.0, h),
     ])  # fmt: skip
     con.execute(
         "create table job_time_buckets (billing_month date, cluster varchar, job_id varchar, "
         "gpu_model varchar, allocated_units bigint, measured_units bigint, "
         "util_weighted_units double, productive_units bigint)"
     )
-    h = 1_512_000_000  # GPU units in a GPU-hour
     con.executemany(
         "insert into job_time_buckets values (date '2026-11-01', 'c1', ?, ?, ?, ?, ?, ?)",
         [
-            # u1: 4 h, all measured at 50 %, 3 h productive
             ("u1", "A100", 4 * h, 4 * h, 4 * h * 50.0, 3 * h),
-            # u2: 1 h, half measured at 2 %, nothing productive
             ("u2", "A100", 1 * h, h // 2, h / 2 * 2.0, 0),
             ("u3", "H100", 6 * h, 6 * h, 6 * h * 90.0, 6 * h),
+            ("u4", "A100", 1 * h, h, h * 80.0, 0),
         ],
     )
 
@@ -555,23 +577,25 @@ def given_daily_month(con) -> None:
 def test_utilization_daily_by_hand(con):
     given_daily_month(con)
     rows = rows_of(con, "marts/utilization_daily", NOV, DAILY_COLUMNS)
-    assert len(rows) == 3 + 30 * 2  # three tenant-days, and each model on each day
+    assert len(rows) == 4 + 30 * 2  # four tenant-days, and each model on each day
     tenants = [row for row in rows if row[2] == "tenant"]
     d = dt.date(2026, 11, 1)
     assert tenants == [
-        # u1's month prorated half and half over its two days
-        (d, "A100", "tenant", "alpha", 1, 2.0, approx(1.5), approx(2.0), approx(50.0), None,
+        # each day's own samples, not the month's spread over the days
+        (d, "A100", "tenant", "alpha", 1, 2.0, approx(1.0), approx(2.0), approx(50.0), None,
          None),
-        # u1's other half plus u2: util (2 × 50 + 0.5 × 2) / 2.5 measured hours
-        (d.replace(day=2), "A100", "tenant", "alpha", 2, 3.0, approx(1.5), approx(2.5),
+        # u1's second day plus u2: util (2 × 50 + 0.5 × 2) / 2.5 measured hours
+        (d.replace(day=2), "A100", "tenant", "alpha", 2, 3.0, approx(2.0), approx(2.5),
          approx(101 / 2.5), None, None),
+        (d.replace(day=3), "A100", "tenant", "alpha", 1, 1.0, 0.0, approx(1.0), approx(80.0),
+         None, None),
         (d.replace(day=3), "H100", "tenant", "beta", 1, 6.0, approx(6.0), approx(6.0),
          approx(90.0), None, None),
     ]  # fmt: skip
     models = {(row[0].day, row[1]): row for row in rows if row[2] == "gpu_model"}
-    assert models[1, "A100"] == (d, "A100", "gpu_model", "all", 1, 2.0, approx(1.5),
+    assert models[1, "A100"] == (d, "A100", "gpu_model", "all", 1, 2.0, approx(1.0),
                                  approx(2.0), approx(50.0), 72.0, approx(100 * 2 / 72))  # fmt: skip
-    assert models[2, "A100"][4:7] == (2, 3.0, approx(1.5))
+    assert models[2, "A100"][4:7] == (2, 3.0, approx(2.0))
     assert models[1, "H100"] == (d, "H100", "gpu_model", "all", 0, 0.0, 0.0, 0.0, None, 0.0,
                                  None)  # fmt: skip
     assert models[3, "H100"][5:] == (6.0, approx(6.0), approx(6.0), approx(90.0), 24.0,
@@ -587,15 +611,21 @@ def test_utilization_daily_splits_a_segment_at_a_half_hour_midnight(con):
     given_catalog_nodes(con, [("n1", "A100", 1, "fd-a", "drv-1", T(2025, 1, 1))])
     given_job_usage(con, [("k1", "alpha", "batch", "A100", 1, "COMPLETED", None, None, None)])
     given_job_gpu_hours(con, [("k1", "n1", 0, "A100", T(2026, 11, 1, 18), T(2026, 11, 1, 19))])
-    con.execute(
-        "create table job_time_buckets as select date '2026-11-01' as billing_month, "
-        "'c1' as cluster, 'k1' as job_id, 'A100' as gpu_model, 1512000000 as allocated_units, "
-        "0 as measured_units, null::double as util_weighted_units, 0 as productive_units"
+    # one sample at 18:29 UTC covering 2 minutes: a minute on each side of midnight in Kolkata
+    given_job_sample_time(
+        con,
+        [
+            ("k1", "A100", dt.date(2026, 11, 1), 60_000 * 420, 0.0, 0),
+            ("k1", "A100", dt.date(2026, 11, 2), 60_000 * 420, 0.0, 0),
+        ],
     )
     kolkata = {**NOV, "month_start": T(2026, 10, 31, 18, 30), "month_end": T(2026, 11, 30, 18, 30)}
     rows = rows_of(con, "marts/utilization_daily", kolkata, DAILY_COLUMNS)
-    tenants = [(row[0], row[5]) for row in rows if row[2] == "tenant"]
-    assert tenants == [(dt.date(2026, 11, 1), 0.5), (dt.date(2026, 11, 2), 0.5)]
+    tenants = [(row[0], row[5], row[7]) for row in rows if row[2] == "tenant"]
+    assert tenants == [
+        (dt.date(2026, 11, 1), 0.5, approx(1 / 60)),
+        (dt.date(2026, 11, 2), 0.5, approx(1 / 60)),
+    ]
 
 
 def test_utilization_daily_check_passes_then_catches_a_lost_hour(con):
@@ -619,61 +649,3 @@ def test_utilization_daily_check_passes_then_catches_a_lost_hour(con):
         ("c1", "H100", "allocated", approx(5.0), approx(6.0)),
         ("c1", "H100", "gpu_model rows allocated", approx(6.0), approx(5.0)),
     ]
-
-
-# --------------------------------------------------------------------------------------------
-# the small demo month, end to end
-
-GOVERNANCE_CHECKS = {"quota_compliance_ties_out", "utilization_daily_ties_out"}
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> tuple[Path, object]:
-    root = tmp_path_factory.mktemp("governance-demo")
-    generate_demo(root, month="2026-11", seed=7, small=True)
-    result = materialize_month(root, "2026-11-01")
-    assert result.success
-    return root, result
-
-
-def test_demo_month_governance_marts_make_sense(demo):
-    root, result = demo
-    evaluations = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert {name: evaluations.get(name) for name in GOVERNANCE_CHECKS} == dict.fromkeys(
-        GOVERNANCE_CHECKS, True
-    )
-
-    quota_pairs = set(query(root, "select tenant_id, pool from catalog_quotas"))
-    rows = query(root, "select tenant_id, pool from quota_compliance where has_quota")
-    assert set(rows) == quota_pairs and len(rows) == len(quota_pairs)
-
-    [(breach, minutes, peak, limit)] = query(
-        root,
-        "select breach, minutes_above_limit, peak_gpus, limit_gpus from quota_compliance "
-        "where tenant_id = 'vision' and pool = 'A100-80GB'",
-    )
-    assert breach and minutes > 0 and peak > limit
-
-    verdicts = query(
-        root,
-        "select gpu_model, verdict, verdict_rule from capacity_evidence "
-        "where cluster = 'atlas' order by 1",
-    )
-    assert [model for model, _, _ in verdicts] == ["A100-80GB", "H100-80GB"]
-    for _, verdict, rule in verdicts:
-        assert verdict in VERDICTS and rule.endswith(f"→ {verdict}")
-
-    # every model's queue total counts each GPU job of the month once
-    [(jobs, model_jobs)] = query(
-        root,
-        "select (select count(*) from job_usage where gpus > 0), "
-        "sum(jobs) filter (grouping_set = 'gpu_model') from queue_stats",
-    )
-    assert jobs == model_jobs > 0
-
-    [(nodes, ranked)] = query(
-        root,
-        "select (select count(*) from catalog_nodes), count(failure_rank) "
-        "from failure_stats where dimension = 'node'",
-    )
-    assert nodes == ranked > 0

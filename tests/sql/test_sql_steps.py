@@ -375,13 +375,25 @@ def test_a_zombie_run_spans_midnight_and_a_busy_sample_before_it_breaks_it(con, 
     params = {**NOV, "sample_files": files, "idle_threshold_pct": 5.0,
               "zombie_min_ms": 2 * 3_600_000}  # fmt: skip
     cursor = run(con, "facts/job_sample_time", params)
-    row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
+    columns = [c[0] for c in cursor.description]
+    days = {
+        row["day"].day: row
+        for row in (dict(zip(columns, r, strict=True)) for r in cursor.fetchall())
+    }
     minute = 60_000 * 420  # a whole GPU: units are 420 x ms
-    assert (row["productive_units"], row["idle_units"], row["zombie_units"]) == (
-        (190 + 10) * minute,  # GPU 0: 18 samples before midnight and one at 01:00; GPU 1: one
-        (110 + 60) * minute,  # GPU 1, both sides of its busy sample
-        (120 + 140) * minute,  # GPU 0: the run across midnight and the one across the gap
-    )
+    # (productive, idle, zombie) of each billing day; the zombie run across midnight counts
+    # an hour on each side
+    assert {
+        day: (row["productive_units"], row["idle_units"], row["zombie_units"])
+        for day, row in days.items()
+    } == {
+        # GPU 0: busy 20:00-22:50, idle 23:00-23:50 (zombie); GPU 1: idle 22:00-23:40, busy
+        # 23:50 (its run is broken: idle)
+        2: (190 * minute, 110 * minute, 60 * minute),
+        # GPU 0: idle 00:00-00:50 (the run from the 2nd), busy 01:00, idle 01:10-03:50 across
+        # the gap (zombie); GPU 1: idle 00:00-00:50 after its busy sample
+        3: (10 * minute, 60 * minute, (60 + 140) * minute),
+    }
 
 
 def test_gpu_capacity_sweeps_shares_overlaps_and_outages(con):
@@ -548,6 +560,42 @@ def test_a_sample_before_the_hour_covers_into_the_next_hour(con, tmp_path):
     row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
     # 120 samples x 60 s, the last (01:59:30) clipped at the job end: 119.5 minutes
     assert row["measured_units"] == (119 * 60_000 + 30_000) * 420
+
+
+def test_a_sample_across_midnight_counts_its_time_in_each_day(con, tmp_path):
+    # a job holds the GPU 11-02 23:00 - 11-03 01:00; samples every 60 s, 30 s off the minute,
+    # at 20 % until midnight and 80 % after: the one at 23:59:30 covers 30 s of each day
+    con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'j' as job_id, 'n1' as node, 0 as gpu_index, 'A100' as gpu_model,
+        420 as gpu_share, false as in_outage, h as hour, h as seg_from,
+        h + interval 1 hour as seg_to, timestamp '2026-11-03 01:00' as cover_until
+        from unnest([timestamp '2026-11-02 23:00', timestamp '2026-11-03 00:00']) as t(h)""")
+    files = []
+    for day, util in (("2026-11-02", 20.0), ("2026-11-03", 80.0)):
+        folder = tmp_path / f"cluster=c/day={day}"
+        folder.mkdir(parents=True)
+        files.append(str(folder / "s.parquet"))
+        first = "2026-11-02 23:00:30" if day == "2026-11-02" else "2026-11-03 00:00:30"
+        con.execute(
+            f"copy (select 'n1' as node, 0 as gpu_index, timestamp '{first}' "
+            f"+ to_seconds(60 * i) as ts, {util} as util_pct, 60000::bigint as cover_ms, "
+            f"i + 1 as idle_run from range(60) as r(i)) to '{files[-1]}'"
+        )
+    params = {**NOV, "sample_files": files, "idle_threshold_pct": 5.0,
+              "zombie_min_ms": 7_200_000}  # fmt: skip
+    cursor = run(con, "facts/job_sample_time", params)
+    columns = [c[0] for c in cursor.description]
+    rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+    rows.sort(key=lambda row: row["day"])
+    second = 1000 * 420  # a whole GPU: units are 420 x ms
+    # the 2nd: 23:00:30-24:00 (the first 30 s are not measured); the 3rd: 30 s from the 2nd's
+    # last sample, then 00:00:30-01:00 (the last sample clipped at the job's end)
+    assert [
+        (row["day"].day, row["measured_units"], row["util_weighted_units"]) for row in rows
+    ] == [
+        (2, 3570 * second, 3570 * second * 20.0),
+        (3, 3600 * second, 30 * second * 20.0 + 3570 * second * 80.0),
+    ]
 
 
 def test_telemetry_labels_are_checked_against_the_scheduler(con, tmp_path):
