@@ -1576,7 +1576,8 @@ def _serialise(wb: Workbook, stamp: dt.datetime) -> bytes:
     wb.properties.created = stamp
     wb.properties.modified = stamp
     first_pass = io.BytesIO()
-    with zipfile.ZipFile(first_pass, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
+    # stored, not deflated: the entries are compressed once, in the second pass
+    with zipfile.ZipFile(first_pass, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         ExcelWriter(wb, archive).save()
     out = io.BytesIO()
     date_time = stamp.timetuple()[:6]
