@@ -68,6 +68,11 @@ def materialize_month(root: Path, partition_key: str, raise_on_error: bool = Tru
     run every check of the month (a second run: a run holds one partitioning), in process.
     Returns the monthly run's result."""
     materialize_days(root, month_days(root, partition_key), raise_on_error)
+    return materialize_monthly(root, partition_key, raise_on_error)
+
+
+def materialize_monthly(root: Path, partition_key: str, raise_on_error: bool = True):
+    """Every monthly asset and check of the month, on the days already rolled up."""
     return dg.materialize(
         [*all_assets, *checks],
         selection=dg.AssetSelection.all() - ROLLUP,
@@ -88,3 +93,23 @@ def query(root: Path, sql: str, params=None) -> list[tuple]:
 @pytest.fixture
 def project_dirs(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def demo_month(tmp_path_factory) -> tuple[Path, object]:
+    """The small demo month (seed 7, November 2026, rate card), materialised once for every
+    test module that reads it; tests must not change it (copy it first)."""
+    from pipelines.demo import generate_demo
+
+    root = tmp_path_factory.mktemp("demo")
+    generate_demo(root, month="2026-11", seed=7, small=True)
+    result = materialize_month(root, "2026-11-01")
+    assert result.success
+    return root, result
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with slow tests (servers, subprocess runs) first: under xdist they then overlap
+    the rest of the suite instead of running alone at its end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
