@@ -3,7 +3,8 @@
 --   node            an inventory node in service in the month, or a node jobs ran on
 --   fault_domain    of the node (inventory; 'unknown' when the node is not in it)
 --   driver_version  of the node (inventory; 'unknown' when the node is not in it)
---   exit_code       of the job ('unknown' when the export has none)
+--   exit_code       of the job ('unknown' when the export has none; 'running' for a job that
+--                   had not ended by the month's end: its GPU-hours, no outcome yet)
 -- Job counts are the GPU jobs that started and ended in the month, each counted once per value
 -- (a job on two nodes counts on both: the export does not say which node failed a NODE_FAIL
 -- job). GPU-hours (GPU-equivalents, from gpu_units) are the month's segments of every job
@@ -39,7 +40,10 @@ jobs as (
         cluster,
         job_id,
         state,
-        coalesce(exit_code, 'unknown') as exit_code,
+        coalesce(
+            exit_code,
+            case when end_at < $month_end::timestamp then 'unknown' else 'running' end
+        ) as exit_code,
         end_at >= $month_start::timestamp and end_at < $month_end::timestamp as is_ended
     from stg_jobs
     where billing_month = $billing_month and start_at is not null and gpus > 0

@@ -377,11 +377,13 @@ def test_failure_stats_by_hand(con):
         # drv-2 is n2 (and the idle n3): same infra rate as drv-1, more job failures
         ("driver_version", "drv-2", 3, 0, 1, 1, 1, third, two_thirds, 4.5, 1.0, 3.5, 1),
         ("driver_version", "drv-1", 3, 2, 0, 0, 1, third, 0.0, 7.0, 2.0, 0.0, 2),
-        # exit codes: by jobs, then value; f2 and the running f6 have none
+        # exit codes: by jobs, then value; f2 has none; f6, running, has none yet: its hours
+        # count on their own row, without a job outcome
         ("exit_code", "0", 2, 2, 0, 0, 0, 0.0, 0.0, 4.0, 1.0, 0.0, None),
         ("exit_code", "1", 1, 0, 1, 0, 0, 0.0, 100.0, 3.0, 0.0, 3.0, None),
         ("exit_code", "125", 1, 0, 0, 1, 0, 0.0, 100.0, 0.5, 0.0, 0.5, None),
-        ("exit_code", "unknown", 1, 0, 0, 0, 1, 100.0, 0.0, 4.0, 2.0, 0.0, None),
+        ("exit_code", "unknown", 1, 0, 0, 0, 1, 100.0, 0.0, 2.0, 2.0, 0.0, None),
+        ("exit_code", "running", 0, 0, 0, 0, 0, None, None, 2.0, 0.0, 0.0, None),
         # fd-a holds f2 once although it ran on two of its nodes
         ("fault_domain", "fd-a", 5, 2, 1, 1, 1, 20.0, 40.0, 11.5, 3.0, 3.5, 1),
         ("fault_domain", "fd-b", 0, 0, 0, 0, 0, None, None, 0.0, 0.0, 0.0, 2),

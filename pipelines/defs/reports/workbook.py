@@ -1411,7 +1411,9 @@ GOVERNANCE_DEFINITIONS: tuple[tuple[str, str], ...] = (
         "Failure rates",
         "Infra failure rate = NODE_FAIL jobs ÷ jobs; job failure rate = (FAILED + "
         "OUT_OF_MEMORY) jobs ÷ jobs; by node, fault domain, driver version and exit code. "
-        "Rank 1 is the worst value of its dimension.",
+        "Rank 1 is the worst value of its dimension. Jobs are those that ended in the month; "
+        "exit code 'unknown': the export has none, 'running': GPU-hours of jobs still running "
+        "at the month's end (no outcome yet).",
     ),
     (
         "Capacity verdict",
