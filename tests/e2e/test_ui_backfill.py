@@ -36,7 +36,9 @@ MONTHS = ["2026-10-01", "2026-11-01"]
 
 STARTUP_TIMEOUT_S = 90
 BACKFILL_TIMEOUT_S = 240
-STOP_TIMEOUT_S = 30
+# dagster dev exits at once on SIGTERM; its daemon and code-server children can take over 30 s
+# to follow on a loaded 2-core machine (the suite's other xdist worker)
+STOP_TIMEOUT_S = 90
 
 # The backfill daemon ticks every 30 s; the run queue is polled every second so the run starts
 # as soon as the daemon submits it. One run at a time: DuckDB allows one writer per file.
