@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 MONTH ?= 2026-11
 # settings.yaml cost_mode of the demo catalog: rate_card or full_recovery
 COST_MODE ?= rate_card
+# full_recovery's idle_sharing policy: weighted, even, reserved_quota_first or platform
+IDLE_SHARING ?= weighted
 export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
 
 .PHONY: venv demo test ui lint bench clean
@@ -18,7 +20,8 @@ $(BIN)/activate: pyproject.toml
 venv: $(BIN)/activate
 
 demo: venv
-	$(BIN)/python -m pipelines.demo --month $(MONTH) --out data --cost-mode $(COST_MODE)
+	$(BIN)/python -m pipelines.demo --month $(MONTH) --out data --cost-mode $(COST_MODE) \
+	    --idle-sharing $(IDLE_SHARING)
 	mkdir -p $(DAGSTER_HOME) && printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster asset materialize -m pipelines.definitions --select gpu_sample_rollup \
 	    --partition-range $(MONTH)-01...$$(date -u -d '$(MONTH)-01 +1 month -1 day' +%F)
