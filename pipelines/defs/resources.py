@@ -149,6 +149,8 @@ class ChargebackResource(dg.ConfigurableResource):
         spills to its own folder under the telemetry folder; row order is not kept unless a
         statement orders, which lets large copies stream."""
         spill = self.telemetry_dir / ".spill" / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        # DuckDB creates its temp directory when it first spills, but not the parents
+        spill.parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect()
         try:
             con.execute("set memory_limit = $limit", {"limit": self.duckdb_memory_limit})
