@@ -22,6 +22,7 @@ import inspect
 import shutil
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +75,56 @@ def roll_up_days(
     per_day: dict[str, dict[str, int]] = {}
     with chargeback.scratch() as con:
         write_table(con, "sample_sources", sources, SOURCES_SCHEMA)
-        owners = unreadable_row_owners(con, files, landing_dir, sources)
+        spans = sample_file_spans(con, files)
+        owners = unreadable_row_owners(spans, landing_dir, sources)
         for day in days:
             owned = sorted(path for path, owner in owners.items() if owner == day)
-            per_day[day.isoformat()] = _roll_up_day(con, telemetry_dir, day, files, owned, catalog)
+            day_files = files_of_day(files, spans, day, owned)
+            per_day[day.isoformat()] = _roll_up_day(
+                con, telemetry_dir, day, day_files, owned, catalog
+            )
     return per_day
+
+
+@dataclass(frozen=True)
+class FileSpan:
+    """A samples file's first and last readable timestamp (None: it has none) and its rows
+    without a readable timestamp."""
+
+    first_ts: dt.datetime | None
+    last_ts: dt.datetime | None
+    unreadable_rows: int
+
+
+def sample_file_spans(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, FileSpan]:
+    """The span of every file of `files`, in one read of their timestamp column."""
+    rows = run(con, "staging/sample_file_spans", {"files": files}).fetchall()
+    return {path: FileSpan(first, last, unreadable) for path, first, last, unreadable in rows}
+
+
+def files_of_day(
+    files: list[str], spans: dict[str, FileSpan], day: dt.date, owned_files: list[str]
+) -> list[str]:
+    """The files a day's rollup reads: those with samples in the UTC day or the next (the
+    look-ahead), the files whose unreadable rows the day owns, and, last, the schema file.
+
+    Without this each day read every file of the landing folder: a month of daily files was
+    read 30 times.
+    """
+    begin = dt.datetime.combine(day, dt.time())
+    look_ahead_end = begin + dt.timedelta(days=2)
+    *samples_files, schema_file = files
+    return [
+        path
+        for path in samples_files
+        if path in owned_files
+        or (
+            (span := spans.get(path)) is not None
+            and span.first_ts is not None
+            and span.first_ts < look_ahead_end
+            and span.last_ts >= begin
+        )
+    ] + [schema_file]
 
 
 def _roll_up_day(
@@ -166,25 +212,21 @@ def _publish(staging: Path, telemetry_dir: Path, day: dt.date) -> None:
 
 
 def unreadable_row_owners(
-    con: duckdb.DuckDBPyConnection, files: list[str], landing_dir: Path, sources: list[dict]
+    spans: dict[str, FileSpan], landing_dir: Path, sources: list[dict]
 ) -> dict[str, dt.date]:
     """The UTC day that counts the rows without a readable timestamp of each samples file that
     has some: the day of the file's first readable sample; for a file without any, the day its
-    landing file was last modified. Reads the sample_sources table.
+    landing file was last modified.
 
     So each such row is counted (and rejected) once, by a day its file belongs to.
     """
-    paths = [path for (path,) in run(con, "staging/unreadable_sample_files", {"files": files})
-             .fetchall()]  # fmt: skip
-    if not paths:
-        return {}
-    schema_file = files[-1]
-    first = dict(run(con, "staging/first_sample_days", {"files": [*paths, schema_file]}).fetchall())
     landing = {source["path"]: landing_dir / source["file"] for source in sources}
     return {
-        path: first.get(path)
-        or dt.datetime.fromtimestamp(landing[path].stat().st_mtime, dt.UTC).date()
-        for path in paths
+        path: span.first_ts.date()
+        if span.first_ts is not None
+        else dt.datetime.fromtimestamp(landing[path].stat().st_mtime, dt.UTC).date()
+        for path, span in spans.items()
+        if span.unreadable_rows > 0
     }
 
 
