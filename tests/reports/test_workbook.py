@@ -921,7 +921,9 @@ def test_native_charts_reference_the_right_ranges(written):
             for n in archive.namelist()
             if n.startswith("xl/charts/") and "Waste by bucket" in archive.read(n).decode()
         )
-    assert '<grouping val="stacked" />' in waste_chart
+    chart_ns = {"c": "http://schemas.openxmlformats.org/drawingml/2006/chart"}
+    grouping = ElementTree.fromstring(waste_chart).find(".//c:barChart/c:grouping", chart_ns)
+    assert grouping.get("val") == "stacked"
 
 
 def test_audit_lists_inputs_hashes_and_table_rows(written):

@@ -14,6 +14,7 @@ import os
 import pathlib
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
+from copy import copy
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -23,6 +24,7 @@ from openpyxl import Workbook
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
 from openpyxl.chart import BarChart, LineChart, Reference
 from openpyxl.styles import Alignment, Font, NamedStyle, PatternFill
+from openpyxl.styles.cell_style import StyleArray
 from openpyxl.utils import get_column_letter, quote_sheetname
 from openpyxl.worksheet.table import Table, TableStyleInfo
 from openpyxl.worksheet.worksheet import Worksheet
@@ -1490,22 +1492,24 @@ def _write_table(
     """
     for column, col in enumerate(cols, start=1):
         _set_text(ws.cell(row=header_row, column=column), col.header).style = "cb header"
-    styles = [_STYLE_OF_KIND.get(col.kind) for col in cols]
+    kinds = [_STYLE_OF_KIND.get(col.kind) for col in cols]
+    styles = [_resolved_style(ws, kind) for kind in kinds]
     r = header_row
     for values in rows:
         r += 1
-        for column, (style, value) in enumerate(zip(styles, values, strict=True), start=1):
+        for column, (kind, style, value) in enumerate(
+            zip(kinds, styles, values, strict=True), start=1
+        ):
             if value is None:
                 continue
             cell = ws.cell(row=r, column=column)
-            if style is None or style == "cb wrap":
+            if kind is None or kind == "cb wrap":
                 _set_text(cell, value)
-                if style is not None:
-                    cell.style = style
             else:
                 # Numbers, datetimes, and formulas built by this module (never data text).
                 cell.value = value
-                cell.style = style
+            if style is not None:
+                cell._style = copy(style)
     if table_name is not None:
         if r == header_row:
             _set_text(ws.cell(row=r + 1, column=1), "(none)")
@@ -1514,6 +1518,20 @@ def _write_table(
             table.tableStyleInfo = TableStyleInfo(name="TableStyleLight1", showRowStripes=False)
             ws.add_table(table)
     return r
+
+
+def _resolved_style(ws: Worksheet, name: str | None) -> StyleArray | None:
+    """The style array a cell of `ws` gets from the named style `name`.
+
+    Assigning a named style by name looks it up in the workbook's list every time: that was
+    ~40 % of writing a 200k-row sheet. A table resolves each column's style once and gives
+    its cells copies of the array, which is what the assignment stores.
+    """
+    if name is None:
+        return None
+    template = Cell(ws)
+    template.style = name
+    return template._style
 
 
 def _write_total_row(
