@@ -289,9 +289,10 @@ def measure_attribution(cfg: dict) -> dict:
             sql = sql_text("facts/job_sample_time")
             join = sql[: sql.index("day_parts as")].rstrip().rstrip(",")
             cover = "cover_units" if "as cover_units" in join else "cover_ms"
+            job = "job_gpu" if "as job_gpu" in join else "job_id"
             join += (
                 "\nselect count(*), sum(measured), sum(util_weighted) from ("
-                f"select job_id, sum({cover}) as measured, "
+                f"select {job}, sum({cover}) as measured, "
                 f"sum({cover} * util_pct) as util_weighted from attributed group by all)"
             )
             began = time.perf_counter()

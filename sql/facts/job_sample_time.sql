@@ -12,13 +12,35 @@
 -- far that day), so runs are summed per piece (job GPU × day × idle_run) and pieces are
 -- stitched across midnight here, with no sample-level window.
 -- Parameters: $billing_month, $month_start, $sample_files, $idle_threshold_pct, $zombie_min_ms.
-with attributed_samples as (
+with job_gpu_keys as (
+    -- one integer per job GPU: the samples (tens of millions of rows) carry it through the
+    -- join and the sums instead of four strings; the names come back on the summed rows
     select
-        g.cluster,
-        g.job_id,
-        g.node,
-        g.gpu_index,
-        g.gpu_model,
+        row_number() over (order by cluster, job_id, node, gpu_index) as job_gpu,
+        cluster,
+        job_id,
+        node,
+        gpu_index,
+        gpu_model
+    from (
+        select distinct cluster, job_id, node, gpu_index, gpu_model
+        from job_gpu_hours
+        where billing_month = $billing_month
+    )
+),
+
+segments as (
+    select
+        k.job_gpu, g.cluster, g.node, g.gpu_index, g.hour, g.seg_from, g.seg_to,
+        g.cover_until, g.in_outage, g.gpu_share
+    from job_gpu_hours as g
+    join job_gpu_keys as k using (cluster, job_id, node, gpu_index)
+    where g.billing_month = $billing_month
+),
+
+attributed_samples as (
+    select
+        g.job_gpu,
         g.in_outage,
         g.gpu_share,
         s.day,
@@ -29,9 +51,8 @@ with attributed_samples as (
         s.util_pct < $idle_threshold_pct as is_idle,
         (epoch_ms(s.ts) - epoch_ms($month_start::timestamp)) // 86400000 as day_index
     from read_parquet($sample_files, hive_partitioning = true) as s
-    join job_gpu_hours as g
-        on g.billing_month = $billing_month
-        and g.cluster = s.cluster
+    join segments as g
+        on g.cluster = s.cluster
         and g.node = s.node
         and g.gpu_index = s.gpu_index
         and g.hour = date_trunc('hour', s.ts)
@@ -56,11 +77,7 @@ day_parts as (
     -- run = idle_run) and one row for the busy samples (run NULL); last_run = the highest
     -- idle_run in the row. spill_*: the share of each sum that belongs to the next billing day.
     select
-        cluster,
-        job_id,
-        gpu_model,
-        node,
-        gpu_index,
+        job_gpu,
         day,
         day_index,
         case when is_idle then idle_run end as run,
@@ -81,23 +98,14 @@ day_parts as (
 pieces as (
     -- the runs are found on whole rollup days: a billing day other than the UTC day splits a
     -- piece in two, which is still one run
-    select
-        cluster, job_id, gpu_model, node, gpu_index, day, run,
-        max(last_run) as last_run,
-        sum(cover_ms) as cover_ms
+    select job_gpu, day, run, max(last_run) as last_run, sum(cover_ms) as cover_ms
     from day_parts
     group by all
 ),
 
 days as (
     -- whether the job GPU's day ended inside an idle run (its last piece has idle samples)
-    select
-        cluster,
-        job_id,
-        node,
-        gpu_index,
-        day,
-        coalesce(max(run) = max(last_run), false) as ended_idle
+    select job_gpu, day, coalesce(max(run) = max(last_run), false) as ended_idle
     from pieces
     group by all
 ),
@@ -105,10 +113,8 @@ days as (
 continued as (
     select
         *,
-        coalesce(
-            lag(ended_idle) over (partition by cluster, job_id, node, gpu_index order by day),
-            false
-        ) as previous_day_ended_idle
+        coalesce(lag(ended_idle) over (partition by job_gpu order by day), false)
+            as previous_day_ended_idle
     from days
 ),
 
@@ -118,58 +124,57 @@ runs as (
     select
         p.*,
         sum(case when p.run = 0 and c.previous_day_ended_idle then 0 else 1 end) over (
-            partition by p.cluster, p.job_id, p.node, p.gpu_index
-            order by p.day, p.run rows unbounded preceding
+            partition by p.job_gpu order by p.day, p.run rows unbounded preceding
         ) as run_no
     from pieces as p
-    join continued as c using (cluster, job_id, node, gpu_index, day)
+    join continued as c using (job_gpu, day)
     where p.run is not null
 ),
 
 classified as (
     select
-        cluster, job_id, node, gpu_index, day, run,
-        sum(cover_ms) over (partition by cluster, job_id, node, gpu_index, run_no)
-            >= $zombie_min_ms as is_zombie
+        job_gpu, day, run,
+        sum(cover_ms) over (partition by job_gpu, run_no) >= $zombie_min_ms as is_zombie
     from runs
 ),
 
 billed as (
     -- each part in its billing day, less what it spills into the next; the spill in that one
     select
-        p.cluster, p.job_id, p.gpu_model, p.day_index, c.is_zombie,
+        p.job_gpu, p.day_index, c.is_zombie,
         p.measured_units - p.spill_units as measured_units,
         p.util_weighted_units - p.spill_util_weighted_units as util_weighted_units,
         p.measured_outside_outage_units - p.spill_outside_outage_units
             as measured_outside_outage_units
     from day_parts as p
-    left join classified as c using (cluster, job_id, node, gpu_index, day, run)
+    left join classified as c using (job_gpu, day, run)
     union all
     select
-        p.cluster, p.job_id, p.gpu_model, p.day_index + 1, c.is_zombie,
+        p.job_gpu, p.day_index + 1, c.is_zombie,
         p.spill_units, p.spill_util_weighted_units, p.spill_outside_outage_units
     from day_parts as p
-    left join classified as c using (cluster, job_id, node, gpu_index, day, run)
+    left join classified as c using (job_gpu, day, run)
     where p.spill_units > 0
 ),
 
 final as (
     select
         $billing_month::date as billing_month,
-        cluster,
-        job_id,
-        gpu_model,
-        ($billing_month::date + day_index::int) as day,
-        sum(measured_units)::bigint as measured_units,
-        sum(util_weighted_units) as util_weighted_units,
-        sum(measured_outside_outage_units)::bigint as measured_outside_outage_units,
-        coalesce(sum(measured_outside_outage_units) filter (is_zombie), 0)::bigint
+        k.cluster,
+        k.job_id,
+        k.gpu_model,
+        ($billing_month::date + b.day_index::int) as day,
+        sum(b.measured_units)::bigint as measured_units,
+        sum(b.util_weighted_units) as util_weighted_units,
+        sum(b.measured_outside_outage_units)::bigint as measured_outside_outage_units,
+        coalesce(sum(b.measured_outside_outage_units) filter (b.is_zombie), 0)::bigint
             as zombie_units,
-        coalesce(sum(measured_outside_outage_units) filter (not is_zombie), 0)::bigint
+        coalesce(sum(b.measured_outside_outage_units) filter (not b.is_zombie), 0)::bigint
             as idle_units,
-        coalesce(sum(measured_outside_outage_units) filter (is_zombie is null), 0)::bigint
+        coalesce(sum(b.measured_outside_outage_units) filter (b.is_zombie is null), 0)::bigint
             as productive_units
-    from billed
+    from billed as b
+    join job_gpu_keys as k using (job_gpu)
     group by all
 )
 
