@@ -417,13 +417,13 @@ def write_department_workbook(
     _write_department_summary(
         summary, month, department, currency, tenants, quota_flags, charges_total_cell
     )
-    _write_job_lines(sheets["Job lines"], jobs, currency)
+    job_lines = _write_job_lines(sheets["Job lines"], jobs, currency)
     _write_definitions(sheets["Definitions"], {"department": department.label, **parameters})
     wb.calculation.fullCalcOnLoad = True
     wb.properties.creator = "gpu-chargeback"
     wb.properties.title = f"GPU chargeback {month.label}: {department.label}"
 
-    data = _serialise(wb, _fixed_timestamp(month.first_day))
+    data = _serialise(wb, _fixed_timestamp(month.first_day), [job_lines])
     _write_atomically(data, pathlib.Path(out_path))
     return {
         "total_amount": sum((row[11] for row in charges), Decimal("0.00")),

@@ -12,20 +12,25 @@ import hashlib
 import io
 import os
 import pathlib
+import re
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from copy import copy
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+from xml.sax.saxutils import escape as xml_escape
 
 import duckdb
 from openpyxl import Workbook
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
 from openpyxl.chart import BarChart, LineChart, Reference
+from openpyxl.compat.strings import safe_string
 from openpyxl.styles import Alignment, Font, NamedStyle, PatternFill
 from openpyxl.styles.cell_style import StyleArray
 from openpyxl.utils import get_column_letter, quote_sheetname
+from openpyxl.utils.cell import coordinate_from_string
+from openpyxl.utils.datetime import to_excel
 from openpyxl.worksheet.table import Table, TableStyleInfo
 from openpyxl.worksheet.worksheet import Worksheet
 from openpyxl.writer.excel import ExcelWriter
@@ -302,11 +307,11 @@ def write_chargeback_workbook(
         table_rows=_table_rows(con, billing_month),
     )
 
-    wb = _build_workbook(
+    wb, job_lines = _build_workbook(
         billing_month, parameters, currency, charges, tenants, jobs, buckets, quality,
         rejects, rejects_total, governance, audit, reconciliation,
     )  # fmt: skip
-    data = _serialise(wb, _fixed_timestamp(billing_month))
+    data = _serialise(wb, _fixed_timestamp(billing_month), [job_lines])
     _write_atomically(data, out_path)
 
     total_amount = sum((row[11] for row in charges), Decimal("0.00"))
@@ -452,7 +457,8 @@ def _build_workbook(
     governance: _Governance | None = None,
     audit: _Audit | None = None,
     reconciliation: _Reconciliation | None = None,
-) -> Workbook:
+) -> tuple[Workbook, _StreamedRows]:
+    """The workbook, and its job lines to stream into the package (`_serialise`)."""
     governance = governance or _Governance()
     audit = audit or _Audit(inputs=[], catalog_version=None, table_rows=[])
     wb = Workbook()
@@ -466,7 +472,7 @@ def _build_workbook(
         summary, billing_month, parameters, currency, tenants, buckets, charges,
         charges_total_cell, reconciliation,
     )  # fmt: skip
-    _write_job_lines(sheets["Job lines"], jobs, currency)
+    job_lines = _write_job_lines(sheets["Job lines"], jobs, currency)
     _write_waste(sheets["Waste"], buckets, tenants)
     _write_waste_chart(sheets["Waste"], buckets)
     _write_quota_budget(sheets["Quota & Budget"], governance.quota, tenants, currency)
@@ -482,7 +488,7 @@ def _build_workbook(
     wb.calculation.fullCalcOnLoad = True
     wb.properties.creator = "gpu-chargeback"
     wb.properties.title = f"GPU chargeback {billing_month:%Y-%m}"
-    return wb
+    return wb, job_lines
 
 
 def fit_pages_to_width(wb: Workbook) -> None:
@@ -494,7 +500,9 @@ def fit_pages_to_width(wb: Workbook) -> None:
         ws.page_setup.fitToWidth = 1
         ws.page_setup.fitToHeight = 0
         if ws.freeze_panes:
-            ws.print_title_rows = f"1:{ws[ws.freeze_panes].row - 1}"
+            # (not ws[...]: that would create the cell)
+            _, first_unfrozen_row = coordinate_from_string(ws.freeze_panes)
+            ws.print_title_rows = f"1:{first_unfrozen_row - 1}"
 
 
 def _write_summary(
@@ -699,7 +707,9 @@ def _write_charges(ws: Worksheet, charges: list[tuple], currency: str) -> str:
     return f"{quote_sheetname(ws.title)}!$L${total_row}"
 
 
-def _write_job_lines(ws: Worksheet, jobs: list[tuple], currency: str) -> None:
+def _write_job_lines(ws: Worksheet, jobs: list[tuple], currency: str) -> _StreamedRows:
+    """The header and the sheet's layout; the rows are streamed into the package by
+    `_serialise` (a 1,000-GPU month has 200k job lines)."""
     cols = [
         _Col("Tenant ID"),
         _Col("Cluster"),
@@ -726,10 +736,11 @@ def _write_job_lines(ws: Worksheet, jobs: list[tuple], currency: str) -> None:
         _Col("Currency"),
         _Col("Billing month", "date"),
     ]
-    last = _write_table(ws, 1, cols, jobs)
+    _write_table(ws, 1, cols, [])
     ws.freeze_panes = "A2"
-    ws.auto_filter.ref = _ref(1, 1, last, len(cols))
+    ws.auto_filter.ref = _ref(1, 1, 1 + len(jobs), len(cols))
     _apply_widths(ws, _fit_widths({}, cols, jobs))
+    return _StreamedRows.below_header(ws, cols, jobs)
 
 
 def _write_waste(ws: Worksheet, buckets: list[tuple], tenants: list[tuple]) -> None:
@@ -1470,12 +1481,17 @@ def _add_named_styles(wb: Workbook) -> None:
 
 def _set_text(cell: Cell, value: Any) -> Cell:
     """Write data as text: never a formula or error code, whatever the string starts with."""
+    cell.value = _cell_text(value)
+    cell.data_type = "s"
+    return cell
+
+
+def _cell_text(value: Any) -> str:
+    """`value` as a cell's text: characters XML cannot hold spelled out, cut at Excel's limit."""
     text = ILLEGAL_CHARACTERS_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
     if len(text) > _MAX_CELL_CHARS:
         text = text[: _MAX_CELL_CHARS - 14] + " [truncated]"
-    cell.value = text
-    cell.data_type = "s"
-    return cell
+    return text
 
 
 def _write_table(
@@ -1534,6 +1550,13 @@ def _resolved_style(ws: Worksheet, name: str | None) -> StyleArray | None:
     return template._style
 
 
+def _resolved_style_id(ws: Worksheet, name: str) -> int:
+    """The index in the workbook's cell formats of the named style `name` (registers it)."""
+    template = Cell(ws)
+    template.style = name
+    return template.style_id
+
+
 def _write_total_row(
     ws: Worksheet, row: int, first: int, last: int, summed: dict[int, str]
 ) -> None:
@@ -1564,6 +1587,18 @@ def _display_len(value: Any, kind: str) -> int:
     return len(str(value))
 
 
+def _longest_display(values: list[Any], kind: str) -> int:
+    """max(_display_len(v, kind) for v in values), without formatting every number: the
+    width of f"{v:,.2f}" grows with |v| (and a minus sign), so the largest and the smallest
+    number are the widest. A 200k-row sheet formatted 2.4 M numbers for its widths."""
+    distinct = set(values)
+    numbers = [v for v in distinct if isinstance(v, int | float | Decimal)]
+    if numbers and kind not in ("timestamp", "date", "share"):
+        distinct.difference_update(numbers)
+        distinct.update((min(numbers), max(numbers)))
+    return max((_display_len(value, kind) for value in distinct), default=0)
+
+
 def _fit_widths(
     widths: dict[int, int], cols: Sequence[_Col], rows: Sequence[Sequence[Any]]
 ) -> dict[int, int]:
@@ -1571,7 +1606,7 @@ def _fit_widths(
         if col.width is not None:
             width = col.width
         else:
-            longest = max((_display_len(row[column - 1], col.kind) for row in rows), default=0)
+            longest = _longest_display([row[column - 1] for row in rows], col.kind)
             width = min(max(len(col.header), longest) + 2, _MAX_WIDTH)
         widths[column] = max(widths.get(column, _MIN_WIDTH), width)
     return widths
@@ -1587,7 +1622,79 @@ def _apply_widths(ws: Worksheet, widths: dict[int, int]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _serialise(wb: Workbook, stamp: dt.datetime) -> bytes:
+@dataclass(frozen=True)
+class _StreamedRows:
+    """Rows of a sheet's table written straight into the sheet's XML by `_serialise`.
+
+    openpyxl builds an object per cell and serialises it on its own (~13 µs a cell): the
+    200k job lines of a 1,000-GPU month took over two minutes a workbook and most of the
+    month's memory. These rows are written as openpyxl would write them (inline strings,
+    numbers as "%.16g", datetimes as Excel serial numbers, each column with its table style)
+    after the rows openpyxl wrote, which must end above them.
+    """
+
+    sheet: str  # its title
+    first_row: int
+    columns: tuple[tuple[str, str, int | None], ...]  # (letter, kind, style id) per column
+    rows: Sequence[Sequence[Any]]
+
+    @classmethod
+    def below_header(
+        cls, ws: Worksheet, cols: Sequence[_Col], rows: Sequence[Sequence[Any]]
+    ) -> _StreamedRows:
+        columns = []
+        for column, col in enumerate(cols, start=1):
+            style = _STYLE_OF_KIND.get(col.kind)
+            style_id = _resolved_style_id(ws, style) if style is not None else None
+            columns.append((get_column_letter(column), col.kind, style_id))
+        return cls(ws.title, ws.max_row + 1, tuple(columns), rows)
+
+    @property
+    def last_row(self) -> int:
+        return self.first_row + len(self.rows) - 1
+
+    def xml_chunks(self, rows_per_chunk: int = 2000) -> Iterator[str]:
+        cells = [_cell_writer(letter, kind, style_id) for letter, kind, style_id in self.columns]
+        for start in range(0, len(self.rows), rows_per_chunk):
+            parts = []
+            for r, values in enumerate(
+                self.rows[start : start + rows_per_chunk], start=self.first_row + start
+            ):
+                row = "".join(
+                    cell(r, value)
+                    for cell, value in zip(cells, values, strict=True)
+                    if value is not None
+                )
+                parts.append(f'<row r="{r}">{row}</row>')
+            yield "".join(parts)
+
+
+def _cell_writer(letter: str, kind: str, style_id: int | None) -> Callable[[int, Any], str]:
+    """The XML of one column's cell from its row and value, as openpyxl writes it."""
+    style = f' s="{style_id}"' if style_id is not None else ""
+    if kind in ("text", "wrap"):
+
+        def text(row: int, value: Any) -> str:
+            value = _cell_text(value)
+            space = ' xml:space="preserve"' if value != value.strip() else ""
+            return (
+                f'<c r="{letter}{row}"{style} t="inlineStr"><is><t{space}>'
+                f"{xml_escape(value)}</t></is></c>"
+            )
+
+        return text
+
+    def number(row: int, value: Any) -> str:
+        if isinstance(value, dt.date):  # datetimes too
+            value = to_excel(value)
+        elif not isinstance(value, int | float | Decimal) or isinstance(value, bool):
+            raise TypeError(f"column {letter} ({kind}): {value!r} is not a number or date")
+        return f'<c r="{letter}{row}"{style} t="n"><v>{safe_string(value)}</v></c>'
+
+    return number
+
+
+def _serialise(wb: Workbook, stamp: dt.datetime, streamed: Sequence[_StreamedRows] = ()) -> bytes:
     """The xlsx package with every timestamp (document properties, zip entries) = `stamp`.
 
     `openpyxl.Workbook.save` stamps 'now' into docProps/core.xml and zipfile stamps the clock
@@ -1599,6 +1706,8 @@ def _serialise(wb: Workbook, stamp: dt.datetime) -> bytes:
     # stored, not deflated: the entries are compressed once, in the second pass
     with zipfile.ZipFile(first_pass, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         ExcelWriter(wb, archive).save()
+    # the package path of a sheet is known once ExcelWriter has numbered the sheets
+    rows_of = {wb[rows.sheet].path.lstrip("/"): rows for rows in streamed}
     out = io.BytesIO()
     date_time = stamp.timetuple()[:6]
     with (
@@ -1609,8 +1718,34 @@ def _serialise(wb: Workbook, stamp: dt.datetime) -> bytes:
             entry = zipfile.ZipInfo(info.filename, date_time=date_time)
             entry.compress_type = zipfile.ZIP_DEFLATED
             entry.external_attr = 0o644 << 16
-            target.writestr(entry, source.read(info.filename))
+            content = source.read(info.filename)
+            if info.filename in rows_of:
+                with target.open(entry, "w", force_zip64=True) as sheet:
+                    for chunk in _sheet_with_rows(content.decode(), rows_of.pop(info.filename)):
+                        sheet.write(chunk.encode())
+            else:
+                target.writestr(entry, content)
     return out.getvalue()
+
+
+def _sheet_with_rows(sheet_xml: str, rows: _StreamedRows) -> Iterator[str]:
+    """The sheet's XML with `rows` after the rows openpyxl wrote and its dimension widened."""
+    if not rows.rows:
+        yield sheet_xml
+        return
+    end = sheet_xml.index("</sheetData>")
+    last_written = [int(r) for r in re.findall(r'<row r="(\d+)"', sheet_xml[:end])]
+    if last_written and max(last_written) >= rows.first_row:
+        raise ValueError(f"{rows.sheet}: streamed rows overlap row {max(last_written)}")
+    head = re.sub(
+        r'<dimension ref="([A-Z]+)(\d+)(?::([A-Z]+)\d+)?"',
+        lambda m: f'<dimension ref="{m[1]}{m[2]}:{m[3] or m[1]}{rows.last_row}"',
+        sheet_xml[:end],
+        count=1,
+    )
+    yield head
+    yield from rows.xml_chunks()
+    yield sheet_xml[end:]
 
 
 def _write_atomically(data: bytes, out_path: pathlib.Path) -> None:
