@@ -1673,21 +1673,27 @@ def _cell_writer(letter: str, kind: str, style_id: int | None) -> Callable[[int,
     """The XML of one column's cell from its row and value, as openpyxl writes it."""
     style = f' s="{style_id}"' if style_id is not None else ""
     if kind in ("text", "wrap"):
+        # tenants, accounts, states... repeat on most rows: each distinct text is cleaned once
+        after_ref: dict[Any, str] = {}
 
         def text(row: int, value: Any) -> str:
-            value = _cell_text(value)
-            space = ' xml:space="preserve"' if value != value.strip() else ""
-            return (
-                f'<c r="{letter}{row}"{style} t="inlineStr"><is><t{space}>'
-                f"{xml_escape(value)}</t></is></c>"
-            )
+            rest = after_ref.get(value)
+            if rest is None:
+                cleaned = _cell_text(value)
+                space = ' xml:space="preserve"' if cleaned != cleaned.strip() else ""
+                rest = f'{style} t="inlineStr"><is><t{space}>{xml_escape(cleaned)}</t></is></c>'
+                if len(after_ref) < 100_000:
+                    after_ref[value] = rest
+            return f'<c r="{letter}{row}"{rest}'
 
         return text
 
     def number(row: int, value: Any) -> str:
-        if isinstance(value, dt.date):  # datetimes too
+        # exact types, not isinstance: this runs for millions of cells (and bool is no number)
+        of_type = type(value)
+        if of_type is dt.datetime or of_type is dt.date:
             value = to_excel(value)
-        elif not isinstance(value, int | float | Decimal) or isinstance(value, bool):
+        elif of_type is not float and of_type is not Decimal and of_type is not int:
             raise TypeError(f"column {letter} ({kind}): {value!r} is not a number or date")
         return f'<c r="{letter}{row}"{style} t="n"><v>{safe_string(value)}</v></c>'
 
