@@ -108,8 +108,9 @@ def files_of_day(
     """The files a day's rollup reads: those with samples in the UTC day or the next (the
     look-ahead), the files whose unreadable rows the day owns, and, last, the schema file.
 
-    Without this each day read every file of the landing folder: a month of daily files was
-    read 30 times.
+    Without this each day opened every file of the landing folder, and read every file whose
+    timestamps Parquet statistics cannot rule out (text timestamps, or none): 13 % of the
+    rollup time of the 1,000-GPU bench month, more when the folder holds several months.
     """
     begin = dt.datetime.combine(day, dt.time())
     look_ahead_end = begin + dt.timedelta(days=2)
