@@ -30,7 +30,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -193,6 +192,16 @@ def measure_month(cfg: dict) -> dict:
             for sql, s in sorted(statements, key=lambda x: -x[1])[:15]
         ]
     return out
+
+
+def peak_rss_kib() -> int:
+    """This process's peak resident memory since it started (VmHWM).
+
+    Not getrusage's ru_maxrss: Linux carries that across exec, so a measurement started by a
+    parent that had generated the data in-process reported the parent's 1.3 GB as its floor.
+    """
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 
 
 class RssSampler:
@@ -383,9 +392,9 @@ MEASURES = {
 
 def child_main(name: str, cfg_json: str) -> None:
     cfg = json.loads(cfg_json)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = peak_rss_kib()
     out = MEASURES[name](cfg)
-    out["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    out["peak_rss_mib"] = round(peak_rss_kib() / 1024)
     out["rss_before_mib"] = round(before / 1024)
     print("RESULT " + json.dumps(out, default=str), flush=True)
 
