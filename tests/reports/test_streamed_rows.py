@@ -33,6 +33,9 @@ AWKWARD_ROWS = [
      "x" * 40_000),
     (None, None, None, None, None, None, None),
     ("ünïcødé ✓", 2, 7, dt.datetime(2026, 11, 1), dt.date(2026, 11, 1), 12.25, "tab\tand end "),
+    ("not finite", float("nan"), Decimal("0.1000000000000000055"), None, None, float("-inf"),
+     None),
+    ("big", 12345678901234567, Decimal("-1E+3"), None, None, float("inf"), ""),
 ]  # fmt: skip
 
 
@@ -66,18 +69,23 @@ def test_streamed_rows_read_back_as_the_rows_openpyxl_writes():
     # over-long text is cut at Excel's limit
     assert [row[0][0] for row in streamed[1:]] == [
         "plain", "  padded  ", "=SUM(A1:A2)", "ctl\\x01\\x1f char", None, "ünïcødé ✓",
+        "not finite", "big",
     ]  # fmt: skip
     assert streamed[3][0][1] == "s"
     assert streamed[2][6][0] == '<b>&amp; "quoted"</b>'
     assert streamed[4][6][0] == "x" * 32_753 + " [truncated]"  # within Excel's 32,767
     assert streamed[1][3][0] == dt.datetime(2026, 11, 1, 13, 45, 30)
     assert streamed[1][2][0] == 1234.56
+    # numbers as openpyxl formats them: not-finite floats have no value, a Decimal is the float
+    # it converts to
+    assert (streamed[7][1][0], streamed[7][5][0], streamed[7][2][0]) == (None, None, 0.1)
+    assert streamed[8][1][0] == 1.234567890123457e16
 
 
 def test_the_sheet_dimension_covers_the_streamed_rows():
     ws = openpyxl.load_workbook(io.BytesIO(_package(True, AWKWARD_ROWS)))["Rows"]
-    assert ws.calculate_dimension() == "A1:G7"
-    assert ws.dimensions == "A1:G7"
+    assert ws.calculate_dimension() == "A1:G9"
+    assert ws.dimensions == "A1:G9"
 
 
 def test_a_value_that_is_not_a_number_in_a_number_column_stops_the_workbook():

@@ -25,7 +25,6 @@ import duckdb
 from openpyxl import Workbook
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
 from openpyxl.chart import BarChart, LineChart, Reference
-from openpyxl.compat.strings import safe_string
 from openpyxl.styles import Alignment, Font, NamedStyle, PatternFill
 from openpyxl.styles.cell_style import StyleArray
 from openpyxl.utils import get_column_letter, quote_sheetname
@@ -1654,50 +1653,75 @@ class _StreamedRows:
         return self.first_row + len(self.rows) - 1
 
     def xml_chunks(self, rows_per_chunk: int = 2000) -> Iterator[str]:
-        cells = [_cell_writer(letter, kind, style_id) for letter, kind, style_id in self.columns]
+        # column by column: one comprehension per column and chunk instead of a call per cell
+        writers = [_column_writer(letter, kind, style) for letter, kind, style in self.columns]
         for start in range(0, len(self.rows), rows_per_chunk):
-            parts = []
-            for r, values in enumerate(
-                self.rows[start : start + rows_per_chunk], start=self.first_row + start
-            ):
-                row = "".join(
-                    cell(r, value)
-                    for cell, value in zip(cells, values, strict=True)
-                    if value is not None
-                )
-                parts.append(f'<row r="{r}">{row}</row>')
-            yield "".join(parts)
+            chunk = self.rows[start : start + rows_per_chunk]
+            row_numbers = range(self.first_row + start, self.first_row + start + len(chunk))
+            columns = [
+                write(row_numbers, values)
+                for write, values in zip(writers, zip(*chunk, strict=True), strict=True)
+            ]
+            yield "".join(
+                f'<row r="{r}">{"".join(cells)}</row>'
+                for r, cells in zip(row_numbers, zip(*columns, strict=True), strict=True)
+            )
 
 
-def _cell_writer(letter: str, kind: str, style_id: int | None) -> Callable[[int, Any], str]:
-    """The XML of one column's cell from its row and value, as openpyxl writes it."""
+ColumnWriter = Callable[[range, Sequence[Any]], list[str]]
+# "%.16g" of float("nan") and the infinities; openpyxl writes an empty value for them
+_NOT_FINITE = frozenset({"nan", "inf", "-inf"})
+
+
+def _column_writer(letter: str, kind: str, style_id: int | None) -> ColumnWriter:
+    """The XML of a column's cells (empty text for None) from their rows and values, as
+    openpyxl writes them: inline strings, numbers as "%.16g", dates as Excel serial numbers."""
     style = f' s="{style_id}"' if style_id is not None else ""
     if kind in ("text", "wrap"):
         # tenants, accounts, states... repeat on most rows: each distinct text is cleaned once
         after_ref: dict[Any, str] = {}
 
-        def text(row: int, value: Any) -> str:
+        def cell_rest(value: Any) -> str:
             rest = after_ref.get(value)
             if rest is None:
                 cleaned = _cell_text(value)
                 space = ' xml:space="preserve"' if cleaned != cleaned.strip() else ""
-                rest = f'{style} t="inlineStr"><is><t{space}>{xml_escape(cleaned)}</t></is></c>'
+                rest = (
+                    f'{style} t="inlineStr"><is><t{space}>{xml_escape(cleaned)}</t></is></c>'
+                    if cleaned
+                    else f'{style} t="inlineStr"/>'  # as openpyxl: an empty cell, styled
+                )
                 if len(after_ref) < 100_000:
                     after_ref[value] = rest
-            return f'<c r="{letter}{row}"{rest}'
+            return rest
 
-        return text
+        def texts(rows: range, values: Sequence[Any]) -> list[str]:
+            return [
+                "" if value is None else f'<c r="{letter}{row}"{cell_rest(value)}'
+                for row, value in zip(rows, values, strict=True)
+            ]
 
-    def number(row: int, value: Any) -> str:
-        # exact types, not isinstance: this runs for millions of cells (and bool is no number)
-        of_type = type(value)
-        if of_type is dt.datetime or of_type is dt.date:
-            value = to_excel(value)
-        elif of_type is not float and of_type is not Decimal and of_type is not int:
+        return texts
+
+    head, tail = f'<c r="{letter}', f'"{style} t="n"><v>'
+
+    def numbers(rows: range, values: Sequence[Any]) -> list[str]:
+        # exact types, not isinstance: bool is no number here, and this runs for every cell
+        types = set(map(type, values))
+        if types & {dt.datetime, dt.date}:
+            values = [to_excel(v) if type(v) in (dt.datetime, dt.date) else v for v in values]
+            types = set(map(type, values))
+        if not types <= {float, int, Decimal, type(None)}:
+            value = next(v for v in values if type(v) not in (float, int, Decimal, type(None)))
             raise TypeError(f"column {letter} ({kind}): {value!r} is not a number or date")
-        return f'<c r="{letter}{row}"{style} t="n"><v>{safe_string(value)}</v></c>'
+        # "%" as openpyxl's safe_string: it formats a Decimal as the float it converts to
+        formatted = ("" if value is None else "%.16g" % value for value in values)  # noqa: UP031
+        return [
+            "" if text == "" else f"{head}{row}{tail}{'' if text in _NOT_FINITE else text}</v></c>"
+            for row, text in zip(rows, formatted, strict=True)
+        ]
 
-    return number
+    return numbers
 
 
 def _serialise(wb: Workbook, stamp: dt.datetime, streamed: Sequence[_StreamedRows] = ()) -> bytes:
