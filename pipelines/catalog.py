@@ -218,6 +218,7 @@ def _read_nodes(path: Path, require_cost: bool = False) -> list[Node]:
             why = " (cost_mode full_recovery needs monthly_cost)" if require_cost else ""
             raise CatalogError(f"{path}: line 1: missing columns {sorted(missing)}{why}")
         nodes = []
+        first_line: dict[tuple[str, str], int] = {}
         for line, row in enumerate(reader, start=2):
             row = {key: value for key, value in row.items() if key in expected}
             node = _validate(Node, row, path, f"line {line}")
@@ -225,6 +226,13 @@ def _read_nodes(path: Path, require_cost: bool = False) -> list[Node]:
                 raise CatalogError(
                     f"{path}: line {line} ({node.node}): field 'monthly_cost': required when "
                     "cost_mode is full_recovery (settings.yaml)"
+                )
+            # a node listed twice would count its GPUs (capacity, cost, held time) twice
+            seen = first_line.setdefault((node.cluster, node.node), line)
+            if seen != line:
+                raise CatalogError(
+                    f"{path}: line {line}: field 'node': {node.node} of cluster {node.cluster} "
+                    f"is already on line {seen}"
                 )
             nodes.append(node)
     return nodes

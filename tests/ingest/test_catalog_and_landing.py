@@ -68,6 +68,10 @@ def test_a_valid_catalog_loads_with_defaults(tmp_path):
             {"nodes.csv": "node,cluster,gpu_model,gpus\nn1,c,A100,8\nn2,c,A100,eight\n"},
             "nodes.csv: line 3: field 'gpus': Input should be a valid integer",
         ),
+        (
+            {"nodes.csv": "node,cluster,gpu_model,gpus\nn1,c,A100,8\nn1,d,A100,8\nn1,c,H100,4\n"},
+            "nodes.csv: line 4: field 'node': n1 of cluster c is already on line 2",
+        ),
         ({"tenants.yaml": "tenants: [\n"}, "tenants.yaml: line 2 is not valid YAML"),
     ],
 )
