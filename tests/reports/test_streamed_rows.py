@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import zipfile
 from decimal import Decimal
+from xml.etree import ElementTree
 
 import openpyxl
 import pytest
@@ -83,12 +85,31 @@ def test_streamed_rows_read_back_as_the_rows_openpyxl_writes():
 
 
 def test_the_sheet_dimension_covers_the_streamed_rows():
-    ws = openpyxl.load_workbook(io.BytesIO(_package(True, AWKWARD_ROWS)))["Rows"]
-    assert ws.calculate_dimension() == "A1:G9"
-    assert ws.dimensions == "A1:G9"
+    # the <dimension> element itself: openpyxl's loaded sheet computes its size from the cells,
+    # but readers that trust the element (read-only mode, some viewers) would cut the sheet short
+    with zipfile.ZipFile(io.BytesIO(_package(True, AWKWARD_ROWS))) as package:
+        sheet = ElementTree.fromstring(package.read("xl/worksheets/sheet1.xml"))
+    main = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+    assert sheet.find(f"{main}dimension").get("ref") == "A1:G9"
+    read_only = openpyxl.load_workbook(io.BytesIO(_package(True, AWKWARD_ROWS)), read_only=True)
+    assert read_only["Rows"].max_row == 9
 
 
 def test_a_value_that_is_not_a_number_in_a_number_column_stops_the_workbook():
     rows = [("ok", "1.5", Decimal("1"), None, None, None, None)]
     with pytest.raises(TypeError, match=r"column B \(hours\): '1.5' is not a number or date"):
         _package(True, rows)
+
+
+def test_text_with_outer_spaces_is_marked_to_keep_them():
+    # openpyxl's reader keeps the spaces either way; Excel drops them without xml:space
+    with zipfile.ZipFile(io.BytesIO(_package(True, AWKWARD_ROWS))) as package:
+        sheet = ElementTree.fromstring(package.read("xl/worksheets/sheet1.xml"))
+    main = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+    space = "{http://www.w3.org/XML/1998/namespace}space"
+    marks = {
+        cell.get("r"): cell.find(f"{main}is/{main}t").get(space)
+        for cell in sheet.iter(f"{main}c")
+        if cell.get("t") == "inlineStr" and cell.get("r")[0] == "A" and cell.get("r") != "A1"
+    }
+    assert marks == {f"A{r}": None for r in (2, 4, 5, 7, 8, 9)} | {"A3": "preserve"}
