@@ -88,6 +88,8 @@ _STYLE_OF_KIND = {
     "wrap": "cb wrap",
 }
 _TOTAL_STYLE_OF_KIND = {"money": "cb total money", "hours": "cb total hours"}
+# column kinds whose values are written as text (never as a number, date or formula)
+_TEXT_KINDS = ("text", "wrap")
 
 _MAX_CELL_CHARS = 32_767
 _MIN_WIDTH, _MAX_WIDTH = 8, 60
@@ -1506,18 +1508,22 @@ def _write_table(
     """
     for column, col in enumerate(cols, start=1):
         _set_text(ws.cell(row=header_row, column=column), col.header).style = "cb header"
-    kinds = [_STYLE_OF_KIND.get(col.kind) for col in cols]
-    styles = [_styled_template(ws, kind)._style if kind else None for kind in kinds]
+    is_text = [col.kind in _TEXT_KINDS for col in cols]
+    styles = [
+        _styled_template(ws, _STYLE_OF_KIND[col.kind])._style if col.kind in _STYLE_OF_KIND
+        else None
+        for col in cols
+    ]  # fmt: skip
     r = header_row
     for values in rows:
         r += 1
-        for column, (kind, style, value) in enumerate(
-            zip(kinds, styles, values, strict=True), start=1
+        for column, (text, style, value) in enumerate(
+            zip(is_text, styles, values, strict=True), start=1
         ):
             if value is None:
                 continue
             cell = ws.cell(row=r, column=column)
-            if kind is None or kind == "cb wrap":
+            if text:
                 _set_text(cell, value)
             else:
                 # Numbers, datetimes, and formulas built by this module (never data text).
@@ -1668,7 +1674,7 @@ def _column_writer(letter: str, kind: str, style_id: int | None) -> ColumnWriter
     """The XML of a column's cells (empty text for None) from their rows and values, as
     openpyxl writes them: inline strings, numbers as "%.16g", dates as Excel serial numbers."""
     style = f' s="{style_id}"' if style_id is not None else ""
-    if kind in ("text", "wrap"):
+    if kind in _TEXT_KINDS:
         # tenants, accounts, states... repeat on most rows: each distinct text is cleaned once
         after_ref: dict[Any, str] = {}
 
