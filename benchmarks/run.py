@@ -194,14 +194,19 @@ def measure_month(cfg: dict) -> dict:
     return out
 
 
+def _status_kib(field: str) -> int:
+    """A memory figure of this process from /proc/self/status, in KiB."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(f"{field}:"))
+
+
 def peak_rss_kib() -> int:
     """This process's peak resident memory since it started (VmHWM).
 
     Not getrusage's ru_maxrss: Linux carries that across exec, so a measurement started by a
     parent that had generated the data in-process reported the parent's 1.3 GB as its floor.
     """
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    return _status_kib("VmHWM")
 
 
 class RssSampler:
@@ -217,9 +222,7 @@ class RssSampler:
 
     def _run(self) -> None:
         while not self._done.wait(0.1):
-            with open("/proc/self/status") as status:
-                kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-            self.samples.append((time.time(), kib))
+            self.samples.append((time.time(), _status_kib("VmRSS")))
 
     def stop(self) -> None:
         self._done.set()
@@ -306,12 +309,10 @@ def measure_attribution(cfg: dict) -> dict:
             # the statement's own join (its `attributed` CTE), without the idle-run pieces.
             sql = sql_text("facts/job_sample_time")
             join = sql[: sql.index("day_parts as")].rstrip().rstrip(",")
-            cover = "cover_units" if "as cover_units" in join else "cover_ms"
-            job = "job_gpu" if "as job_gpu" in join else "job_id"
             join += (
                 "\nselect count(*), sum(measured), sum(util_weighted) from ("
-                f"select {job}, sum({cover}) as measured, "
-                f"sum({cover} * util_pct) as util_weighted from attributed group by all)"
+                "select job_gpu, sum(cover_ms) as measured, "
+                "sum(cover_ms * util_pct) as util_weighted from attributed group by all)"
             )
             began = time.perf_counter()
             con.execute(join, bind(join, params)).fetchall()
