@@ -97,7 +97,8 @@ class FileSpan:
 
 
 def sample_file_spans(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, FileSpan]:
-    """The span of every file of `files`, in one read of their timestamp column."""
+    """The span of every file of `files` that has rows, in one read of their timestamp column
+    (a file without rows has no span, and no day reads it)."""
     rows = run(con, "staging/sample_file_spans", {"files": files}).fetchall()
     return {path: FileSpan(first, last, unreadable) for path, first, last, unreadable in rows}
 
