@@ -5,12 +5,34 @@
 -- job's end in the month (job_gpu_hours.cover_until).
 -- idle_run numbers the runs of idle samples (util_pct < $idle_threshold_pct) of a series in the
 -- day: the count of busy samples so far, so a busy sample and the idle ones after it share a
--- number. Attribution sums run pieces by it and stitches them across midnight.
+-- number. Attribution sums run pieces by it and stitches them across midnight. It is
+-- ordered_samples.busy_so_far, except in a series with a busy folded duplicate (which must not
+-- break an idle run): there it is counted again over the distinct samples.
 -- Reads the temporary table ordered_samples. Parameters: $idle_threshold_pct.
 with distinct_samples as (
     -- of equal timestamps the last read wins; the others are folded duplicates
     select * from ordered_samples
     where not look_ahead and (next_ts is null or next_ts > ts)
+),
+
+recounted_series as (
+    select distinct cluster, node, gpu_index
+    from ordered_samples
+    where not look_ahead and next_ts = ts and util_pct >= $idle_threshold_pct
+),
+
+idle_runs as (
+    select s.*, s.busy_so_far as idle_run
+    from distinct_samples as s
+    anti join recounted_series using (cluster, node, gpu_index)
+    union all by name
+    select
+        s.*,
+        count(*) filter (s.util_pct >= $idle_threshold_pct) over (
+            partition by s.cluster, s.node, s.gpu_index order by s.ts rows unbounded preceding
+        ) as idle_run
+    from distinct_samples as s
+    semi join recounted_series using (cluster, node, gpu_index)
 ),
 
 steps as (
@@ -37,12 +59,10 @@ final as (
             coalesce(epoch_ms(s.next_ts), epoch_ms(s.ts) + st.step_ms) - epoch_ms(s.ts)
         ) as cover_ms,
         st.step_ms,
-        count(*) filter (s.util_pct >= $idle_threshold_pct) over (
-            partition by s.cluster, s.node, s.gpu_index order by s.ts rows unbounded preceding
-        ) as idle_run,
+        s.idle_run,
         $idle_threshold_pct::double as idle_threshold_pct,
         s.ts::date as day
-    from distinct_samples as s
+    from idle_runs as s
     join steps as st using (cluster, node, gpu_index)
 )
 

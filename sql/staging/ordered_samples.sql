@@ -3,7 +3,10 @@
 -- next row has the same timestamp is a folded duplicate: of equal timestamps the last read
 -- (file, line) wins. Memory and power that came in series of their own (util_rank 0) join the
 -- sample of the same GPU and timestamp.
--- Reads the temporary table day_samples.
+-- busy_so_far: the busy rows (util_pct >= $idle_threshold_pct) of the series so far in the
+-- same order, folded duplicates included; computed in the sort that finds next_ts, so that
+-- the rollup numbers idle runs without sorting the day again.
+-- Reads the temporary table day_samples. Parameters: $idle_threshold_pct.
 with utilisation as (
     select * from day_samples
     where reject_reason is null and util_rank > 0 and not superseded
@@ -31,7 +34,12 @@ select
     u.line,
     u.billing_month,
     u.look_ahead,
-    lead(u.ts) over (partition by u.cluster, u.node, u.gpu_index order by u.ts, u.file, u.line)
-        as next_ts
+    lead(u.ts) over series_order as next_ts,
+    count(*) filter (u.util_pct >= $idle_threshold_pct) over series_order as busy_so_far
 from utilisation as u
 left join other_metrics as o using (cluster, node, gpu_index, ts)
+window series_order as (
+    partition by u.cluster, u.node, u.gpu_index
+    order by u.ts, u.file, u.line
+    rows unbounded preceding
+)

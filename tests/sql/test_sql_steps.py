@@ -16,7 +16,7 @@ import pytest
 
 from pipelines.defs.ingest.telemetry import readable_sample_files
 from pipelines.defs.resources import prepare_connection
-from pipelines.sql import run
+from pipelines.sql import create_table, run
 
 NOV = {
     "billing_month": dt.date(2026, 11, 1),
@@ -240,7 +240,7 @@ def test_sample_rollup_folds_duplicates_and_clips_cover(con):
         0.0 as power_w, 1 as util_rank, false as superseded, null::varchar as reject_reason,
         date '2026-11-01' as billing_month, false as look_ahead
         from day_samples""")
-    con.execute("create table ordered_samples as " + _sql("staging/ordered_samples"))
+    create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 15.0})
     rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 15.0}).fetchall()
     # spacings 60 s and 90 s: the step is their median, 75 s. The duplicate at 23:58 keeps the
     # last read (b.parquet, 30 %). Cover: up to the next sample, at most the step. The month
@@ -251,6 +251,41 @@ def test_sample_rollup_folds_duplicates_and_clips_cover(con):
         ("23:57:00", 10.0, 60000, 75000, 0),
         ("23:58:00", 30.0, 75000, 75000, 1),
         ("23:59:30", 40.0, 75000, 75000, 2),
+    ]
+
+
+def test_a_busy_folded_duplicate_does_not_break_an_idle_run(con):
+    # n1 at 00:01 was read twice: busy in a.parquet, idle in b.parquet (the last read, which
+    # wins). The idle run 00:00-00:02 is unbroken, as if the busy reading had never come.
+    # n2 has no duplicate: its numbers come from the count made while finding next_ts.
+    con.execute("""
+        create table day_samples as select * from (values
+            ('c', 'a.parquet', 1, timestamp '2026-11-02 00:00', 'n1', 0, 1.0),
+            ('c', 'a.parquet', 2, timestamp '2026-11-02 00:01', 'n1', 0, 50.0),
+            ('c', 'b.parquet', 1, timestamp '2026-11-02 00:01', 'n1', 0, 1.0),
+            ('c', 'a.parquet', 3, timestamp '2026-11-02 00:02', 'n1', 0, 1.0),
+            ('c', 'a.parquet', 4, timestamp '2026-11-02 00:03', 'n1', 0, 60.0),
+            ('c', 'a.parquet', 5, timestamp '2026-11-02 00:04', 'n1', 0, 1.0),
+            ('c', 'a.parquet', 6, timestamp '2026-11-02 00:00', 'n2', 0, 70.0),
+            ('c', 'a.parquet', 7, timestamp '2026-11-02 00:01', 'n2', 0, 2.0),
+            ('c', 'a.parquet', 8, timestamp '2026-11-02 00:02', 'n2', 0, 80.0)
+        ) as v(cluster, file, line, ts, node, gpu_index, util_pct)
+    """)
+    con.execute("""create or replace table day_samples as select *, null::double as mem_used_mib,
+        null::double as power_w, 1 as util_rank, false as superseded,
+        null::varchar as reject_reason, date '2026-11-01' as billing_month, false as look_ahead
+        from day_samples""")
+    create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
+    rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
+    assert sorted((r[1], r[3].time().isoformat(), r[4], r[9]) for r in rows) == [
+        ("n1", "00:00:00", 1.0, 0),
+        ("n1", "00:01:00", 1.0, 0),
+        ("n1", "00:02:00", 1.0, 0),
+        ("n1", "00:03:00", 60.0, 1),
+        ("n1", "00:04:00", 1.0, 1),
+        ("n2", "00:00:00", 70.0, 1),
+        ("n2", "00:01:00", 2.0, 1),
+        ("n2", "00:02:00", 80.0, 2),
     ]
 
 
@@ -277,7 +312,7 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
          "billing_month": NOV["billing_month"], "next_billing_month": dt.date(2026, 12, 1),
          "next_billing_month_at": T(2026, 11, 30, 23)},
     )  # fmt: skip
-    con.execute("create table ordered_samples as " + _sql("staging/ordered_samples"))
+    create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
     rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
     # spacings 58 min, 60 s, 90 s and 50 s (to the look-ahead): the step is 75 s
     assert [(r[3].time().isoformat(), r[7], r[8], r[9]) for r in rows] == [
@@ -521,7 +556,7 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
          "day_end": T(2026, 11, 3), "billing_month": NOV["billing_month"],
          "next_billing_month": dt.date(2026, 12, 1), "next_billing_month_at": NOV["month_end"]},
     )  # fmt: skip
-    con.execute("create table ordered_samples as " + _sql("staging/ordered_samples"))
+    create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
     rows = con.execute(
         "select ts::time, util_pct, mem_used_mib, file from ordered_samples order by ts"
     ).fetchall()

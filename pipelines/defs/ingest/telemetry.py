@@ -152,7 +152,7 @@ def _roll_up_day(
         "idle_threshold_pct": float(settings.idle_threshold_pct),
     }
     create_table(con, "day_samples", "staging/day_samples", params, temporary=True)
-    create_table(con, "ordered_samples", "staging/ordered_samples", temporary=True)
+    create_table(con, "ordered_samples", "staging/ordered_samples", params, temporary=True)
     staging = telemetry_dir / ".staging" / f"day={day.isoformat()}-{uuid.uuid4().hex[:8]}"
     staging.parent.mkdir(parents=True, exist_ok=True)
     try:
