@@ -32,24 +32,22 @@ with job_gpu_keys as (
 segments as (
     select
         k.job_gpu, g.cluster, g.node, g.gpu_index, g.hour, g.seg_from, g.seg_to,
-        g.cover_until, g.in_outage, g.gpu_share
+        epoch_ms(g.cover_until) as cover_until_ms, g.in_outage, g.gpu_share
     from job_gpu_hours as g
     join job_gpu_keys as k using (cluster, job_id, node, gpu_index)
     where g.billing_month = $billing_month
 ),
 
-attributed_samples as (
+attributed as (
     select
         g.job_gpu,
         g.in_outage,
         g.gpu_share,
         s.day,
         s.idle_run,
-        s.ts,
         s.util_pct,
-        least(s.cover_ms, epoch_ms(g.cover_until) - epoch_ms(s.ts)) as cover_ms,
-        s.util_pct < $idle_threshold_pct as is_idle,
-        (epoch_ms(s.ts) - epoch_ms($month_start::timestamp)) // 86400000 as day_index
+        epoch_ms(s.ts) as ts_ms,
+        least(s.cover_ms, g.cover_until_ms - epoch_ms(s.ts)) as cover_ms
     from read_parquet($sample_files, hive_partitioning = true) as s
     join segments as g
         on g.cluster = s.cluster
@@ -60,16 +58,35 @@ attributed_samples as (
         and s.ts < g.seg_to
 ),
 
-attributed as (
-    -- spill_ms: the part of the covered time past the end of the sample's billing day
+sample_sums as (
+    -- the only pass over the samples: plain sums per part of a piece, the GPU share and the
+    -- day's spill applied to the sums after. Covered times never overlap within a job GPU, so
+    -- only a part's last sample can reach past its billing day's end: end_ms and
+    -- last_util_pct (of the latest sample) give the spill.
+    select
+        job_gpu,
+        in_outage,
+        gpu_share,
+        day,
+        (ts_ms - epoch_ms($month_start::timestamp)) // 86400000 as day_index,
+        case when util_pct < $idle_threshold_pct then idle_run end as run,
+        max(idle_run) as last_run,
+        sum(cover_ms) as cover_ms,
+        sum(cover_ms * util_pct) as util_weighted_ms,
+        max(ts_ms + cover_ms) as end_ms,
+        arg_max(util_pct, ts_ms) as last_util_pct
+    from attributed
+    group by all
+),
+
+spilled as (
+    -- spill_ms: the part of the covered time past the end of the billing day
     select
         *,
         greatest(
-            epoch_ms(ts) + cover_ms
-            - epoch_ms($month_start::timestamp) - (day_index + 1) * 86400000,
-            0
+            end_ms - epoch_ms($month_start::timestamp) - (day_index + 1) * 86400000, 0
         ) as spill_ms
-    from attributed_samples
+    from sample_sums
 ),
 
 day_parts as (
@@ -80,18 +97,18 @@ day_parts as (
         job_gpu,
         day,
         day_index,
-        case when is_idle then idle_run end as run,
-        max(idle_run) as last_run,
+        run,
+        max(last_run) as last_run,
         sum(cover_ms) as cover_ms,
         sum(cover_ms * gpu_share) as measured_units,
-        sum(cover_ms * gpu_share * util_pct) as util_weighted_units,
+        sum(util_weighted_ms * gpu_share) as util_weighted_units,
         coalesce(sum(cover_ms * gpu_share) filter (not in_outage), 0)
             as measured_outside_outage_units,
         sum(spill_ms * gpu_share) as spill_units,
-        sum(spill_ms * gpu_share * util_pct) as spill_util_weighted_units,
+        sum(spill_ms * gpu_share * last_util_pct) as spill_util_weighted_units,
         coalesce(sum(spill_ms * gpu_share) filter (not in_outage), 0)
             as spill_outside_outage_units
-    from attributed
+    from spilled
     group by all
 ),
 
