@@ -1744,6 +1744,10 @@ def _serialise(wb: Workbook, stamp: dt.datetime, streamed: Sequence[_StreamedRow
         for info in source.infolist():
             entry = zipfile.ZipInfo(info.filename, date_time=date_time)
             entry.compress_type = zipfile.ZIP_DEFLATED
+            # zlib level 1, not 6: the 1,000-GPU month's job lines are 237 MB of XML, deflated
+            # in 0.7 s instead of 2.9 s, for a 34 MB workbook instead of 26 MB
+            # (ZipInfo.open has no level argument; ZipFile's compresslevel is for names only)
+            entry._compresslevel = 1
             entry.external_attr = 0o644 << 16
             content = source.read(info.filename)
             if info.filename in rows_of:
