@@ -431,6 +431,40 @@ def test_a_zombie_run_spans_midnight_and_a_busy_sample_before_it_breaks_it(con, 
     }
 
 
+def test_a_samples_time_past_midnight_counts_in_the_next_billing_day(con, tmp_path):
+    # one job GPU until 00:02, 10-minute samples from 22:05: 20 % until 23:45, then 60 % at
+    # 23:55, whose 10 minutes are clipped at the job's end (7 min), 2 of them after midnight
+    con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'j' as job_id, 'n1' as node, 0 as gpu_index, 'A100' as gpu_model,
+        420 as gpu_share, false as in_outage, date_trunc('hour', f) as hour, f as seg_from,
+        t as seg_to, timestamp '2026-11-03 00:02' as cover_until
+        from (values (timestamp '2026-11-02 22:00', timestamp '2026-11-02 23:00'),
+                     (timestamp '2026-11-02 23:00', timestamp '2026-11-03 00:00'),
+                     (timestamp '2026-11-03 00:00', timestamp '2026-11-03 00:02')) as v(f, t)""")
+    folder = tmp_path / "cluster=c/day=2026-11-02"
+    folder.mkdir(parents=True)
+    con.execute(
+        "copy (select 'n1' as node, 0 as gpu_index, ts, "
+        "case when ts < timestamp '2026-11-02 23:50' then 20.0 else 60.0 end as util_pct, "
+        "600000::bigint as cover_ms, row_number() over (order by ts) as idle_run "
+        "from unnest(range(timestamp '2026-11-02 22:05', timestamp '2026-11-03 00:00', "
+        f"interval 10 minute)) as t(ts)) to '{folder}/s.parquet'"
+    )
+    params = {**NOV, "sample_files": [str(folder / "s.parquet")], "idle_threshold_pct": 5.0,
+              "zombie_min_ms": 3_600_000}  # fmt: skip
+    cursor = run(con, "facts/job_sample_time", params)
+    columns = [c[0] for c in cursor.description]
+    rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+    minute = 60_000 * 420  # a whole GPU: units are 420 x ms
+    assert sorted(
+        (r["day"].day, r["measured_units"], r["util_weighted_units"], r["productive_units"])
+        for r in rows
+    ) == [
+        (2, 115 * minute, (110 * 20 + 5 * 60) * minute, 115 * minute),
+        (3, 2 * minute, 2 * 60 * minute, 2 * minute),
+    ]
+
+
 def test_gpu_capacity_sweeps_shares_overlaps_and_outages(con):
     # one GPU: j1 holds it whole 00:00-02:00, j2 whole 01:00-03:00 (overlap 01:00-02:00), two
     # 1g MIG jobs m1 00:00-04:00 and m2 02:00-04:00 on top; outage 02:30-04:00
