@@ -1,5 +1,6 @@
-"""Job lines are streamed into the sheet's XML (openpyxl is too slow for 200k rows): what a
-reader sees must be what openpyxl itself would have written for the same rows."""
+"""Job lines are streamed into the sheet's XML, each row's XML written by DuckDB (openpyxl is
+too slow for 200k rows): what a reader sees must be what openpyxl itself would have written
+for the same rows."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import zipfile
 from decimal import Decimal
 from xml.etree import ElementTree
 
+import duckdb
 import openpyxl
 import pytest
 from openpyxl import Workbook
@@ -17,6 +19,7 @@ from pipelines.defs.reports import workbook
 from pipelines.defs.reports.workbook import _Col
 
 COLS = [
+    _Col("N", "count"),  # the rows' order
     _Col("Text"),
     _Col("Hours", "hours"),
     _Col("Money", "money"),
@@ -26,32 +29,44 @@ COLS = [
     _Col("Note", "wrap"),
 ]
 AWKWARD_ROWS = [
-    ("plain", 1.5, Decimal("1234.56"), dt.datetime(2026, 11, 1, 13, 45, 30), dt.date(2026, 11, 30),
-     45.3, "two\nlines"),
-    ("  padded  ", 1 / 3, Decimal("-0.01"), dt.datetime(1999, 12, 31, 23, 59, 59, 999000),
+    (1, "plain", 1.5, Decimal("1234.56"), dt.datetime(2026, 11, 1, 13, 45, 30),
+     dt.date(2026, 11, 30), 45.3, "two\nlines"),
+    (2, "  padded  ", 1 / 3, Decimal("-0.01"), dt.datetime(1999, 12, 31, 23, 59, 59, 999000),
      dt.date(2026, 1, 1), 0, "<b>&amp; \"quoted\"</b>"),
-    ("=SUM(A1:A2)", 0.1 + 0.2, Decimal("0"), None, None, 100, None),
-    ("ctl\x01\x1f char", 12345678901234.5, Decimal("99999999999.99"), None, None, None,
+    (3, "=SUM(A1:A2)", 0.1 + 0.2, Decimal("0"), None, None, 100, None),
+    (4, "ctl\x00\x01\x1f char", 12345678901234.5, Decimal("99999999999.99"), None, None, None,
      "x" * 40_000),
-    (None, None, None, None, None, None, None),
-    ("ünïcødé ✓", 2, 7, dt.datetime(2026, 11, 1), dt.date(2026, 11, 1), 12.25, "tab\tand end "),
-    ("not finite", float("nan"), Decimal("0.1000000000000000055"), None, None, float("-inf"),
+    (5, None, None, None, None, None, None, None),
+    (6, "ünïcødé ✓", 2, 7, dt.datetime(2026, 11, 1), dt.date(2026, 11, 1), 12.25, "tab\tand end "),
+    (7, "not finite", float("nan"), Decimal("0.1000000000000000055"), None, None, float("-inf"),
      None),
-    ("big", 12345678901234567, Decimal("-1E+3"), None, None, float("inf"), ""),
+    (8, "big", 12345678901234567, Decimal("-1E+3"), None, None, float("inf"), ""),
 ]  # fmt: skip
 
 
-def _package(streamed: bool, rows: list[tuple]) -> bytes:
+# the table's SQL types: the streamed rows take theirs from the query
+TYPES = (
+    "n integer, text varchar, hours double, money decimal(38, 19), seen timestamp, day date, "
+    "util double, note varchar"
+)
+
+
+def _package(streamed: bool, rows: list[tuple], types: str = TYPES) -> bytes:
+    con = duckdb.connect()
+    con.execute(f"create table awkward ({types})")
+    con.executemany(f"insert into awkward values ({', '.join('?' * len(COLS))})", rows)
     wb = Workbook()
     workbook._add_named_styles(wb)
     ws = wb.active
     ws.title = "Rows"
     if streamed:
         workbook._write_table(ws, 1, COLS, [])
+        query = workbook.RowsQuery(con, "select * from awkward", [], "n")
         return workbook._serialise(
-            wb, dt.datetime(2026, 12, 1), [workbook._StreamedRows.below_header(ws, COLS, rows)]
+            wb, dt.datetime(2026, 12, 1), [workbook._StreamedRows.below_header(ws, COLS, query)]
         )
-    workbook._write_table(ws, 1, COLS, rows)
+    # openpyxl writes the same values, as DuckDB returns them
+    workbook._write_table(ws, 1, COLS, con.execute("select * from awkward order by n").fetchall())
     return workbook._serialise(wb, dt.datetime(2026, 12, 1))
 
 
@@ -69,19 +84,20 @@ def test_streamed_rows_read_back_as_the_rows_openpyxl_writes():
     assert streamed == by_openpyxl
     # and the awkward values survived: text stays text, control characters are spelled out,
     # over-long text is cut at Excel's limit
-    assert [row[0][0] for row in streamed[1:]] == [
-        "plain", "  padded  ", "=SUM(A1:A2)", "ctl\\x01\\x1f char", None, "ünïcødé ✓",
+    assert [row[1][0] for row in streamed[1:]] == [
+        "plain", "  padded  ", "=SUM(A1:A2)", "ctl\\x00\\x01\\x1f char", None, "ünïcødé ✓",
         "not finite", "big",
     ]  # fmt: skip
-    assert streamed[3][0][1] == "s"
-    assert streamed[2][6][0] == '<b>&amp; "quoted"</b>'
-    assert streamed[4][6][0] == "x" * 32_753 + " [truncated]"  # within Excel's 32,767
-    assert streamed[1][3][0] == dt.datetime(2026, 11, 1, 13, 45, 30)
-    assert streamed[1][2][0] == 1234.56
+    assert streamed[3][1][1] == "s"
+    assert streamed[2][7][0] == '<b>&amp; "quoted"</b>'
+    assert streamed[4][7][0] == "x" * 32_753 + " [truncated]"  # within Excel's 32,767
+    assert streamed[1][4][0] == dt.datetime(2026, 11, 1, 13, 45, 30)
+    assert streamed[2][4][0] == dt.datetime(1999, 12, 31, 23, 59, 59, 999000)
+    assert streamed[1][3][0] == 1234.56
     # numbers as openpyxl formats them: not-finite floats have no value, a Decimal is the float
     # it converts to
-    assert (streamed[7][1][0], streamed[7][5][0], streamed[7][2][0]) == (None, None, 0.1)
-    assert streamed[8][1][0] == 1.234567890123457e16
+    assert (streamed[7][2][0], streamed[7][6][0], streamed[7][3][0]) == (None, None, 0.1)
+    assert streamed[8][2][0] == 1.234567890123457e16
 
 
 def test_the_sheet_dimension_covers_the_streamed_rows():
@@ -90,15 +106,21 @@ def test_the_sheet_dimension_covers_the_streamed_rows():
     with zipfile.ZipFile(io.BytesIO(_package(True, AWKWARD_ROWS))) as package:
         sheet = ElementTree.fromstring(package.read("xl/worksheets/sheet1.xml"))
     main = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
-    assert sheet.find(f"{main}dimension").get("ref") == "A1:G9"
+    assert sheet.find(f"{main}dimension").get("ref") == "A1:H9"
     read_only = openpyxl.load_workbook(io.BytesIO(_package(True, AWKWARD_ROWS)), read_only=True)
     assert read_only["Rows"].max_row == 9
 
 
-def test_a_value_that_is_not_a_number_in_a_number_column_stops_the_workbook():
-    rows = [("ok", "1.5", Decimal("1"), None, None, None, None)]
-    with pytest.raises(TypeError, match=r"column B \(hours\): '1.5' is not a number or date"):
-        _package(True, rows)
+def test_a_column_that_is_not_a_number_in_a_number_column_stops_the_workbook():
+    rows = [(1, "ok", "1.5", Decimal("1"), None, None, None, None)]
+    with pytest.raises(TypeError, match=r"column C \(hours\): VARCHAR is not a number or date"):
+        _package(True, rows, TYPES.replace("hours double", "hours varchar"))
+
+
+def test_a_column_that_is_not_text_in_a_text_column_stops_the_workbook():
+    rows = [(1, 2.5, 1.5, Decimal("1"), None, None, None, None)]
+    with pytest.raises(TypeError, match=r"column B \(text\): DOUBLE is not text"):
+        _package(True, rows, TYPES.replace("text varchar", "text double"))
 
 
 def test_text_with_outer_spaces_is_marked_to_keep_them():
@@ -110,6 +132,15 @@ def test_text_with_outer_spaces_is_marked_to_keep_them():
     marks = {
         cell.get("r"): cell.find(f"{main}is/{main}t").get(space)
         for cell in sheet.iter(f"{main}c")
-        if cell.get("t") == "inlineStr" and cell.get("r")[0] == "A" and cell.get("r") != "A1"
+        if cell.get("t") == "inlineStr"
+        and cell.get("r")[0] in "BH"
+        and cell.get("r")[1:] != "1"
+        and cell.find(f"{main}is") is not None
     }
-    assert marks == {f"A{r}": None for r in (2, 4, 5, 7, 8, 9)} | {"A3": "preserve"}
+    # "  padded  " (B3) and "tab\tand end " (H7, a trailing space only)
+    assert marks == {f"B{r}": None for r in (2, 4, 5, 7, 8, 9)} | {"B3": "preserve"} | {
+        "H2": None,
+        "H3": None,
+        "H5": None,
+        "H7": "preserve",
+    }

@@ -40,6 +40,8 @@ from pipelines.defs.reports.workbook import (
     _OVER_FILL,
     _WARN_FILL,
     DEFINITIONS,
+    JOB_LINES_ORDER,
+    RowsQuery,
     _add_named_styles,
     _apply_widths,
     _Col,
@@ -176,7 +178,6 @@ select j.tenant_id, j.cluster, j.job_id, j.account, j."user", j.queue, j.gpu_mod
 from job_usage as j
 join tenant_month as t on t.billing_month = j.billing_month and t.tenant_id = j.tenant_id
 where j.billing_month = $1 and coalesce(t.department, '') = $2
-order by j.tenant_id, j.cluster, j.job_id
 """
 
 _TOP_JOBS_SQL = """
@@ -400,7 +401,7 @@ def write_department_workbook(
     key = [month.first_day, department.name]
     currency = _workbook_currency(con, month.first_day, parameters)
     charges = con.execute(_CHARGES_SQL, key).fetchall()
-    jobs = con.execute(_JOBS_SQL, key).fetchall()
+    jobs = RowsQuery(con, _JOBS_SQL, key, JOB_LINES_ORDER)
     tenants = _fetch_dicts(con, _TENANTS_SQL, key)
     quota_flags = (
         _quota_flags(_fetch_dicts(con, _QUOTA_SQL, key))
@@ -429,7 +430,7 @@ def write_department_workbook(
         "total_amount": sum((row[11] for row in charges), Decimal("0.00")),
         "tenants": len(tenants),
         "charge_lines": len(charges),
-        "job_lines": len(jobs),
+        "job_lines": job_lines.count,
         "currency": currency,
         "path": str(out_path),
         "sha256": hashlib.sha256(data).hexdigest(),

@@ -14,12 +14,11 @@ import os
 import pathlib
 import re
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from copy import copy
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
-from xml.sax.saxutils import escape as xml_escape
 
 import duckdb
 from openpyxl import Workbook
@@ -28,7 +27,6 @@ from openpyxl.chart import BarChart, LineChart, Reference
 from openpyxl.styles import Alignment, Font, NamedStyle, PatternFill
 from openpyxl.utils import get_column_letter, quote_sheetname
 from openpyxl.utils.cell import coordinate_from_string
-from openpyxl.utils.datetime import to_excel
 from openpyxl.worksheet.table import Table, TableStyleInfo
 from openpyxl.worksheet.worksheet import Worksheet
 from openpyxl.writer.excel import ExcelWriter
@@ -124,15 +122,16 @@ where billing_month = ?
 order by amount desc nulls last, tenant_id
 """
 
+# the job lines: streamed into the sheet by DuckDB (_StreamedRows), in JOB_LINES_ORDER
 _JOBS_SQL = """
 select tenant_id, cluster, job_id, account, "user", queue, gpu_model, state, gpus,
        submit_at, start_at, end_at, allocated_gpu_hours, measured_gpu_hours, mean_util_pct,
        productive_gpu_hours, idle_gpu_hours, zombie_gpu_hours, failed_job_gpu_hours,
        failed_infra_gpu_hours, unmeasured_gpu_hours, amount, currency, billing_month
 from job_usage
-where billing_month = ?
-order by tenant_id, cluster, job_id
+where billing_month = $1
 """
+JOB_LINES_ORDER = "tenant_id, cluster, job_id"
 
 _BUCKETS_SQL = """
 select cluster, gpu_model, bucket, gpu_hours
@@ -287,7 +286,7 @@ def write_chargeback_workbook(
 
     charges = con.execute(_CHARGES_SQL, month).fetchall()
     tenants = con.execute(_TENANTS_SQL, month).fetchall()
-    jobs = con.execute(_JOBS_SQL, month).fetchall()
+    jobs = RowsQuery(con, _JOBS_SQL, month, JOB_LINES_ORDER)
     buckets = con.execute(_BUCKETS_SQL, month).fetchall()
     quality = con.execute(_DATA_QUALITY_SQL, month).fetchall()
     (rejects_total,) = con.execute(_REJECTS_COUNT_SQL, month).fetchone()
@@ -320,7 +319,7 @@ def write_chargeback_workbook(
         "total_amount": total_amount,
         "tenant_total_amount": tenant_total,
         "charge_lines": len(charges),
-        "job_lines": len(jobs),
+        "job_lines": job_lines.count,
         "tenants": len(tenants),
         "rejects": int(rejects_total),
         "rejects_shown": len(rejects),
@@ -449,7 +448,7 @@ def _build_workbook(
     currency: str,
     charges: list[tuple],
     tenants: list[tuple],
-    jobs: list[tuple],
+    jobs: RowsQuery,
     buckets: list[tuple],
     quality: list[tuple],
     rejects: list[tuple],
@@ -707,7 +706,7 @@ def _write_charges(ws: Worksheet, charges: list[tuple], currency: str) -> str:
     return f"{quote_sheetname(ws.title)}!$L${total_row}"
 
 
-def _write_job_lines(ws: Worksheet, jobs: list[tuple], currency: str) -> _StreamedRows:
+def _write_job_lines(ws: Worksheet, jobs: RowsQuery, currency: str) -> _StreamedRows:
     """The header and the sheet's layout; the rows are streamed into the package by
     `_serialise` (a 1,000-GPU month has 200k job lines)."""
     cols = [
@@ -737,10 +736,11 @@ def _write_job_lines(ws: Worksheet, jobs: list[tuple], currency: str) -> _Stream
         _Col("Billing month", "date"),
     ]
     _write_table(ws, 1, cols, [])
+    rows = _StreamedRows.below_header(ws, cols, jobs)
     ws.freeze_panes = "A2"
-    ws.auto_filter.ref = _ref(1, 1, 1 + len(jobs), len(cols))
-    _apply_widths(ws, _fit_widths({}, cols, jobs))
-    return _StreamedRows.below_header(ws, cols, jobs)
+    ws.auto_filter.ref = _ref(1, 1, rows.last_row, len(cols))
+    _apply_widths(ws, _fit_widths_to(cols, _width_candidates(jobs, cols, rows.types)))
+    return rows
 
 
 def _write_waste(ws: Worksheet, buckets: list[tuple], tenants: list[tuple]) -> None:
@@ -1598,11 +1598,20 @@ def _longest_display(values: list[Any], kind: str) -> int:
 def _fit_widths(
     widths: dict[int, int], cols: Sequence[_Col], rows: Sequence[Sequence[Any]]
 ) -> dict[int, int]:
-    for column, col in enumerate(cols, start=1):
+    columns = [[row[column] for row in rows] for column in range(len(cols))]
+    return _fit_widths_to(cols, columns, widths)
+
+
+def _fit_widths_to(
+    cols: Sequence[_Col], columns: Sequence[list[Any]], widths: dict[int, int] | None = None
+) -> dict[int, int]:
+    """Column widths from each column's values (or the values that decide its width)."""
+    widths = {} if widths is None else widths
+    for column, (col, values) in enumerate(zip(cols, columns, strict=True), start=1):
         if col.width is not None:
             width = col.width
         else:
-            longest = _longest_display([row[column - 1] for row in rows], col.kind)
+            longest = _longest_display(values, col.kind)
             width = min(max(len(col.header), longest) + 2, _MAX_WIDTH)
         widths[column] = max(widths.get(column, _MIN_WIDTH), width)
     return widths
@@ -1619,106 +1628,194 @@ def _apply_widths(ws: Worksheet, widths: dict[int, int]) -> None:
 
 
 @dataclass(frozen=True)
+class RowsQuery:
+    """A select whose rows a sheet's table streams (`sql` without ORDER BY; `order_by` orders
+    them, and must order them completely: the workbook's bytes follow it)."""
+
+    con: duckdb.DuckDBPyConnection
+    sql: str
+    params: Sequence[Any]
+    order_by: str
+
+    def relation(self) -> duckdb.DuckDBPyRelation:
+        return self.con.sql(self.sql, params=list(self.params))
+
+
+@dataclass(frozen=True)
 class _StreamedRows:
     """Rows of a sheet's table written straight into the sheet's XML by `_serialise`.
 
     openpyxl builds an object per cell and serialises it on its own (~13 µs a cell): the
-    200k job lines of a 1,000-GPU month took over two minutes a workbook and most of the
-    month's memory. These rows are written as openpyxl would write them (inline strings,
-    numbers as "%.16g", datetimes as Excel serial numbers, each column with its table style)
+    200k job lines of a 1,000-GPU month took over two minutes a workbook, and formatting them
+    cell by cell in Python still took most of the workbook's time. DuckDB writes each row's
+    XML instead (`_row_xml_sql`), as openpyxl writes cells: inline strings, numbers as
+    "%.16g", dates as Excel serial numbers, each column with its table style. The rows go
     after the rows openpyxl wrote, which must end above them.
     """
 
     sheet: str  # its title
     first_row: int
-    columns: tuple[tuple[str, str, int | None], ...]  # (letter, kind, style id) per column
-    rows: Sequence[Sequence[Any]]
+    count: int
+    types: tuple[str, ...]  # the query's column types
+    query: RowsQuery
+    row_xml_sql: str  # one <row> element per row, in order
 
     @classmethod
-    def below_header(
-        cls, ws: Worksheet, cols: Sequence[_Col], rows: Sequence[Sequence[Any]]
-    ) -> _StreamedRows:
+    def below_header(cls, ws: Worksheet, cols: Sequence[_Col], query: RowsQuery) -> _StreamedRows:
+        relation = query.relation()
+        types = tuple(str(t) for t in relation.types)
+        if len(types) != len(cols):
+            raise ValueError(f"{ws.title}: {len(cols)} columns, the query has {len(types)}")
         columns = []
-        for column, col in enumerate(cols, start=1):
+        for column, (col, name, sql_type) in enumerate(
+            zip(cols, relation.columns, types, strict=True), start=1
+        ):
             style = _STYLE_OF_KIND.get(col.kind)
             style_id = _styled_template(ws, style).style_id if style is not None else None
-            columns.append((get_column_letter(column), col.kind, style_id))
-        return cls(ws.title, ws.max_row + 1, tuple(columns), rows)
+            columns.append((name, sql_type, get_column_letter(column), col.kind, style_id))
+        first_row = ws.max_row + 1
+        [(count,)] = query.con.execute(
+            f"select count(*) from ({query.sql})", list(query.params)
+        ).fetchall()
+        row_xml = _row_xml_sql(query, columns, first_row)
+        return cls(ws.title, first_row, count, types, query, row_xml)
 
     @property
     def last_row(self) -> int:
-        return self.first_row + len(self.rows) - 1
+        return self.first_row + self.count - 1
 
     def xml_chunks(self, rows_per_chunk: int = 2000) -> Iterator[str]:
-        # column by column: one comprehension per column and chunk instead of a call per cell
-        writers = [_column_writer(letter, kind, style) for letter, kind, style in self.columns]
-        for start in range(0, len(self.rows), rows_per_chunk):
-            chunk = self.rows[start : start + rows_per_chunk]
-            row_numbers = range(self.first_row + start, self.first_row + start + len(chunk))
-            columns = [
-                write(row_numbers, values)
-                for write, values in zip(writers, zip(*chunk, strict=True), strict=True)
-            ]
-            yield "".join(
-                f'<row r="{r}">{"".join(cells)}</row>'
-                for r, cells in zip(row_numbers, zip(*columns, strict=True), strict=True)
+        rows = self.query.con.sql(self.row_xml_sql, params=list(self.query.params))
+        for batch in rows.to_arrow_reader(rows_per_chunk):
+            yield "".join(batch.column(0).to_pylist())
+
+
+# The characters str.strip() removes that _cell_text leaves in a text: a text that starts or
+# ends with one is marked xml:space="preserve" (Excel drops outer whitespace otherwise)
+_STRIPPED = "".join(
+    c for c in map(chr, range(0x3001)) if c.isspace() and not ILLEGAL_CHARACTERS_RE.match(c)
+)
+# openpyxl's ILLEGAL_CHARACTERS_RE: its characters, and as an RE2 class for DuckDB
+_ILLEGAL_CODES = [code for code in range(0x20) if ILLEGAL_CHARACTERS_RE.match(chr(code))]
+_ILLEGAL_RE2 = "[" + "".join(f"\\x{code:02x}" for code in _ILLEGAL_CODES) + "]"
+_NUMBER_TYPES = re.compile(
+    r"(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT"
+    r"|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))"
+)
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _row_xml_sql(
+    query: RowsQuery, columns: Sequence[tuple[str, str, str, str, int | None]], first_row: int
+) -> str:
+    """The select of each row's XML, in order: each cell as _cell_text, xml_escape and
+    openpyxl's writer make it (tests/reports/test_streamed_rows.py compares the two). Each
+    value is made ready once (its cell text, or its number as a double), then written."""
+    ready, cells, texts = [], [], []
+    for index, (name, sql_type, letter, kind, style_id) in enumerate(columns):
+        value, ready_value = '"' + name.replace('"', '""') + '"', f"v{index}"
+        style = "" if style_id is None else f' s="{style_id}"'
+        head = f"""'<c r="{letter}' || _r || '"{style}"""  # the cell up to its type
+        if kind in _TEXT_KINDS:
+            if sql_type != "VARCHAR":
+                raise TypeError(f"column {letter} ({kind}): {sql_type} is not text")
+            texts.append(value)
+            ready.append(f"{_cell_text_sql(value)} as {ready_value}")
+            cells.append(_text_cell_sql(ready_value, head))
+        else:
+            ready.append(f"{_number_sql(value, sql_type, letter, kind)} as {ready_value}")
+            # not-finite numbers: openpyxl writes an empty value
+            cells.append(
+                f"case when {ready_value} is null then '' "
+                f'else {head} t="n"><v>\' || case when isfinite({ready_value}) '
+                f"then printf('%.16g', {ready_value}) else '' end || '</v></c>' end"
             )
+    # one pattern match per row tells the (rare) rows with characters to spell out
+    has_control = (
+        f"regexp_matches(concat({', '.join(texts)}), '{_ILLEGAL_RE2}')" if texts else "false"
+    )
+    return (
+        f"select '<row r=\"' || _r || '\">' || {' || '.join(cells)} || '</row>' as xml "
+        f"from (select _r, {', '.join(ready)} from ("
+        f"select *, {first_row - 1} + row_number() over (order by {query.order_by}) as _r, "
+        f"{has_control} as _has_control from ({query.sql}))) order by _r"
+    )
 
 
-ColumnWriter = Callable[[range, Sequence[Any]], list[str]]
-# "%.16g" of float("nan") and the infinities; openpyxl writes an empty value for them
-_NOT_FINITE = frozenset({"nan", "inf", "-inf"})
+def _cell_text_sql(value: str) -> str:
+    """_cell_text of a VARCHAR `value`: the characters XML cannot hold spelled out (\\x01),
+    then cut at Excel's limit. `_has_control`: the row has such characters somewhere."""
+    spelled = value
+    for code in _ILLEGAL_CODES:
+        spelled = f"replace({spelled}, chr({code}), '\\x{code:02x}')"
+    cleaned = (
+        f"(case when _has_control and regexp_matches({value}, '{_ILLEGAL_RE2}') "
+        f"then {spelled} else {value} end)"
+    )
+    return (
+        f"case when length({cleaned}) > {_MAX_CELL_CHARS} "
+        f"then left({cleaned}, {_MAX_CELL_CHARS - 14}) || ' [truncated]' else {cleaned} end"
+    )
 
 
-def _column_writer(letter: str, kind: str, style_id: int | None) -> ColumnWriter:
-    """The XML of a column's cells (empty text for None) from their rows and values, as
-    openpyxl writes them: inline strings, numbers as "%.16g", dates as Excel serial numbers."""
-    style = f' s="{style_id}"' if style_id is not None else ""
-    if kind in _TEXT_KINDS:
-        # tenants, accounts, states... repeat on most rows: each distinct text is cleaned once
-        after_ref: dict[Any, str] = {}
+def _text_cell_sql(text: str, head: str) -> str:
+    """An inline-string cell of `text` (a _cell_text), as openpyxl writes it."""
+    escaped = f"replace(replace(replace({text}, '&', '&amp;'), '<', '&lt;'), '>', '&gt;')"
+    # a text that str.strip() would change (it is not empty here): its first or last character
+    stripped = _sql_text(_STRIPPED)
+    space = (
+        f"case when contains({stripped}, left({text}, 1)) "
+        f"or contains({stripped}, right({text}, 1)) then ' xml:space=\"preserve\"' else '' end"
+    )
+    return (
+        f"case when {text} is null then '' "
+        f"when {text} = '' then {head} t=\"inlineStr\"/>' "
+        f"else {head} t=\"inlineStr\"><is><t' || {space} || '>' || {escaped} "
+        "|| '</t></is></c>' end"
+    )
 
-        def cell_rest(value: Any) -> str:
-            rest = after_ref.get(value)
-            if rest is None:
-                cleaned = _cell_text(value)
-                space = ' xml:space="preserve"' if cleaned != cleaned.strip() else ""
-                rest = (
-                    f'{style} t="inlineStr"><is><t{space}>{xml_escape(cleaned)}</t></is></c>'
-                    if cleaned
-                    else f'{style} t="inlineStr"/>'  # as openpyxl: an empty cell, styled
-                )
-                if len(after_ref) < 100_000:
-                    after_ref[value] = rest
-            return rest
 
-        def texts(rows: range, values: Sequence[Any]) -> list[str]:
-            return [
-                "" if value is None else f'<c r="{letter}{row}"{cell_rest(value)}'
-                for row, value in zip(rows, values, strict=True)
-            ]
+def _number_sql(value: str, sql_type: str, letter: str, kind: str) -> str:
+    """The double a number or date column's cell holds, as openpyxl computes it."""
+    if sql_type in ("DATE", "TIMESTAMP"):
+        # openpyxl's to_excel: days since 1899-12-30 (one less up to 1900-02-28, Excel's 1900
+        # leap day) + the time of day as (seconds + µs / 10^6) / 86400, in that order
+        days = f"date_diff('day', DATE '1899-12-30', {value}::date)"
+        seconds = (
+            f"(hour({value}) * 3600 + minute({value}) * 60 + second({value}))::double"
+            f" + (microsecond({value}) % 1000000)::double / 1000000.0"
+        )
+        return (
+            f"({days} - case when {days} > 0 and {days} <= 60 then 1 else 0 end)::double"
+            f" + ({seconds}) / 86400.0"
+        )
+    if _NUMBER_TYPES.fullmatch(sql_type):
+        # "%.16g" of the double: openpyxl formats a Decimal as the float it converts to
+        return f"{value}::double"
+    raise TypeError(f"column {letter} ({kind}): {sql_type} is not a number or date")
 
-        return texts
 
-    head, tail = f'<c r="{letter}', f'"{style} t="n"><v>'
-
-    def numbers(rows: range, values: Sequence[Any]) -> list[str]:
-        # exact types, not isinstance: bool is no number here, and this runs for every cell
-        types = set(map(type, values))
-        if types & {dt.datetime, dt.date}:
-            values = [to_excel(v) if type(v) in (dt.datetime, dt.date) else v for v in values]
-            types = set(map(type, values))
-        if not types <= {float, int, Decimal, type(None)}:
-            value = next(v for v in values if type(v) not in (float, int, Decimal, type(None)))
-            raise TypeError(f"column {letter} ({kind}): {value!r} is not a number or date")
-        # "%" as openpyxl's safe_string: it formats a Decimal as the float it converts to
-        formatted = ("" if value is None else "%.16g" % value for value in values)  # noqa: UP031
-        return [
-            "" if text == "" else f"{head}{row}{tail}{'' if text in _NOT_FINITE else text}</v></c>"
-            for row, text in zip(rows, formatted, strict=True)
-        ]
-
-    return numbers
+def _width_candidates(
+    query: RowsQuery, cols: Sequence[_Col], types: Sequence[str]
+) -> list[list[Any]]:
+    """Per column, the values that decide its width (`_longest_display`): every distinct
+    text, the smallest and largest finite number, any one date."""
+    relation = query.relation()
+    picks = []
+    for name, col, sql_type in zip(relation.columns, cols, types, strict=True):
+        value = '"' + name.replace('"', '""') + '"'
+        if col.kind in _TEXT_KINDS:
+            picks.append(f"list(distinct {value}) filter ({value} is not null)")
+        else:
+            finite = f"isfinite({value})" if sql_type in ("FLOAT", "DOUBLE") else "true"
+            picks.append(f"[min({value}) filter ({finite}), max({value}) filter ({finite})]")
+    [row] = query.con.execute(
+        f"select {', '.join(picks)} from ({query.sql})", list(query.params)
+    ).fetchall()
+    return [[v for v in values if v is not None] if values else [] for values in row]
 
 
 def _serialise(wb: Workbook, stamp: dt.datetime, streamed: Sequence[_StreamedRows] = ()) -> bytes:
@@ -1761,7 +1858,7 @@ def _serialise(wb: Workbook, stamp: dt.datetime, streamed: Sequence[_StreamedRow
 
 def _sheet_with_rows(sheet_xml: str, rows: _StreamedRows) -> Iterator[str]:
     """The sheet's XML with `rows` after the rows openpyxl wrote and its dimension widened."""
-    if not rows.rows:
+    if not rows.count:
         yield sheet_xml
         return
     end = sheet_xml.index("</sheetData>")
