@@ -62,15 +62,16 @@ def read_rows(path: Path, columns: tuple[str, ...]) -> Iterator[dict[str, str | 
     with path.open(newline="", encoding="utf-8", errors="replace") as handle:
         reader = csv.reader(handle)
         header = [name.strip().lower() for name in next(reader, [])]
-        position = {name: header.index(name) for name in columns if name in header}
+        positions = [(name, header.index(name)) for name in columns if name in header]
         line = reader.line_num
         for fields in reader:
             first_line, line = line + 1, reader.line_num
             if not fields:
                 continue
+            # a blank field is NULL
             row: dict[str, str | None] = {
-                name: _blank_to_none(fields[i]) if i < len(fields) else None
-                for name, i in position.items()
+                name: (fields[i].strip() or None) if i < len(fields) else None
+                for name, i in positions
             }
             row["line"] = first_line
             row["raw"] = ",".join(fields)
@@ -102,11 +103,6 @@ def _read_parquet_rows(path: Path, columns: tuple[str, ...]) -> Iterator[dict[st
         row["raw"] = repr({name: values[index] for name, values in data.items()})
         row["parse_error"] = None
         yield row
-
-
-def _blank_to_none(value: str) -> str | None:
-    value = value.strip()
-    return value or None
 
 
 def _text(value: object) -> str | None:
