@@ -13,11 +13,7 @@ def write_table(
     con: duckdb.DuckDBPyConnection, table: str, rows: list[dict], schema: pa.Schema
 ) -> int:
     """Replace `table` with `rows` (dicts keyed by the schema's column names)."""
-    # column by column: 3-4x faster than pa.Table.from_pylist on the 488k export rows of a
-    # 1,000-GPU month, with the same result (a key a row lacks is NULL)
-    data = pa.Table.from_pydict(
-        {name: [row.get(name) for row in rows] for name in schema.names}, schema=schema
-    )
+    data = pa.Table.from_pylist(rows, schema=schema)
     con.register("incoming_rows", data)
     try:
         con.execute(f"create or replace table {table} as select * from incoming_rows")
