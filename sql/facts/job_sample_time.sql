@@ -8,9 +8,10 @@
 -- end in the month (or the node's next outage edge), never at the hour boundary.
 -- Idle samples (util < $idle_threshold_pct) in an unbroken run lasting >= $zombie_min_ms are
 -- zombie time: a run is broken by any busy sample of the job's GPU, not by a gap without
--- samples. The daily rollup numbers the runs of each series-day (idle_run: busy samples so
--- far that day), so runs are summed per piece (job GPU × day × idle_run) and pieces are
--- stitched across midnight here, with no sample-level window.
+-- samples. The daily rollup labels the runs of each series-day (idle_run: 0 before the day's
+-- first busy sample, then growing at each busy sample), so runs are summed per piece (job
+-- GPU × day × idle_run) and pieces are stitched across midnight here, with no sample-level
+-- window.
 -- Parameters: $billing_month, $month_start, $sample_files, $idle_threshold_pct, $zombie_min_ms.
 with job_gpu_keys as (
     -- one integer per job GPU: the samples (tens of millions of rows) carry it through the

@@ -3,11 +3,13 @@
 -- (the median spacing of its samples that day, up to the next day's first one) but never past
 -- its next sample. The billing month's end is not a limit here: attribution clips at each
 -- job's end in the month (job_gpu_hours.cover_until).
--- idle_run numbers the runs of idle samples (util_pct < $idle_threshold_pct) of a series in the
--- day: the count of busy samples so far, so a busy sample and the idle ones after it share a
--- number. Attribution sums run pieces by it and stitches them across midnight. It is
--- ordered_samples.busy_so_far, except in a series with a busy folded duplicate (which must not
--- break an idle run): there it is counted again over the distinct samples.
+-- idle_run labels the runs of idle samples (util_pct < $idle_threshold_pct) of a series in the
+-- day by their latest busy sample: 0 before the day's first busy sample, then 1 + the
+-- milliseconds from midnight to the latest busy sample, so a busy sample and the idle ones
+-- after it share a label, and labels grow through the day. Attribution sums run pieces by it
+-- and stitches them across midnight. It comes from ordered_samples.last_busy_ts, except in a
+-- series with a busy folded duplicate (which must not break an idle run): there it is found
+-- again over the distinct samples.
 -- Reads the temporary table ordered_samples. Parameters: $idle_threshold_pct.
 with distinct_samples as (
     -- of equal timestamps the last read wins; the others are folded duplicates
@@ -16,23 +18,32 @@ with distinct_samples as (
 ),
 
 recounted_series as (
+    -- series with a busy folded duplicate
     select distinct cluster, node, gpu_index
     from ordered_samples
     where not look_ahead and next_ts = ts and util_pct >= $idle_threshold_pct
 ),
 
-idle_runs as (
-    select s.*, s.busy_so_far as idle_run
-    from distinct_samples as s
+latest_busy as (
+    select * from distinct_samples
     anti join recounted_series using (cluster, node, gpu_index)
     union all by name
     select
-        s.*,
-        count(*) filter (s.util_pct >= $idle_threshold_pct) over (
-            partition by s.cluster, s.node, s.gpu_index order by s.ts rows unbounded preceding
-        ) as idle_run
-    from distinct_samples as s
+        * replace (
+            last_value(case when util_pct >= $idle_threshold_pct then ts end ignore nulls)
+                over (
+                    partition by cluster, node, gpu_index order by ts rows unbounded preceding
+                ) as last_busy_ts
+        )
+    from distinct_samples
     semi join recounted_series using (cluster, node, gpu_index)
+),
+
+idle_runs as (
+    select
+        *,
+        coalesce(epoch_ms(last_busy_ts) - epoch_ms(date_trunc('day', ts)) + 1, 0) as idle_run
+    from latest_busy
 ),
 
 steps as (

@@ -246,18 +246,19 @@ def test_sample_rollup_folds_duplicates_and_clips_cover(con):
     # last read (b.parquet, 30 %). Cover: up to the next sample, at most the step. The month
     # end no longer clips here (attribution clips at the job's end in the month), and no
     # sample of the next day was looked ahead to: the last sample covers a step.
-    # idle_run: busy samples (>= 15 %) so far in the day.
+    # idle_run: 0 before the day's first busy sample (>= 15 %), then 1 + its milliseconds
+    # since midnight
     assert [(r[3].time().isoformat(), r[4], r[7], r[8], r[9]) for r in rows] == [
         ("23:57:00", 10.0, 60000, 75000, 0),
-        ("23:58:00", 30.0, 75000, 75000, 1),
-        ("23:59:30", 40.0, 75000, 75000, 2),
+        ("23:58:00", 30.0, 75000, 75000, 86_280_001),
+        ("23:59:30", 40.0, 75000, 75000, 86_370_001),
     ]
 
 
 def test_a_busy_folded_duplicate_does_not_break_an_idle_run(con):
     # n1 at 00:01 was read twice: busy in a.parquet, idle in b.parquet (the last read, which
     # wins). The idle run 00:00-00:02 is unbroken, as if the busy reading had never come.
-    # n2 has no duplicate: its numbers come from the count made while finding next_ts.
+    # n2 has no duplicate: its labels come from the window that finds next_ts.
     con.execute("""
         create table day_samples as select * from (values
             ('c', 'a.parquet', 1, timestamp '2026-11-02 00:00', 'n1', 0, 1.0),
@@ -281,11 +282,11 @@ def test_a_busy_folded_duplicate_does_not_break_an_idle_run(con):
         ("n1", "00:00:00", 1.0, 0),
         ("n1", "00:01:00", 1.0, 0),
         ("n1", "00:02:00", 1.0, 0),
-        ("n1", "00:03:00", 60.0, 1),
-        ("n1", "00:04:00", 1.0, 1),
+        ("n1", "00:03:00", 60.0, 180_001),
+        ("n1", "00:04:00", 1.0, 180_001),
         ("n2", "00:00:00", 70.0, 1),
         ("n2", "00:01:00", 2.0, 1),
-        ("n2", "00:02:00", 80.0, 2),
+        ("n2", "00:02:00", 80.0, 120_001),
     ]
 
 
@@ -316,10 +317,10 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
     rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
     # spacings 58 min, 60 s, 90 s and 50 s (to the look-ahead): the step is 75 s
     assert [(r[3].time().isoformat(), r[7], r[8], r[9]) for r in rows] == [
-        ("22:59:00", 75000, 75000, 1),
-        ("23:57:00", 60000, 75000, 2),
-        ("23:58:00", 75000, 75000, 3),
-        ("23:59:30", 50000, 75000, 4),
+        ("22:59:00", 75000, 75000, 82_740_001),
+        ("23:57:00", 60000, 75000, 86_220_001),
+        ("23:58:00", 75000, 75000, 86_280_001),
+        ("23:59:30", 50000, 75000, 86_370_001),
     ]
     counts = run(con, "staging/day_sample_file_counts").fetchall()
     # only the day's rows count, in the billing month of their time
