@@ -50,7 +50,8 @@ def load_scheduler_exports(
              ("raw", pa.string()), ("parse_error", pa.string())]
             + [(name, pa.string()) for name in names]
         )  # fmt: skip
-        write_table(con, f"raw_{kind}", rows[kind], schema)
+        # temporary: stg_*_records keep every row (its raw text too), rejected or not
+        write_table(con, f"raw_{kind}", rows[kind], schema, temporary=True)
     counts = {
         "job_records": create_table(con, "stg_job_records", "staging/stg_job_records"),
         "allocation_records": create_table(
@@ -86,7 +87,7 @@ def build_month_jobs(con: duckdb.DuckDBPyConnection, params: dict[str, Any]) -> 
         ("node", pa.string()), ("gpu_index", pa.int32()), ("gpu_share", pa.int32()),
         ("index_source", pa.string()),
     ])  # fmt: skip
-    write_table(con, "month_job_gpus", rows, schema)
+    write_table(con, "month_job_gpus", rows, schema, temporary=True)
     gpus = replace_month(con, "job_gpus", "staging/job_gpus", params)
     return {"jobs": jobs, "job_gpus": gpus, "assigned_gpus": len(assigned)}
 

@@ -10,13 +10,20 @@ import pyarrow as pa
 
 
 def write_table(
-    con: duckdb.DuckDBPyConnection, table: str, rows: list[dict], schema: pa.Schema
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    rows: list[dict],
+    schema: pa.Schema,
+    *,
+    temporary: bool = False,
 ) -> int:
-    """Replace `table` with `rows` (dicts keyed by the schema's column names)."""
+    """Replace `table` with `rows` (dicts keyed by the schema's column names); `temporary`:
+    a table of this connection only, never written to the database file."""
     data = pa.Table.from_pylist(rows, schema=schema)
+    kind = "temp table" if temporary else "table"
     con.register("incoming_rows", data)
     try:
-        con.execute(f"create or replace table {table} as select * from incoming_rows")
+        con.execute(f"create or replace {kind} {table} as select * from incoming_rows")
     finally:
         con.unregister("incoming_rows")
     return data.num_rows
