@@ -17,7 +17,7 @@ with distinct_samples as (
     where not look_ahead and (next_ts is null or next_ts > ts)
 ),
 
-recounted_series as (
+relabelled_series as (
     -- series with a busy folded duplicate
     select distinct cluster, node, gpu_index
     from ordered_samples
@@ -26,7 +26,7 @@ recounted_series as (
 
 latest_busy as (
     select * from distinct_samples
-    anti join recounted_series using (cluster, node, gpu_index)
+    anti join relabelled_series using (cluster, node, gpu_index)
     union all by name
     select
         * replace (
@@ -36,7 +36,7 @@ latest_busy as (
                 ) as last_busy_ts
         )
     from distinct_samples
-    semi join recounted_series using (cluster, node, gpu_index)
+    semi join relabelled_series using (cluster, node, gpu_index)
 ),
 
 idle_runs as (
