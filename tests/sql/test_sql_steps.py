@@ -227,19 +227,25 @@ def test_job_gpu_hours_splits_at_hours_and_outage_edges_and_weighs_the_share(con
     ]
 
 
+def given_day_samples(con, values: str) -> None:
+    """day_samples of valid utilisation rows `(cluster, file, line, ts, node, gpu_index,
+    util_pct)`, with the columns the rollup does not look at."""
+    con.execute(f"""create table day_samples as select *, null::double as mem_used_mib,
+        null::double as power_w, 1 as util_rank, false as superseded,
+        null::varchar as reject_reason, date '2026-11-01' as billing_month, false as look_ahead
+        from (values {values}) as v(cluster, file, line, ts, node, gpu_index, util_pct)""")
+
+
 def test_sample_rollup_folds_duplicates_and_clips_cover(con):
-    con.execute("""
-        create table day_samples as select * from (values
-            ('c', 'a.parquet', 1, timestamp '2026-11-30 23:57', 'n1', 0, 10.0),
-            ('c', 'a.parquet', 2, timestamp '2026-11-30 23:58', 'n1', 0, 20.0),
-            ('c', 'b.parquet', 1, timestamp '2026-11-30 23:58', 'n1', 0, 30.0),
-            ('c', 'a.parquet', 3, timestamp '2026-11-30 23:59:30', 'n1', 0, 40.0)
-        ) as v(cluster, file, line, ts, node, gpu_index, util_pct)
-    """)
-    con.execute("""create or replace table day_samples as select *, 0.0 as mem_used_mib,
-        0.0 as power_w, 1 as util_rank, false as superseded, null::varchar as reject_reason,
-        date '2026-11-01' as billing_month, false as look_ahead
-        from day_samples""")
+    given_day_samples(
+        con,
+        """
+        ('c', 'a.parquet', 1, timestamp '2026-11-30 23:57', 'n1', 0, 10.0),
+        ('c', 'a.parquet', 2, timestamp '2026-11-30 23:58', 'n1', 0, 20.0),
+        ('c', 'b.parquet', 1, timestamp '2026-11-30 23:58', 'n1', 0, 30.0),
+        ('c', 'a.parquet', 3, timestamp '2026-11-30 23:59:30', 'n1', 0, 40.0)
+    """,
+    )
     create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 15.0})
     rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 15.0}).fetchall()
     # spacings 60 s and 90 s: the step is their median, 75 s. The duplicate at 23:58 keeps the
@@ -259,23 +265,20 @@ def test_a_busy_folded_duplicate_does_not_break_an_idle_run(con):
     # n1 at 00:01 was read twice: busy in a.parquet, idle in b.parquet (the last read, which
     # wins). The idle run 00:00-00:02 is unbroken, as if the busy reading had never come.
     # n2 has no duplicate: its labels come from the window that finds next_ts.
-    con.execute("""
-        create table day_samples as select * from (values
-            ('c', 'a.parquet', 1, timestamp '2026-11-02 00:00', 'n1', 0, 1.0),
-            ('c', 'a.parquet', 2, timestamp '2026-11-02 00:01', 'n1', 0, 50.0),
-            ('c', 'b.parquet', 1, timestamp '2026-11-02 00:01', 'n1', 0, 1.0),
-            ('c', 'a.parquet', 3, timestamp '2026-11-02 00:02', 'n1', 0, 1.0),
-            ('c', 'a.parquet', 4, timestamp '2026-11-02 00:03', 'n1', 0, 60.0),
-            ('c', 'a.parquet', 5, timestamp '2026-11-02 00:04', 'n1', 0, 1.0),
-            ('c', 'a.parquet', 6, timestamp '2026-11-02 00:00', 'n2', 0, 70.0),
-            ('c', 'a.parquet', 7, timestamp '2026-11-02 00:01', 'n2', 0, 2.0),
-            ('c', 'a.parquet', 8, timestamp '2026-11-02 00:02', 'n2', 0, 80.0)
-        ) as v(cluster, file, line, ts, node, gpu_index, util_pct)
-    """)
-    con.execute("""create or replace table day_samples as select *, null::double as mem_used_mib,
-        null::double as power_w, 1 as util_rank, false as superseded,
-        null::varchar as reject_reason, date '2026-11-01' as billing_month, false as look_ahead
-        from day_samples""")
+    given_day_samples(
+        con,
+        """
+        ('c', 'a.parquet', 1, timestamp '2026-11-02 00:00', 'n1', 0, 1.0),
+        ('c', 'a.parquet', 2, timestamp '2026-11-02 00:01', 'n1', 0, 50.0),
+        ('c', 'b.parquet', 1, timestamp '2026-11-02 00:01', 'n1', 0, 1.0),
+        ('c', 'a.parquet', 3, timestamp '2026-11-02 00:02', 'n1', 0, 1.0),
+        ('c', 'a.parquet', 4, timestamp '2026-11-02 00:03', 'n1', 0, 60.0),
+        ('c', 'a.parquet', 5, timestamp '2026-11-02 00:04', 'n1', 0, 1.0),
+        ('c', 'a.parquet', 6, timestamp '2026-11-02 00:00', 'n2', 0, 70.0),
+        ('c', 'a.parquet', 7, timestamp '2026-11-02 00:01', 'n2', 0, 2.0),
+        ('c', 'a.parquet', 8, timestamp '2026-11-02 00:02', 'n2', 0, 80.0)
+    """,
+    )
     create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
     rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
     assert sorted((r[1], r[3].time().isoformat(), r[4], r[9]) for r in rows) == [
