@@ -739,7 +739,7 @@ def _write_job_lines(ws: Worksheet, jobs: RowsQuery, currency: str) -> _Streamed
     rows = _StreamedRows.below_header(ws, cols, jobs)
     ws.freeze_panes = "A2"
     ws.auto_filter.ref = _ref(1, 1, rows.last_row, len(cols))
-    _apply_widths(ws, _fit_widths_to(cols, _width_candidates(jobs, cols, rows.types)))
+    _apply_widths(ws, _fit_widths_to(cols, rows.width_values))
     return rows
 
 
@@ -1637,9 +1637,6 @@ class RowsQuery:
     params: Sequence[Any]
     order_by: str
 
-    def relation(self) -> duckdb.DuckDBPyRelation:
-        return self.con.sql(self.sql, params=list(self.params))
-
 
 @dataclass(frozen=True)
 class _StreamedRows:
@@ -1656,14 +1653,14 @@ class _StreamedRows:
     sheet: str  # its title
     first_row: int
     count: int
-    types: tuple[str, ...]  # the query's column types
+    width_values: list[list[Any]]  # per column, the values that decide its width
     query: RowsQuery
     row_xml_sql: str  # one <row> element per row, in order
 
     @classmethod
     def below_header(cls, ws: Worksheet, cols: Sequence[_Col], query: RowsQuery) -> _StreamedRows:
-        relation = query.relation()
-        types = tuple(str(t) for t in relation.types)
+        relation = query.con.sql(query.sql, params=list(query.params))
+        types = [str(t) for t in relation.types]
         if len(types) != len(cols):
             raise ValueError(f"{ws.title}: {len(cols)} columns, the query has {len(types)}")
         columns = []
@@ -1674,11 +1671,9 @@ class _StreamedRows:
             style_id = _styled_template(ws, style).style_id if style is not None else None
             columns.append((name, sql_type, get_column_letter(column), col.kind, style_id))
         first_row = ws.max_row + 1
-        [(count,)] = query.con.execute(
-            f"select count(*) from ({query.sql})", list(query.params)
-        ).fetchall()
+        count, width_values = _count_and_width_values(query, columns)
         row_xml = _row_xml_sql(query, columns, first_row)
-        return cls(ws.title, first_row, count, types, query, row_xml)
+        return cls(ws.title, first_row, count, width_values, query, row_xml)
 
     @property
     def last_row(self) -> int:
@@ -1708,6 +1703,10 @@ def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _sql_name(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _row_xml_sql(
     query: RowsQuery, columns: Sequence[tuple[str, str, str, str, int | None]], first_row: int
 ) -> str:
@@ -1716,7 +1715,7 @@ def _row_xml_sql(
     value is made ready once (its cell text, or its number as a double), then written."""
     ready, cells, texts = [], [], []
     for index, (name, sql_type, letter, kind, style_id) in enumerate(columns):
-        value, ready_value = '"' + name.replace('"', '""') + '"', f"v{index}"
+        value, ready_value = _sql_name(name), f"v{index}"
         style = "" if style_id is None else f' s="{style_id}"'
         head = f"""'<c r="{letter}' || _r || '"{style}"""  # the cell up to its type
         if kind in _TEXT_KINDS:
@@ -1798,24 +1797,24 @@ def _number_sql(value: str, sql_type: str, letter: str, kind: str) -> str:
     raise TypeError(f"column {letter} ({kind}): {sql_type} is not a number or date")
 
 
-def _width_candidates(
-    query: RowsQuery, cols: Sequence[_Col], types: Sequence[str]
-) -> list[list[Any]]:
-    """Per column, the values that decide its width (`_longest_display`): every distinct
-    text, the smallest and largest finite number, any one date."""
-    relation = query.relation()
-    picks = []
-    for name, col, sql_type in zip(relation.columns, cols, types, strict=True):
-        value = '"' + name.replace('"', '""') + '"'
-        if col.kind in _TEXT_KINDS:
+def _count_and_width_values(
+    query: RowsQuery, columns: Sequence[tuple[str, str, str, str, int | None]]
+) -> tuple[int, list[list[Any]]]:
+    """The query's row count and, per column, the values that decide its width
+    (`_longest_display`): every distinct text, the smallest and largest finite number, any
+    one date. One pass over the rows."""
+    picks = ["count(*)"]
+    for name, sql_type, _, kind, _ in columns:
+        value = _sql_name(name)
+        if kind in _TEXT_KINDS:
             picks.append(f"list(distinct {value}) filter ({value} is not null)")
         else:
             finite = f"isfinite({value})" if sql_type in ("FLOAT", "DOUBLE") else "true"
             picks.append(f"[min({value}) filter ({finite}), max({value}) filter ({finite})]")
-    [row] = query.con.execute(
+    [(count, *per_column)] = query.con.execute(
         f"select {', '.join(picks)} from ({query.sql})", list(query.params)
     ).fetchall()
-    return [[v for v in values if v is not None] if values else [] for values in row]
+    return count, [[v for v in values if v is not None] if values else [] for values in per_column]
 
 
 def _serialise(wb: Workbook, stamp: dt.datetime, streamed: Sequence[_StreamedRows] = ()) -> bytes:
