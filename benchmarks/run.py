@@ -305,15 +305,12 @@ def measure_attribution(cfg: dict) -> dict:
             runs.append(round(time.perf_counter() - began, 3))
         out: dict[str, Any] = {"seconds": min(runs), "runs_s": runs, "rows": rows}
         if cfg.get("join_only"):
-            # What the pandas baseline computes (per-job measured time and util-weighted time):
-            # the statement's own join (its `attributed` CTE), without the idle-run pieces.
+            # The statement's only pass over the samples (its `part_sums` CTE: the join and
+            # the sums per part of a job GPU and idle-run piece), without what follows on the
+            # summed rows (clipping, billing days, stitching the runs, the names).
             sql = sql_text("facts/job_sample_time")
-            join = sql[: sql.index("day_parts as")].rstrip().rstrip(",")
-            join += (
-                "\nselect count(*), sum(measured), sum(util_weighted) from ("
-                "select job_gpu, sum(cover_ms) as measured, "
-                "sum(cover_ms * util_pct) as util_weighted from attributed group by all)"
-            )
+            join = sql[: sql.index("clipped as")].rstrip().rstrip(",")
+            join += "\nselect count(*), sum(cover_ms), sum(util_weighted_ms) from part_sums"
             began = time.perf_counter()
             con.execute(join, bind(join, params)).fetchall()
             out["join_only_s"] = time.perf_counter() - began

@@ -27,6 +27,7 @@ MACROS = (
     "macros/cents_half_up",
     "macros/money",
     "macros/charge_type_order",
+    "macros/series_key",
 )
 
 

@@ -4,8 +4,8 @@
 -- (`day` is their first date); a sample's covered time that runs past the end of its day counts
 -- in the next day, so each day holds exactly the time inside it.
 -- Each sample is attributed to the job segment holding its GPU at its timestamp (equi-join on
--- node, GPU and hour, then the exact range check); its covered time is clipped at the job's
--- end in the month (or the node's next outage edge), never at the hour boundary.
+-- the series key and hour, then the exact range check); its covered time is clipped at the
+-- job's end in the month (or the node's next outage edge), never at the hour boundary.
 -- Idle samples (util < $idle_threshold_pct) in an unbroken run lasting >= $zombie_min_ms are
 -- zombie time: a run is broken by any busy sample of the job's GPU, not by a gap without
 -- samples. The daily rollup labels the runs of each series-day (idle_run: 0 before the day's
@@ -13,117 +13,135 @@
 -- GPU × day × idle_run) and pieces are stitched across midnight here, with no sample-level
 -- window.
 -- Parameters: $billing_month, $month_start, $sample_files, $idle_threshold_pct, $zombie_min_ms.
-with job_gpu_keys as (
-    -- one integer per job GPU: the samples (tens of millions of rows) carry it through the
-    -- join and the sums instead of four strings; the names come back on the summed rows
-    select
-        row_number() over (order by cluster, job_id, node, gpu_index) as job_gpu,
-        cluster,
-        job_id,
-        node,
-        gpu_index,
-        gpu_model
+with job_gpus as (
+    -- one integer per job GPU: the samples (tens of millions of rows) carry integers through
+    -- the join and the sums instead of four names, which come back on the summed rows
+    select row_number() over () as job_gpu, *
     from (
-        select distinct cluster, job_id, node, gpu_index, gpu_model
+        select cluster, job_id, node, gpu_index, any_value(gpu_model) as gpu_model
         from job_gpu_hours
         where billing_month = $billing_month
+        group by all
     )
 ),
 
-segments as (
-    select
-        k.job_gpu, g.cluster, g.node, g.gpu_index, g.hour, g.seg_from, g.seg_to,
-        epoch_ms(g.cover_until) as cover_until_ms, g.in_outage, g.gpu_share
-    from job_gpu_hours as g
-    join job_gpu_keys as k using (cluster, job_id, node, gpu_index)
-    where g.billing_month = $billing_month
+series as (
+    select *, series_key(cluster, node, gpu_index) as series_key
+    from (select distinct cluster, node, gpu_index from job_gpus)
 ),
 
-attributed as (
+parts as (
+    -- the month's job GPU hour segments, cut again where a billing day ends inside one (a
+    -- billing time zone off UTC by part of an hour), so that each part lies in one billing day
     select
-        g.job_gpu,
-        g.in_outage,
-        g.gpu_share,
-        s.day,
-        s.idle_run,
-        s.util_pct,
-        epoch_ms(s.ts) as ts_ms,
-        least(s.cover_ms, g.cover_until_ms - epoch_ms(s.ts)) as cover_ms
-    from read_parquet($sample_files, hive_partitioning = true) as s
-    join segments as g
-        on g.cluster = s.cluster
-        and g.node = s.node
-        and g.gpu_index = s.gpu_index
-        and g.hour = date_trunc('hour', s.ts)
-        and s.ts >= g.seg_from
-        and s.ts < g.seg_to
+        job_gpu, series_key, hour, hour::date as day, day_index, in_outage, gpu_share,
+        cover_until_ms,
+        epoch_ms(day_start) + 86400000 as day_end_ms,
+        greatest(seg_from, day_start) as part_from,
+        least(seg_to, day_start + interval 1 day) as part_to
+    from (
+        select *, $month_start::timestamp + day_index * interval 1 day as day_start
+        from (
+            select
+                k.job_gpu, s.series_key, g.hour, g.in_outage, g.gpu_share, g.seg_from,
+                g.seg_to, epoch_ms(g.cover_until) as cover_until_ms,
+                unnest(range(
+                    (epoch_ms(g.seg_from) - epoch_ms($month_start::timestamp)) // 86400000,
+                    (epoch_ms(g.seg_to) - 1 - epoch_ms($month_start::timestamp)) // 86400000 + 1
+                )) as day_index
+            from job_gpu_hours as g
+            join job_gpus as k using (cluster, job_id, node, gpu_index)
+            join series as s using (cluster, node, gpu_index)
+            where g.billing_month = $billing_month
+        )
+    )
 ),
 
-sample_sums as (
-    -- the only pass over the samples: plain sums per part of a piece, the GPU share and the
-    -- day's spill applied to the sums after. Covered times never overlap within a job GPU, so
-    -- only a part's last sample can reach past its billing day's end: end_ms and
-    -- last_util_pct (of the latest sample) give the spill.
+stretches as (
+    -- the parts of a job GPU that share a UTC day (the rollup's), billing day, outage state
+    -- and cover_until, numbered: the samples are summed per stretch. cover_until and the
+    -- billing day's end are at or after the end of each of its parts, and covered times never
+    -- overlap within a job GPU, so only a stretch's latest sample can reach past them.
+    select row_number() over () as stretch, *
+    from (
+        select distinct
+            job_gpu, day, day_index, in_outage, gpu_share, cover_until_ms, day_end_ms
+        from parts
+    )
+),
+
+stretch_parts as (
+    select s.stretch, p.series_key, p.hour, p.part_from, p.part_to
+    from parts as p
+    join stretches as s using (job_gpu, day, day_index, in_outage, cover_until_ms)
+),
+
+stretch_sums as (
+    -- the only pass over the samples: plain sums per stretch and idle-run piece (run: the
+    -- idle_run of idle samples, NULL for busy ones), and the latest sample of each
     select
-        job_gpu,
-        in_outage,
-        gpu_share,
-        day,
-        (ts_ms - epoch_ms($month_start::timestamp)) // 86400000 as day_index,
-        case when util_pct < $idle_threshold_pct then idle_run end as run,
-        max(idle_run) as last_run,
-        sum(cover_ms) as cover_ms,
-        sum(cover_ms * util_pct) as util_weighted_ms,
-        max(ts_ms + cover_ms) as end_ms,
-        arg_max(util_pct, ts_ms) as last_util_pct
-    from attributed
+        g.stretch,
+        case when s.util_pct < $idle_threshold_pct then s.idle_run end as run,
+        sum(s.cover_ms) as cover_ms,
+        sum(s.cover_ms * s.util_pct) as util_weighted_ms,
+        max(s.ts) as last_ts,
+        arg_max(s.cover_ms, s.ts) as last_cover_ms,
+        arg_max(s.util_pct, s.ts) as last_util_pct
+    from read_parquet($sample_files) as s
+    join stretch_parts as g
+        on g.series_key = s.series_key
+        and g.hour = s.hour
+        and s.ts >= g.part_from
+        and s.ts < g.part_to
     group by all
 ),
 
-spilled as (
-    -- spill_ms: the part of the covered time past the end of the billing day
+clipped as (
+    -- the latest sample's covered time past cover_until is dropped (clip_ms); what it covers
+    -- past the end of the billing day (spill_ms) counts in the next day
     select
         *,
-        greatest(
-            end_ms - epoch_ms($month_start::timestamp) - (day_index + 1) * 86400000, 0
-        ) as spill_ms
-    from sample_sums
+        greatest(last_end_ms - cover_until_ms, 0) as clip_ms,
+        greatest(least(last_end_ms, cover_until_ms) - day_end_ms, 0) as spill_ms
+    from (select *, epoch_ms(last_ts) + last_cover_ms as last_end_ms from stretch_sums)
+    join stretches using (stretch)
 ),
 
 day_parts as (
-    -- per job GPU, rollup day and billing day: one row per idle-run piece (its idle samples;
-    -- run = idle_run) and one row for the busy samples (run NULL); last_run = the highest
-    -- idle_run in the row. spill_*: the share of each sum that belongs to the next billing day.
+    -- per stretch: one row per idle-run piece (its idle samples; run = idle_run) and one row
+    -- for the busy samples (run NULL), with the time of its latest sample. spill_*: the share
+    -- of each sum that belongs to the next billing day.
     select
         job_gpu,
         day,
         day_index,
         run,
-        max(last_run) as last_run,
-        sum(cover_ms) as cover_ms,
-        sum(cover_ms * gpu_share) as measured_units,
-        sum(util_weighted_ms * gpu_share) as util_weighted_units,
-        coalesce(sum(cover_ms * gpu_share) filter (not in_outage), 0)
+        last_ts,
+        cover_ms - clip_ms as cover_ms,
+        (cover_ms - clip_ms) * gpu_share as measured_units,
+        (util_weighted_ms - clip_ms * last_util_pct) * gpu_share as util_weighted_units,
+        case when in_outage then 0 else (cover_ms - clip_ms) * gpu_share end
             as measured_outside_outage_units,
-        sum(spill_ms * gpu_share) as spill_units,
-        sum(spill_ms * gpu_share * last_util_pct) as spill_util_weighted_units,
-        coalesce(sum(spill_ms * gpu_share) filter (not in_outage), 0)
-            as spill_outside_outage_units
-    from spilled
-    group by all
+        spill_ms * gpu_share as spill_units,
+        spill_ms * gpu_share * last_util_pct as spill_util_weighted_units,
+        case when in_outage then 0 else spill_ms * gpu_share end as spill_outside_outage_units
+    from clipped
 ),
 
 pieces as (
-    -- the runs are found on whole rollup days: a billing day other than the UTC day splits a
+    -- the runs are found on whole UTC days: a billing day other than the UTC day splits a
     -- piece in two, which is still one run
-    select job_gpu, day, run, max(last_run) as last_run, sum(cover_ms) as cover_ms
+    select job_gpu, day, run, max(last_ts) as last_ts, sum(cover_ms) as cover_ms
     from day_parts
     group by all
 ),
 
 days as (
-    -- whether the job GPU's day ended inside an idle run (its last piece has idle samples)
-    select job_gpu, day, coalesce(max(run) = max(last_run), false) as ended_idle
+    -- whether the job GPU's day ended inside an idle run (its latest sample is idle)
+    select
+        job_gpu,
+        day,
+        coalesce(max(last_ts) filter (run is not null) = max(last_ts), false) as ended_idle
     from pieces
     group by all
 ),
@@ -192,7 +210,7 @@ final as (
         coalesce(sum(b.measured_outside_outage_units) filter (b.is_zombie is null), 0)::bigint
             as productive_units
     from billed as b
-    join job_gpu_keys as k using (job_gpu)
+    join job_gpus as k using (job_gpu)
     group by all
 )
 

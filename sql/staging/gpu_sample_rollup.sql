@@ -9,7 +9,9 @@
 -- after it share a label, and labels grow through the day. Attribution sums run pieces by it
 -- and stitches them across midnight. It comes from ordered_samples.last_busy_ts, except in a
 -- series with a busy folded duplicate (which must not break an idle run): there it is found
--- again over the distinct samples.
+-- again over the distinct samples. series_key (macro series_key) and hour are attribution's
+-- join keys, stored so that it does not compute them for every sample (date_trunc alone is a
+-- quarter of that join's time).
 -- Reads the temporary table ordered_samples. Parameters: $idle_threshold_pct.
 with distinct_samples as (
     -- of equal timestamps the last read wins; the others are folded duplicates
@@ -47,13 +49,16 @@ idle_runs as (
 ),
 
 steps as (
-    select
-        cluster,
-        node,
-        gpu_index,
-        coalesce(median(epoch_ms(next_ts) - epoch_ms(ts)), 60000)::bigint as step_ms
-    from distinct_samples
-    group by all
+    select *, series_key(cluster, node, gpu_index) as series_key
+    from (
+        select
+            cluster,
+            node,
+            gpu_index,
+            coalesce(median(epoch_ms(next_ts) - epoch_ms(ts)), 60000)::bigint as step_ms
+        from distinct_samples
+        group by all
+    )
 ),
 
 final as (
@@ -72,6 +77,8 @@ final as (
         st.step_ms,
         s.idle_run,
         $idle_threshold_pct::double as idle_threshold_pct,
+        st.series_key,
+        date_trunc('hour', s.ts) as hour,
         s.ts::date as day
     from idle_runs as s
     join steps as st using (cluster, node, gpu_index)

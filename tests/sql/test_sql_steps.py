@@ -333,6 +333,16 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
     ]
 
 
+def write_rollup(con, select: str, path, params: list | None = None) -> None:
+    """A daily rollup file of cluster `c` at `path` from `select` (node, gpu_index, ts, util_pct,
+    cover_ms, idle_run), with the join keys the rollup stores."""
+    con.execute(
+        "copy (select *, series_key('c', node, gpu_index) as series_key, "
+        f"date_trunc('hour', ts) as hour from ({select})) to '{path}'",
+        params,
+    )
+
+
 def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
     # one job GPU, 10-minute samples: 1 h idle, one busy sample, then 2 h idle
     utils = [1.0] * 6 + [50.0] + [1.0] * 12
@@ -343,14 +353,15 @@ def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
         from unnest(range(timestamp '2026-11-02 00:00', timestamp '2026-11-02 04:00',
                           interval 1 hour)) as t(h)""")
     (tmp_path / "cluster=c/day=2026-11-02").mkdir(parents=True)
-    con.execute(
-        "copy (select 'n1' as node, 0 as gpu_index, "
+    write_rollup(
+        con,
+        "select 'n1' as node, 0 as gpu_index, "
         "timestamp '2026-11-02 00:00' + to_minutes(10 * i) as ts, "
         "utils[i + 1] as util_pct, 600000::bigint as cover_ms, "
         # the rollup's idle-run number: busy samples so far that day
         "count(*) filter (utils[i + 1] >= 5) over (order by i) as idle_run "
-        f"from (select range(19) as r, {utils} as utils), unnest(r) as t(i)) "
-        f"to '{tmp_path}/cluster=c/day=2026-11-02/s.parquet'"
+        f"from (select range(19) as r, {utils} as utils), unnest(r) as t(i)",
+        tmp_path / "cluster=c/day=2026-11-02/s.parquet",
     )
     params = {
         **NOV,
@@ -405,10 +416,12 @@ def test_a_zombie_run_spans_midnight_and_a_busy_sample_before_it_breaks_it(con, 
         folder.mkdir(parents=True)
         files.append(str(folder / "s.parquet"))
         # the rollup's idle-run number: busy samples of the GPU so far that day
-        con.execute(
-            "copy (select 'n1' as node, gpu_index, ts, util_pct, 600000::bigint as cover_ms, "
+        write_rollup(
+            con,
+            "select 'n1' as node, gpu_index, ts, util_pct, 600000::bigint as cover_ms, "
             "count(*) filter (util_pct >= 5) over (partition by gpu_index order by ts) "
-            "as idle_run from s where ts::date = ?::date) to '" + files[-1] + "'",
+            "as idle_run from s where ts::date = ?::date",
+            files[-1],
             [day],
         )
     params = {**NOV, "sample_files": files, "idle_threshold_pct": 5.0,
@@ -447,12 +460,14 @@ def test_a_samples_time_past_midnight_counts_in_the_next_billing_day(con, tmp_pa
                      (timestamp '2026-11-03 00:00', timestamp '2026-11-03 00:02')) as v(f, t)""")
     folder = tmp_path / "cluster=c/day=2026-11-02"
     folder.mkdir(parents=True)
-    con.execute(
-        "copy (select 'n1' as node, 0 as gpu_index, ts, "
+    write_rollup(
+        con,
+        "select 'n1' as node, 0 as gpu_index, ts, "
         "case when ts < timestamp '2026-11-02 23:50' then 20.0 else 60.0 end as util_pct, "
         "600000::bigint as cover_ms, row_number() over (order by ts) as idle_run "
         "from unnest(range(timestamp '2026-11-02 22:05', timestamp '2026-11-03 00:00', "
-        f"interval 10 minute)) as t(ts)) to '{folder}/s.parquet'"
+        "interval 10 minute)) as t(ts)",
+        folder / "s.parquet",
     )
     params = {**NOV, "sample_files": [str(folder / "s.parquet")], "idle_threshold_pct": 5.0,
               "zombie_min_ms": 3_600_000}  # fmt: skip
@@ -621,11 +636,12 @@ def test_a_sample_before_the_hour_covers_into_the_next_hour(con, tmp_path):
         from unnest([timestamp '2026-11-02 00:00', timestamp '2026-11-02 01:00']) as t(h)""")
     folder = tmp_path / "cluster=c/day=2026-11-02"
     folder.mkdir(parents=True)
-    con.execute(
-        "copy (select 'n1' as node, 0 as gpu_index, "
+    write_rollup(
+        con,
+        "select 'n1' as node, 0 as gpu_index, "
         "timestamp '2026-11-02 00:00:30' + to_seconds(60 * i) as ts, 50.0 as util_pct, "
-        "60000::bigint as cover_ms, i + 1 as idle_run from range(120) as r(i)) "
-        f"to '{folder}/s.parquet'"
+        "60000::bigint as cover_ms, i + 1 as idle_run from range(120) as r(i)",
+        folder / "s.parquet",
     )
     params = {**NOV, "sample_files": [str(folder / "s.parquet")],
               "idle_threshold_pct": 5.0, "zombie_min_ms": 7_200_000}  # fmt: skip
@@ -649,10 +665,12 @@ def test_a_sample_across_midnight_counts_its_time_in_each_day(con, tmp_path):
         folder.mkdir(parents=True)
         files.append(str(folder / "s.parquet"))
         first = "2026-11-02 23:00:30" if day == "2026-11-02" else "2026-11-03 00:00:30"
-        con.execute(
-            f"copy (select 'n1' as node, 0 as gpu_index, timestamp '{first}' "
+        write_rollup(
+            con,
+            f"select 'n1' as node, 0 as gpu_index, timestamp '{first}' "
             f"+ to_seconds(60 * i) as ts, {util} as util_pct, 60000::bigint as cover_ms, "
-            f"i + 1 as idle_run from range(60) as r(i)) to '{files[-1]}'"
+            "i + 1 as idle_run from range(60) as r(i)",
+            files[-1],
         )
     params = {**NOV, "sample_files": files, "idle_threshold_pct": 5.0,
               "zombie_min_ms": 7_200_000}  # fmt: skip
