@@ -175,22 +175,43 @@ classified as (
 ),
 
 billed as (
-    -- each part in its billing day, less what it spills into the next; the spill in that one
+    -- each row in its billing day, less what it spills into the next; the spill in that one
     select
         p.job_gpu, p.day_index, c.is_zombie,
-        p.measured_units - p.spill_units as measured_units,
-        p.util_weighted_units - p.spill_util_weighted_units as util_weighted_units,
-        p.measured_outside_outage_units - p.spill_outside_outage_units
-            as measured_outside_outage_units
-    from day_parts as p
-    left join classified as c using (job_gpu, day, run)
-    union all
-    select
-        p.job_gpu, p.day_index + 1, c.is_zombie,
+        p.measured_units, p.util_weighted_units, p.measured_outside_outage_units,
         p.spill_units, p.spill_util_weighted_units, p.spill_outside_outage_units
     from day_parts as p
     left join classified as c using (job_gpu, day, run)
-    where p.spill_units > 0
+),
+
+job_gpu_days as (
+    -- summed on the job GPU's integer first, the names joined on the fewer summed rows
+    select
+        job_gpu,
+        day_index,
+        sum(measured_units) as measured_units,
+        sum(util_weighted_units) as util_weighted_units,
+        sum(measured_outside_outage_units) as measured_outside_outage_units,
+        coalesce(sum(measured_outside_outage_units) filter (is_zombie), 0) as zombie_units,
+        coalesce(sum(measured_outside_outage_units) filter (not is_zombie), 0) as idle_units,
+        coalesce(sum(measured_outside_outage_units) filter (is_zombie is null), 0)
+            as productive_units
+    from (
+        select
+            job_gpu, day_index, is_zombie,
+            measured_units - spill_units as measured_units,
+            util_weighted_units - spill_util_weighted_units as util_weighted_units,
+            measured_outside_outage_units - spill_outside_outage_units
+                as measured_outside_outage_units
+        from billed
+        union all
+        select
+            job_gpu, day_index + 1, is_zombie,
+            spill_units, spill_util_weighted_units, spill_outside_outage_units
+        from billed
+        where spill_units > 0
+    )
+    group by all
 ),
 
 final as (
@@ -199,17 +220,14 @@ final as (
         k.cluster,
         k.job_id,
         k.gpu_model,
-        ($billing_month::date + b.day_index::int) as day,
-        sum(b.measured_units)::bigint as measured_units,
-        sum(b.util_weighted_units) as util_weighted_units,
-        sum(b.measured_outside_outage_units)::bigint as measured_outside_outage_units,
-        coalesce(sum(b.measured_outside_outage_units) filter (b.is_zombie), 0)::bigint
-            as zombie_units,
-        coalesce(sum(b.measured_outside_outage_units) filter (not b.is_zombie), 0)::bigint
-            as idle_units,
-        coalesce(sum(b.measured_outside_outage_units) filter (b.is_zombie is null), 0)::bigint
-            as productive_units
-    from billed as b
+        ($billing_month::date + d.day_index::int) as day,
+        sum(d.measured_units)::bigint as measured_units,
+        sum(d.util_weighted_units) as util_weighted_units,
+        sum(d.measured_outside_outage_units)::bigint as measured_outside_outage_units,
+        sum(d.zombie_units)::bigint as zombie_units,
+        sum(d.idle_units)::bigint as idle_units,
+        sum(d.productive_units)::bigint as productive_units
+    from job_gpu_days as d
     join job_gpus as k using (job_gpu)
     group by all
 )
