@@ -81,11 +81,13 @@ def _month_params(chargeback) -> dict[str, Any]:
     return month.params(catalog)
 
 
-def _rollup_files(root: Path, chargeback, days: list[str] | None) -> list[str]:
-    """The month's rollup Parquet (what job_time_buckets reads), or only the given days'."""
-    from pipelines.defs.ingest.telemetry import month_sample_files
+def _rollup_files(root: Path, chargeback, days: list[str] | None, hours: bool = False) -> list[str]:
+    """The month's rollup samples Parquet (what job_time_buckets reads), or only the given
+    days'; `hours`: the rollup's sums per series-hour instead."""
+    from pipelines.defs.ingest.telemetry import month_hour_files, month_sample_files
 
-    files = month_sample_files(chargeback.telemetry_dir, _month_params(chargeback))
+    month_files = month_hour_files if hours else month_sample_files
+    files = month_files(chargeback.telemetry_dir, _month_params(chargeback))
     if days:
         files = [f for f in files if any(f"day={d}" in f for d in days)]
     return files
@@ -297,6 +299,7 @@ def measure_attribution(cfg: dict) -> dict:
     chargeback = _resource(root, cfg["memory_limit"])
     params = _month_params(chargeback)
     params["sample_files"] = _rollup_files(root, chargeback, cfg.get("days"))
+    params["hour_files"] = _rollup_files(root, chargeback, cfg.get("days"), hours=True)
     with chargeback.connect() as con:
         runs = []
         for _ in range(REPEATS):
@@ -310,7 +313,7 @@ def measure_attribution(cfg: dict) -> dict:
             # summed rows (clipping, billing days, stitching the runs, the names).
             sql = sql_text("facts/job_sample_time")
             join = sql[: sql.index("clipped as")].rstrip().rstrip(",")
-            join += "\nselect count(*), sum(cover_ms), sum(util_weighted_ms) from part_sums"
+            join += "\nselect count(*), sum(cover_ms), sum(util_weighted_ms) from stretch_sums"
             began = time.perf_counter()
             con.execute(join, bind(join, params)).fetchall()
             out["join_only_s"] = time.perf_counter() - began

@@ -12,7 +12,8 @@
 -- first busy sample, then growing at each busy sample), so runs are summed per piece (job
 -- GPU × day × idle_run) and pieces are stitched across midnight here, with no sample-level
 -- window.
--- Parameters: $billing_month, $month_start, $sample_files, $idle_threshold_pct, $zombie_min_ms.
+-- Parameters: $billing_month, $month_start, $sample_files, $hour_files (the daily rollup's
+-- samples and sums per series-hour), $idle_threshold_pct, $zombie_min_ms.
 with job_gpus as (
     -- one integer per job GPU: the samples (tens of millions of rows) carry integers through
     -- the join and the sums instead of four names, which come back on the summed rows
@@ -71,28 +72,50 @@ stretches as (
 ),
 
 stretch_parts as (
-    select s.stretch, p.series_key, p.hour, p.part_from, p.part_to
+    -- whole: the part holds its GPU for the whole hour, and takes the rollup's sums of the hour
+    select
+        s.stretch, p.series_key, p.hour, p.part_from, p.part_to,
+        p.part_from = p.hour and p.part_to = p.hour + interval 1 hour as whole
     from parts as p
     join stretches as s using (job_gpu, day, day_index, in_outage, cover_until_ms)
 ),
 
 stretch_sums as (
-    -- the only pass over the samples: plain sums per stretch and idle-run piece (run: the
-    -- idle_run of idle samples, NULL for busy ones), and the latest sample of each
+    -- the only pass over the telemetry: plain sums per stretch and idle-run piece (run: the
+    -- idle_run of idle samples, NULL for busy ones), and the latest sample of each; from the
+    -- rollup's sums per series-hour and piece for whole hours, from the samples for the others
     select
-        g.stretch,
-        case when s.util_pct < $idle_threshold_pct then s.idle_run end as run,
-        sum(s.cover_ms) as cover_ms,
-        sum(s.cover_ms * s.util_pct) as util_weighted_ms,
-        max(s.ts) as last_ts,
-        arg_max(s.cover_ms, s.ts) as last_cover_ms,
-        arg_max(s.util_pct, s.ts) as last_util_pct
-    from read_parquet($sample_files) as s
-    join stretch_parts as g
-        on g.series_key = s.series_key
-        and g.hour = s.hour
-        and s.ts >= g.part_from
-        and s.ts < g.part_to
+        stretch,
+        run,
+        sum(cover_ms) as cover_ms,
+        sum(util_weighted_ms) as util_weighted_ms,
+        max(last_ts) as last_ts,
+        arg_max(last_cover_ms, last_ts) as last_cover_ms,
+        arg_max(last_util_pct, last_ts) as last_util_pct
+    from (
+        select
+            g.stretch, h.run, h.cover_ms, h.util_weighted_ms, h.last_ts, h.last_cover_ms,
+            h.last_util_pct
+        from read_parquet($hour_files) as h
+        join stretch_parts as g
+            on g.whole and g.series_key = h.series_key and g.hour = h.hour
+        union all
+        select
+            g.stretch,
+            case when s.util_pct < $idle_threshold_pct then s.idle_run end,
+            s.cover_ms,
+            s.cover_ms * s.util_pct,
+            s.ts,
+            s.cover_ms,
+            s.util_pct
+        from read_parquet($sample_files) as s
+        join stretch_parts as g
+            on not g.whole
+            and g.series_key = s.series_key
+            and g.hour = s.hour
+            and s.ts >= g.part_from
+            and s.ts < g.part_to
+    )
     group by all
 ),
 

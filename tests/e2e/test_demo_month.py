@@ -176,7 +176,7 @@ def test_a_mig_gpu_is_one_sample_of_its_seven_instances(demo):
         if metric == "util"
     }
     con = duckdb.connect()
-    samples = str(root / "warehouse_telemetry" / "cluster=kube" / "day=*" / "*.parquet")
+    samples = str(root / "warehouse_telemetry" / "cluster=kube" / "day=*" / "samples_*.parquet")
     measured = {
         (gpu, ts): (util, mem)
         for gpu, ts, util, mem in con.execute(
@@ -194,7 +194,7 @@ def _held_vs_memory(root: Path) -> dict[tuple, int]:
     """(cluster, on the MIG node, held by a job, memory used) -> samples."""
     con = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
     try:
-        samples = str(root / "warehouse_telemetry" / "cluster=*" / "day=*" / "*.parquet")
+        samples = str(root / "warehouse_telemetry" / "cluster=*" / "day=*" / "samples_*.parquet")
         return {
             tuple(key): n
             for *key, n in con.execute(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -16,7 +17,7 @@ import pytest
 
 from pipelines.defs.ingest.telemetry import readable_sample_files
 from pipelines.defs.resources import prepare_connection
-from pipelines.sql import create_table, run
+from pipelines.sql import bind, create_table, run, sql_text
 
 NOV = {
     "billing_month": dt.date(2026, 11, 1),
@@ -333,14 +334,22 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
     ]
 
 
-def write_rollup(con, select: str, path, params: list | None = None) -> None:
-    """A daily rollup file of cluster `c` at `path` from `select` (node, gpu_index, ts, util_pct,
-    cover_ms, idle_run), with the join keys the rollup stores."""
+def write_rollup(con, select: str, path, params: list | None = None) -> str:
+    """A daily rollup of cluster `c`: its samples at `path` from `select` (node, gpu_index, ts,
+    util_pct, cover_ms, idle_run) with the join keys the rollup stores, and their sums per
+    series-hour (the rollup's own SQL) beside it, whose path it returns."""
     con.execute(
         "copy (select *, series_key('c', node, gpu_index) as series_key, "
         f"date_trunc('hour', ts) as hour from ({select})) to '{path}'",
         params,
     )
+    hours = Path(path).with_name("hours.parquet")
+    sql = sql_text("staging/gpu_sample_hours")
+    con.execute(
+        f"copy ({sql}) to '{hours}'",
+        bind(sql, {"samples_file": str(path), "idle_threshold_pct": 5.0}),
+    )
+    return str(hours)
 
 
 def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
@@ -353,7 +362,7 @@ def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
         from unnest(range(timestamp '2026-11-02 00:00', timestamp '2026-11-02 04:00',
                           interval 1 hour)) as t(h)""")
     (tmp_path / "cluster=c/day=2026-11-02").mkdir(parents=True)
-    write_rollup(
+    hours = write_rollup(
         con,
         "select 'n1' as node, 0 as gpu_index, "
         "timestamp '2026-11-02 00:00' + to_minutes(10 * i) as ts, "
@@ -366,6 +375,7 @@ def test_zombie_needs_an_unbroken_idle_run_of_the_minimum_length(con, tmp_path):
     params = {
         **NOV,
         "sample_files": [str(tmp_path / "cluster=c/day=2026-11-02/s.parquet")],
+        "hour_files": [hours],
         "idle_threshold_pct": 5.0,
         "zombie_min_ms": 2 * 3_600_000,
     }
@@ -410,13 +420,13 @@ def test_a_zombie_run_spans_midnight_and_a_busy_sample_before_it_breaks_it(con, 
         h + interval 1 hour as seg_to, timestamp '2026-11-03 04:00' as cover_until
         from unnest(range(timestamp '2026-11-02 20:00', timestamp '2026-11-03 04:00',
                           interval 1 hour)) as t(h), unnest([0, 1]) as u(g)""")
-    files = []
+    files, hour_files = [], []
     for day in ("2026-11-02", "2026-11-03"):
         folder = tmp_path / f"cluster=c/day={day}"
         folder.mkdir(parents=True)
         files.append(str(folder / "s.parquet"))
         # the rollup's idle-run number: busy samples of the GPU so far that day
-        write_rollup(
+        hours = write_rollup(
             con,
             "select 'n1' as node, gpu_index, ts, util_pct, 600000::bigint as cover_ms, "
             "count(*) filter (util_pct >= 5) over (partition by gpu_index order by ts) "
@@ -424,8 +434,9 @@ def test_a_zombie_run_spans_midnight_and_a_busy_sample_before_it_breaks_it(con, 
             files[-1],
             [day],
         )
-    params = {**NOV, "sample_files": files, "idle_threshold_pct": 5.0,
-              "zombie_min_ms": 2 * 3_600_000}  # fmt: skip
+        hour_files.append(hours)
+    params = {**NOV, "sample_files": files, "hour_files": hour_files,
+              "idle_threshold_pct": 5.0, "zombie_min_ms": 2 * 3_600_000}  # fmt: skip
     cursor = run(con, "facts/job_sample_time", params)
     columns = [c[0] for c in cursor.description]
     days = {
@@ -460,7 +471,7 @@ def test_a_samples_time_past_midnight_counts_in_the_next_billing_day(con, tmp_pa
                      (timestamp '2026-11-03 00:00', timestamp '2026-11-03 00:02')) as v(f, t)""")
     folder = tmp_path / "cluster=c/day=2026-11-02"
     folder.mkdir(parents=True)
-    write_rollup(
+    hours = write_rollup(
         con,
         "select 'n1' as node, 0 as gpu_index, ts, "
         "case when ts < timestamp '2026-11-02 23:50' then 20.0 else 60.0 end as util_pct, "
@@ -469,8 +480,8 @@ def test_a_samples_time_past_midnight_counts_in_the_next_billing_day(con, tmp_pa
         "interval 10 minute)) as t(ts)",
         folder / "s.parquet",
     )
-    params = {**NOV, "sample_files": [str(folder / "s.parquet")], "idle_threshold_pct": 5.0,
-              "zombie_min_ms": 3_600_000}  # fmt: skip
+    params = {**NOV, "sample_files": [str(folder / "s.parquet")], "hour_files": [hours],
+              "idle_threshold_pct": 5.0, "zombie_min_ms": 3_600_000}  # fmt: skip
     cursor = run(con, "facts/job_sample_time", params)
     columns = [c[0] for c in cursor.description]
     rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
@@ -636,14 +647,14 @@ def test_a_sample_before_the_hour_covers_into_the_next_hour(con, tmp_path):
         from unnest([timestamp '2026-11-02 00:00', timestamp '2026-11-02 01:00']) as t(h)""")
     folder = tmp_path / "cluster=c/day=2026-11-02"
     folder.mkdir(parents=True)
-    write_rollup(
+    hours = write_rollup(
         con,
         "select 'n1' as node, 0 as gpu_index, "
         "timestamp '2026-11-02 00:00:30' + to_seconds(60 * i) as ts, 50.0 as util_pct, "
         "60000::bigint as cover_ms, i + 1 as idle_run from range(120) as r(i)",
         folder / "s.parquet",
     )
-    params = {**NOV, "sample_files": [str(folder / "s.parquet")],
+    params = {**NOV, "sample_files": [str(folder / "s.parquet")], "hour_files": [hours],
               "idle_threshold_pct": 5.0, "zombie_min_ms": 7_200_000}  # fmt: skip
     cursor = run(con, "facts/job_sample_time", params)
     row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
@@ -659,21 +670,21 @@ def test_a_sample_across_midnight_counts_its_time_in_each_day(con, tmp_path):
         420 as gpu_share, false as in_outage, h as hour, h as seg_from,
         h + interval 1 hour as seg_to, timestamp '2026-11-03 01:00' as cover_until
         from unnest([timestamp '2026-11-02 23:00', timestamp '2026-11-03 00:00']) as t(h)""")
-    files = []
+    files, hour_files = [], []
     for day, util in (("2026-11-02", 20.0), ("2026-11-03", 80.0)):
         folder = tmp_path / f"cluster=c/day={day}"
         folder.mkdir(parents=True)
         files.append(str(folder / "s.parquet"))
         first = "2026-11-02 23:00:30" if day == "2026-11-02" else "2026-11-03 00:00:30"
-        write_rollup(
+        hour_files.append(write_rollup(
             con,
             f"select 'n1' as node, 0 as gpu_index, timestamp '{first}' "
             f"+ to_seconds(60 * i) as ts, {util} as util_pct, 60000::bigint as cover_ms, "
             "i + 1 as idle_run from range(60) as r(i)",
             files[-1],
-        )
-    params = {**NOV, "sample_files": files, "idle_threshold_pct": 5.0,
-              "zombie_min_ms": 7_200_000}  # fmt: skip
+        ))  # fmt: skip
+    params = {**NOV, "sample_files": files, "hour_files": hour_files,
+              "idle_threshold_pct": 5.0, "zombie_min_ms": 7_200_000}  # fmt: skip
     cursor = run(con, "facts/job_sample_time", params)
     columns = [c[0] for c in cursor.description]
     rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from pipelines.defs.ingest.assets import gpu_samples, stg_jobs
-from pipelines.defs.ingest.telemetry import month_sample_files
+from pipelines.defs.ingest.telemetry import month_hour_files, month_sample_files
 from pipelines.defs.monthly import monthly_sql_asset, run_months, sql_description
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.resources import ChargebackResource
@@ -25,8 +25,13 @@ job_gpu_hours = monthly_sql_asset("job_gpu_hours", "facts/job_gpu_hours", [stg_j
 def job_time_buckets(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     def step(con, month, params, chargeback, catalog):
         files = month_sample_files(chargeback.telemetry_dir, params)
+        _check_rollup_format(con, files, month.label)
         _check_idle_threshold(con, files, params["idle_threshold_pct"], month.label)
-        sample_params = {**params, "sample_files": files}
+        sample_params = {
+            **params,
+            "sample_files": files,
+            "hour_files": month_hour_files(chargeback.telemetry_dir, params),
+        }
         return {
             "job_sample_time": replace_month(
                 con, "job_sample_time", "facts/job_sample_time", sample_params
@@ -37,6 +42,24 @@ def job_time_buckets(context: dg.AssetExecutionContext, chargeback: ChargebackRe
         }
 
     return run_months(context, chargeback, step)
+
+
+def _check_rollup_format(con, files: list[str], label: str) -> None:
+    """Days rolled up by an earlier release lack the join keys (series_key, hour) and the sums
+    per series-hour: name them, instead of a DuckDB binder error."""
+    old = [path for (path,) in con.execute(
+        "select file_name from parquet_schema($files) group by file_name "
+        "having count(*) filter (name in ('series_key', 'hour')) < 2 order by 1",
+        {"files": files},
+    ).fetchall()]  # fmt: skip
+    if old:
+        days = ", ".join(
+            sorted({part for path in old for part in path.split("/") if part.startswith("day=")})
+        )
+        raise ValueError(
+            f"telemetry of {label}: {days} rolled up by an earlier release (no series_key and "
+            "hour columns): materialise gpu_sample_rollup for these days again"
+        )
 
 
 def _check_idle_threshold(con, files: list[str], threshold: float, label: str) -> None:

@@ -4,6 +4,7 @@ Each UTC day is rolled up on its own (`roll_up_days`, the daily `gpu_sample_roll
 an in-memory DuckDB, never the warehouse, so days can run in parallel processes:
 
     <telemetry_dir>/cluster=<c>/day=<YYYY-MM-DD>/samples_0.parquet   the day's samples
+    <telemetry_dir>/cluster=<c>/day=<YYYY-MM-DD>/hours_0.parquet     their sums per series-hour
     <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_rejects.parquet       its rejected rows
     <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_file_counts.parquet   its counts per file
 
@@ -58,6 +59,14 @@ ROLLUP_SCHEMA = pa.schema([
     ("cover_ms", pa.int64()), ("step_ms", pa.int64()), ("idle_run", pa.int64()),
     ("idle_threshold_pct", pa.float64()), ("series_key", pa.uint64()), ("hour", pa.timestamp("us")),
     ("cluster", pa.string()), ("day", pa.date32()),
+])  # fmt: skip
+
+# The columns of the rollup's sums per series-hour (gpu_sample_hours.sql), for a month without.
+HOURS_SCHEMA = pa.schema([
+    ("series_key", pa.uint64()), ("hour", pa.timestamp("us")), ("run", pa.int64()),
+    ("samples", pa.int64()), ("cover_ms", pa.int64()), ("util_weighted_ms", pa.float64()),
+    ("last_ts", pa.timestamp("us")), ("last_cover_ms", pa.int64()),
+    ("last_util_pct", pa.float64()),
 ])  # fmt: skip
 
 SOURCES_SCHEMA = pa.schema([("path", pa.string()), ("file", pa.string()), ("cluster", pa.string())])
@@ -158,6 +167,9 @@ def _roll_up_day(
     staging.parent.mkdir(parents=True, exist_ok=True)
     try:
         counts = {"samples": _copy(con, "staging/gpu_sample_rollup", params, staging, True)}
+        for samples in sorted(staging.glob("cluster=*/day=*/samples_*.parquet")):
+            hours = samples.with_name(samples.name.replace("samples_", "hours_"))
+            _copy(con, "staging/gpu_sample_hours", {**params, "samples_file": str(samples)}, hours)
         quality = staging / "quality" / f"day={day.isoformat()}"
         quality.mkdir(parents=True, exist_ok=True)
         counts["rejected"] = _copy(
@@ -340,10 +352,20 @@ def month_day_dirs(telemetry_dir: Path, params: dict[str, Any]) -> list[Path]:
 
 
 def month_sample_files(telemetry_dir: Path, params: dict[str, Any]) -> list[str]:
-    """The rollup Parquet files of the month, or one empty file when it has no samples."""
+    """The rollup's samples files of the month, or one empty file when it has no samples."""
     files = [
         str(path)
         for day_dir in month_day_dirs(telemetry_dir, params)
-        for path in sorted(day_dir.glob("*.parquet"))
+        for path in sorted(day_dir.glob("samples_*.parquet"))
     ]
     return files or [str(_empty_parquet(telemetry_dir / "empty", ROLLUP_SCHEMA))]
+
+
+def month_hour_files(telemetry_dir: Path, params: dict[str, Any]) -> list[str]:
+    """The rollup's sums per series-hour of the month, or one empty file when it has none."""
+    files = [
+        str(path)
+        for day_dir in month_day_dirs(telemetry_dir, params)
+        for path in sorted(day_dir.glob("hours_*.parquet"))
+    ]
+    return files or [str(_empty_parquet(telemetry_dir / "empty", HOURS_SCHEMA))]

@@ -1,0 +1,19 @@
+-- One row per GPU series × hour × idle-run piece of a day's rollup samples file (just
+-- written; the hours file goes beside it): the sums attribution needs for a job that holds
+-- the GPU for the whole hour, which it reads instead of the hour's samples (a sixtieth of the
+-- rows at one sample a minute).
+-- run: the idle_run of the idle samples (util_pct < $idle_threshold_pct), NULL for the busy
+-- ones; last_*: the hour's latest sample in the piece. Parameters: $samples_file,
+-- $idle_threshold_pct.
+select
+    series_key,
+    hour,
+    case when util_pct < $idle_threshold_pct then idle_run end as run,
+    count(*) as samples,
+    sum(cover_ms)::bigint as cover_ms,
+    sum(cover_ms * util_pct) as util_weighted_ms,
+    max(ts) as last_ts,
+    arg_max(cover_ms, ts) as last_cover_ms,
+    arg_max(util_pct, ts) as last_util_pct
+from read_parquet($samples_file)
+group by all
