@@ -7,6 +7,7 @@ import datetime as dt
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from pipelines.defs.ingest.telemetry import files_of_day, sample_file_spans
 
@@ -43,3 +44,24 @@ def test_a_day_reads_its_files_the_next_days_files_and_the_files_it_owns(tmp_pat
     assert files_of_day(files, spans, day, []) == [nov1, nov2, week, schema]
     assert files_of_day(files, spans, day, [unreadable]) == [nov1, nov2, week, unreadable, schema]
     assert files_of_day(files, spans, dt.date(2026, 10, 30), []) == [oct31, week, schema]
+
+
+def test_a_month_with_days_rolled_up_by_an_earlier_release_names_them(tmp_path):
+    from pipelines.defs.attribution.assets import _check_rollup_format
+
+    con = duckdb.connect()
+    files = []
+    for day, keys in (("2026-11-01", ", 1::ubigint as series_key, ts as hour"), ("2026-11-02", "")):
+        folder = tmp_path / "cluster=c" / f"day={day}"
+        folder.mkdir(parents=True)
+        files.append(str(folder / "samples_0.parquet"))
+        con.execute(
+            f"copy (select timestamp '{day} 10:00' as ts, 'n1' as node{keys}) to '{files[-1]}'"
+        )
+    _check_rollup_format(con, files[:1], "November 2026")  # the current format passes
+    with pytest.raises(ValueError) as error:
+        _check_rollup_format(con, files, "November 2026")
+    assert str(error.value) == (
+        "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (no "
+        "series_key and hour columns): materialise gpu_sample_rollup for these days again"
+    )
