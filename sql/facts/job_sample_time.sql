@@ -4,8 +4,10 @@
 -- (`day` is their first date); a sample's covered time that runs past the end of its day counts
 -- in the next day, so each day holds exactly the time inside it.
 -- Each sample is attributed to the job segment holding its GPU at its timestamp (equi-join on
--- the series key and hour, then the exact range check); its covered time is clipped at the
--- job's end in the month (or the node's next outage edge), never at the hour boundary.
+-- the series key and hour, then the exact range check); a segment holding its GPU for a whole
+-- hour takes the rollup's sums of that hour instead of its samples. A sample's covered time is
+-- clipped at the job's end in the month (or the node's next outage edge), never at the hour
+-- boundary.
 -- Idle samples (util < $idle_threshold_pct) in an unbroken run lasting >= $zombie_min_ms are
 -- zombie time: a run is broken by any busy sample of the job's GPU, not by a gap without
 -- samples. The daily rollup labels the runs of each series-day (idle_run: 0 before the day's
