@@ -14,10 +14,17 @@ import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelines.catalog import ClusterSettings
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 RowReader = Callable[[Path, ClusterSettings], Iterator[dict]]
+# the rows of `read_rows` as one Arrow table of text columns, or None when the file needs the
+# row reader (a fast path: building a dict per row is most of a large export's load time)
+TableReader = Callable[[Path, ClusterSettings], "pa.Table | None"]
 SampleConverter = Callable[[Path, Path, ClusterSettings], int]
 
 
@@ -29,6 +36,7 @@ class ExportFormat:
     expected: str  # what a file of this format looks like, for the error message
     sniff: Callable[[Path, str], bool]  # (path, first 64 KiB as text, '' if binary) -> is it?
     read_rows: RowReader | None = None
+    read_table: TableReader | None = None
     to_parquet: SampleConverter | None = None  # None: DuckDB reads the file in place
 
 

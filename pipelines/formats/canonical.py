@@ -9,9 +9,13 @@ job's name (a Kubernetes pod's name, Slurm's JobName), NULL when absent.
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from pipelines.catalog import ClusterSettings
@@ -83,6 +87,53 @@ def read_rows(path: Path, columns: tuple[str, ...]) -> Iterator[dict[str, str | 
             yield row
 
 
+def read_table(path: Path, columns: tuple[str, ...]) -> pa.Table | None:
+    """The rows `read_rows` yields, as one table of text columns (`line` int64), parsed by
+    Arrow's CSV reader; None, for the row reader to read it, unless every line after the header
+    is blank or one well-formed row (no field count errors, no line breaks inside quotes, no
+    lone carriage returns), so that rows and lines pair up exactly."""
+    if path.suffix != ".csv":
+        return None
+    data = path.read_bytes()
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    if "\r" in text or "\ufffd" in text or "\0" in text:
+        return None
+    lines = text.split("\n")
+    numbers = [n for n in range(2, len(lines) + 1) if lines[n - 1]]
+    names = next(csv.reader([lines[0]]), [])
+    header = [name.strip().lower() for name in names]
+    if not header or len(set(names)) < len(names):
+        return None
+    malformed: list[int] = []
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(data),
+            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
+            parse_options=pacsv.ParseOptions(
+                invalid_row_handler=lambda row: malformed.append(1) or "skip"
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types={name: pa.string() for name in names},
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except pa.ArrowInvalid:
+        return None
+    if malformed or table.num_rows != len(numbers):
+        return None
+    out: dict[str, pa.Array] = {}
+    for name in columns:
+        if name in header:
+            trimmed = pc.utf8_trim_whitespace(table.column(header.index(name)))
+            # a blank field is NULL
+            out[name] = pc.if_else(pc.equal(trimmed, ""), pa.scalar(None, pa.string()), trimmed)
+    out["line"] = pa.array(numbers, pa.int64())
+    out["raw"] = pc.binary_join_element_wise(*table.columns, ",")
+    out["parse_error"] = pa.nulls(table.num_rows, pa.string())
+    return pa.table(out)
+
+
 def _read_jobs(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str | None]]:
     for row in read_rows(path, JOB_COLUMNS):
         row["record_type"] = "job"
@@ -91,6 +142,17 @@ def _read_jobs(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str 
 
 def _read_allocations(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str | None]]:
     return read_rows(path, ALLOCATION_COLUMNS)
+
+
+def _read_jobs_table(path: Path, settings: ClusterSettings) -> pa.Table | None:
+    table = read_table(path, JOB_COLUMNS)
+    if table is None:
+        return None
+    return table.append_column("record_type", pa.array(["job"] * table.num_rows, pa.string()))
+
+
+def _read_allocations_table(path: Path, settings: ClusterSettings) -> pa.Table | None:
+    return read_table(path, ALLOCATION_COLUMNS)
 
 
 def _read_parquet_rows(path: Path, columns: tuple[str, ...]) -> Iterator[dict[str, str | None]]:
@@ -121,6 +183,7 @@ FORMATS = [
         expected="canonical jobs CSV/Parquet (job_id, account, gpus, start_time, end_time, state)",
         sniff=_has_columns(_REQUIRED_JOB_COLUMNS),
         read_rows=_read_jobs,
+        read_table=_read_jobs_table,
     ),
     ExportFormat(
         name="canonical_allocations",
@@ -129,6 +192,7 @@ FORMATS = [
         expected="canonical allocations CSV/Parquet (job_id, node, gpu_index)",
         sniff=_has_columns(set(ALLOCATION_COLUMNS), frozenset({"state"})),
         read_rows=_read_allocations,
+        read_table=_read_allocations_table,
     ),
     ExportFormat(
         name="canonical_samples",

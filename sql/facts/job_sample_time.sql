@@ -193,10 +193,11 @@ runs as (
 ),
 
 classified as (
-    select
-        job_gpu, day, run,
-        sum(cover_ms) over (partition by job_gpu, run_no) >= $zombie_min_ms as is_zombie
-    from runs
+    select r.job_gpu, r.day, r.run, t.cover_ms >= $zombie_min_ms as is_zombie
+    from runs as r
+    join (
+        select job_gpu, run_no, sum(cover_ms) as cover_ms from runs group by all
+    ) as t using (job_gpu, run_no)
 ),
 
 billed as (

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from pipelines.catalog import Catalog, ClusterSettings
 from pipelines.defs.ingest.catalog_tables import ACCOUNT_TENANTS_SCHEMA, account_tenants
-from pipelines.defs.ingest.tables import write_table
+from pipelines.defs.ingest.tables import write_arrow, write_table
 from pipelines.formats import canonical
 from pipelines.landing import discover
 from pipelines.sql import create_table, replace_month, run
@@ -30,28 +30,43 @@ def load_scheduler_exports(
     Builds stg_job_records, stg_allocation_records (all months, rejects marked) and
     catalog_account_tenants (the tenant mappings of every account seen).
     """
-    rows: dict[str, list[dict]] = {"jobs": [], "allocations": []}
     columns = {
         "jobs": (*canonical.JOB_COLUMNS, "record_type"),
         "allocations": canonical.ALLOCATION_COLUMNS,
     }
-    for export in discover(landing_dir, "scheduler"):
-        settings = catalog.settings.clusters.get(export.cluster, ClusterSettings())
-        aliases = {name.lower(): model for name, model in settings.gpu_models.items()}
-        for row in export.format.read_rows(export.path, settings):
-            row["cluster"] = export.cluster
-            row["file"] = export.name
-            if row.get("gpu_model"):
-                row["gpu_model"] = aliases.get(row["gpu_model"].lower(), row["gpu_model"])
-            rows[export.kind].append(row)
-    for kind, names in columns.items():
-        schema = pa.schema(
-            [("cluster", pa.string()), ("file", pa.string()), ("line", pa.int64()),
-             ("raw", pa.string()), ("parse_error", pa.string())]
+    schemas = {
+        kind: pa.schema(
+            [
+                ("cluster", pa.string()),
+                ("file", pa.string()),
+                ("line", pa.int64()),
+                ("raw", pa.string()),
+                ("parse_error", pa.string()),
+            ]
             + [(name, pa.string()) for name in names]
         )  # fmt: skip
+        for kind, names in columns.items()
+    }
+    tables: dict[str, list[pa.Table]] = {"jobs": [], "allocations": []}
+    for export in discover(landing_dir, "scheduler"):
+        settings = catalog.settings.clusters.get(export.cluster, ClusterSettings())
+        schema = schemas[export.kind]
+        read_table = export.format.read_table
+        table = read_table(export.path, settings) if read_table else None
+        if table is None:
+            rows = list(export.format.read_rows(export.path, settings))
+            table = pa.Table.from_pylist(rows, schema=pa.schema(list(schema)[2:]))
+        tables[export.kind].append(
+            _conform(table, schema, export.cluster, export.name, settings.gpu_models)
+        )
+    for kind, schema in schemas.items():
         # temporary: stg_*_records keep every row (its raw text too), rejected or not
-        write_table(con, f"raw_{kind}", rows[kind], schema, temporary=True)
+        write_arrow(
+            con,
+            f"raw_{kind}",
+            pa.concat_tables([schema.empty_table(), *tables[kind]]),
+            temporary=True,
+        )
     counts = {
         "job_records": create_table(con, "stg_job_records", "staging/stg_job_records"),
         "allocation_records": create_table(
@@ -65,6 +80,33 @@ def load_scheduler_exports(
         con, "catalog_account_tenants", account_tenants(catalog, accounts), ACCOUNT_TENANTS_SCHEMA
     )
     return counts
+
+
+def _conform(
+    table: pa.Table, schema: pa.Schema, cluster: str, file: str, gpu_models: dict[str, str]
+) -> pa.Table:
+    """An export's rows with `schema`'s columns (absent ones NULL), its cluster and file name,
+    and the cluster's own GPU model names (settings `gpu_models`, case-insensitive) mapped."""
+    rows = table.num_rows
+    given = {"cluster": pa.array([cluster] * rows, pa.string()),
+             "file": pa.array([file] * rows, pa.string())}  # fmt: skip
+    aliases = {name.lower(): model for name, model in gpu_models.items()}
+    if aliases and "gpu_model" in table.column_names:
+        given["gpu_model"] = pa.array(
+            [aliases.get(m.lower(), m) if m else m for m in table["gpu_model"].to_pylist()],
+            pa.string(),
+        )
+    return pa.table(
+        [
+            given[f.name]
+            if f.name in given
+            else table[f.name].cast(f.type)
+            if f.name in table.column_names
+            else pa.nulls(rows, f.type)
+            for f in schema
+        ],
+        schema=schema,
+    )
 
 
 # A GPU's time is counted in 1/420ths: 420 = lcm(1..7), so MIG slices (1/7), halves, thirds,

@@ -19,7 +19,13 @@ def write_table(
 ) -> int:
     """Replace `table` with `rows` (dicts keyed by the schema's column names); `temporary`:
     a table of this connection only, never written to the database file."""
-    data = pa.Table.from_pylist(rows, schema=schema)
+    return write_arrow(con, table, pa.Table.from_pylist(rows, schema=schema), temporary=temporary)
+
+
+def write_arrow(
+    con: duckdb.DuckDBPyConnection, table: str, data: pa.Table, *, temporary: bool = False
+) -> int:
+    """Replace `table` with the Arrow table `data` (its schema gives the column types)."""
     kind = "temp table" if temporary else "table"
     con.register("incoming_rows", data)
     try:
