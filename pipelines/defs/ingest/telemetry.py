@@ -353,19 +353,20 @@ def month_day_dirs(telemetry_dir: Path, params: dict[str, Any]) -> list[Path]:
 
 def month_sample_files(telemetry_dir: Path, params: dict[str, Any]) -> list[str]:
     """The rollup's samples files of the month, or one empty file when it has no samples."""
-    files = [
-        str(path)
-        for day_dir in month_day_dirs(telemetry_dir, params)
-        for path in sorted(day_dir.glob("samples_*.parquet"))
-    ]
-    return files or [str(_empty_parquet(telemetry_dir / "empty", ROLLUP_SCHEMA))]
+    return _month_files(telemetry_dir, params, "samples_*.parquet", ROLLUP_SCHEMA)
 
 
 def month_hour_files(telemetry_dir: Path, params: dict[str, Any]) -> list[str]:
     """The rollup's sums per series-hour of the month, or one empty file when it has none."""
+    return _month_files(telemetry_dir, params, "hours_*.parquet", HOURS_SCHEMA)
+
+
+def _month_files(
+    telemetry_dir: Path, params: dict[str, Any], pattern: str, schema: pa.Schema
+) -> list[str]:
     files = [
         str(path)
         for day_dir in month_day_dirs(telemetry_dir, params)
-        for path in sorted(day_dir.glob("hours_*.parquet"))
+        for path in sorted(day_dir.glob(pattern))
     ]
-    return files or [str(_empty_parquet(telemetry_dir / "empty", HOURS_SCHEMA))]
+    return files or [str(_empty_parquet(telemetry_dir / "empty", schema))]
