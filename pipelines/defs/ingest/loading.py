@@ -34,17 +34,10 @@ def load_scheduler_exports(
         "jobs": (*canonical.JOB_COLUMNS, "record_type"),
         "allocations": canonical.ALLOCATION_COLUMNS,
     }
+    origin = [(name, pa.string()) for name in ("cluster", "file")]
+    row_columns = [("line", pa.int64()), ("raw", pa.string()), ("parse_error", pa.string())]
     schemas = {
-        kind: pa.schema(
-            [
-                ("cluster", pa.string()),
-                ("file", pa.string()),
-                ("line", pa.int64()),
-                ("raw", pa.string()),
-                ("parse_error", pa.string()),
-            ]
-            + [(name, pa.string()) for name in names]
-        )  # fmt: skip
+        kind: pa.schema(origin + row_columns + [(name, pa.string()) for name in names])
         for kind, names in columns.items()
     }
     tables: dict[str, list[pa.Table]] = {"jobs": [], "allocations": []}
@@ -55,7 +48,8 @@ def load_scheduler_exports(
         table = read_table(export.path, settings) if read_table else None
         if table is None:
             rows = list(export.format.read_rows(export.path, settings))
-            table = pa.Table.from_pylist(rows, schema=pa.schema(list(schema)[2:]))
+            # every column of the schema but cluster and file, which _conform adds
+            table = pa.Table.from_pylist(rows, schema=pa.schema(list(schema)[len(origin) :]))
         tables[export.kind].append(
             _conform(table, schema, export.cluster, export.name, settings.gpu_models)
         )
@@ -96,17 +90,15 @@ def _conform(
             [aliases.get(m.lower(), m) if m else m for m in table["gpu_model"].to_pylist()],
             pa.string(),
         )
-    return pa.table(
-        [
-            given[f.name]
-            if f.name in given
-            else table[f.name].cast(f.type)
-            if f.name in table.column_names
-            else pa.nulls(rows, f.type)
-            for f in schema
-        ],
-        schema=schema,
-    )
+    columns = []
+    for field in schema:
+        if field.name in given:
+            columns.append(given[field.name])
+        elif field.name in table.column_names:
+            columns.append(table[field.name].cast(field.type))
+        else:
+            columns.append(pa.nulls(rows, field.type))
+    return pa.table(columns, schema=schema)
 
 
 # A GPU's time is counted in 1/420ths: 420 = lcm(1..7), so MIG slices (1/7), halves, thirds,
