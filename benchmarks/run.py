@@ -2,8 +2,9 @@
 
 Every measurement runs in its own subprocess, so its peak RSS is its own, on the same data:
 
-    lower_bound   DuckDB summing the four columns attribution reads (node, gpu_index, ts,
-                  util_pct) over the month's rollup Parquet: the floor for any attribution
+    lower_bound   DuckDB summing the four telemetry columns the pipeline uses (node,
+                  gpu_index, ts, util_pct) over the month's rollup samples Parquet: the
+                  floor for any attribution
                   (fastest of REPEATS runs in the process, as the attribution)
     attribution   the `job_time_buckets` asset's attribution statement alone:
                   replace_month(con, "job_sample_time", "facts/job_sample_time", ...) on the
@@ -308,9 +309,9 @@ def measure_attribution(cfg: dict) -> dict:
             runs.append(round(time.perf_counter() - began, 3))
         out: dict[str, Any] = {"seconds": min(runs), "runs_s": runs, "rows": rows}
         if cfg.get("join_only"):
-            # The statement's only pass over the samples (its `part_sums` CTE: the join and
-            # the sums per part of a job GPU and idle-run piece), without what follows on the
-            # summed rows (clipping, billing days, stitching the runs, the names).
+            # The statement's only pass over the telemetry (its `stretch_sums` CTE: the join
+            # and the sums per stretch of a job GPU and idle-run piece), without what follows
+            # on the summed rows (clipping, billing days, stitching the runs, the names).
             sql = sql_text("facts/job_sample_time")
             join = sql[: sql.index("clipped as")].rstrip().rstrip(",")
             join += "\nselect count(*), sum(cover_ms), sum(util_weighted_ms) from stretch_sums"

@@ -104,14 +104,11 @@ def read_table(path: Path, columns: tuple[str, ...]) -> pa.Table | None:
     header = [name.strip().lower() for name in names]
     if not header or len(set(names)) < len(names):
         return None
-    malformed: list[int] = []
     try:
+        # a row with another field count than the header raises ArrowInvalid
         table = pacsv.read_csv(
             io.BytesIO(data),
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
-            parse_options=pacsv.ParseOptions(
-                invalid_row_handler=lambda row: malformed.append(1) or "skip"
-            ),
             convert_options=pacsv.ConvertOptions(
                 column_types={name: pa.string() for name in names},
                 strings_can_be_null=False,
@@ -120,7 +117,7 @@ def read_table(path: Path, columns: tuple[str, ...]) -> pa.Table | None:
         )
     except pa.ArrowInvalid:
         return None
-    if malformed or table.num_rows != len(numbers):
+    if table.num_rows != len(numbers):
         return None
     out: dict[str, pa.Array] = {}
     for name in columns:
