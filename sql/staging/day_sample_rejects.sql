@@ -1,12 +1,13 @@
 -- One row per telemetry row of the UTC day set aside, with the billing month it counts in, its
--- file, line and reason. Reads the temporary table day_samples.
+-- file, line and reason. Reads the temporary table day_samples and sample_sources.
 select
-    billing_month,
-    cluster,
-    file,
-    line,
-    reject_reason as reason,
-    format('ts={} node={} gpu_index={} util_pct={}', ts, node, gpu_index, util_pct) as raw
-from day_samples
-where reject_reason is not null
+    d.billing_month,
+    src.cluster,
+    src.file,
+    d.line,
+    d.reject_reason as reason,
+    format('ts={} node={} gpu_index={} util_pct={}', d.ts, d.node, d.gpu_index, d.util_pct) as raw
+from day_samples as d
+join sample_sources as src using (file_id)
+where d.reject_reason is not null
 order by billing_month, file, line

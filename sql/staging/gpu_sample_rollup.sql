@@ -12,7 +12,8 @@
 -- again over the distinct samples. series_key (macro series_key) and hour are attribution's
 -- join keys, stored so that it does not compute them for every sample (date_trunc alone is a
 -- quarter of that join's time).
--- Reads the temporary table ordered_samples. Parameters: $idle_threshold_pct.
+-- Reads the temporary tables ordered_samples and day_samples (the series' names) and
+-- sample_sources. Parameters: $idle_threshold_pct.
 with distinct_samples as (
     -- of equal timestamps the last read wins; the others are folded duplicates
     select * from ordered_samples
@@ -21,24 +22,24 @@ with distinct_samples as (
 
 relabelled_series as (
     -- series with a busy folded duplicate
-    select distinct cluster, node, gpu_index
+    select distinct series_id
     from ordered_samples
     where not look_ahead and next_ts = ts and util_pct >= $idle_threshold_pct
 ),
 
 latest_busy as (
     select * from distinct_samples
-    anti join relabelled_series using (cluster, node, gpu_index)
+    anti join relabelled_series using (series_id)
     union all by name
     select
         * replace (
             last_value(case when util_pct >= $idle_threshold_pct then ts end ignore nulls)
                 over (
-                    partition by cluster, node, gpu_index order by ts rows unbounded preceding
+                    partition by series_id order by ts rows unbounded preceding
                 ) as last_busy_ts
         )
     from distinct_samples
-    semi join relabelled_series using (cluster, node, gpu_index)
+    semi join relabelled_series using (series_id)
 ),
 
 idle_runs as (
@@ -49,23 +50,29 @@ idle_runs as (
 ),
 
 steps as (
+    select series_id, coalesce(median(epoch_ms(next_ts) - epoch_ms(ts)), 60000)::bigint as step_ms
+    from distinct_samples
+    group by all
+),
+
+series as (
+    -- the names of each series of the day
     select *, series_key(cluster, node, gpu_index) as series_key
     from (
-        select
-            cluster,
-            node,
-            gpu_index,
-            coalesce(median(epoch_ms(next_ts) - epoch_ms(ts)), 60000)::bigint as step_ms
-        from distinct_samples
-        group by all
+        select d.series_id, any_value(src.cluster) as cluster, any_value(d.node) as node,
+            any_value(d.gpu_index) as gpu_index
+        from day_samples as d
+        join sample_sources as src using (file_id)
+        where not d.look_ahead and d.series_id is not null
+        group by d.series_id
     )
 ),
 
 final as (
     select
-        s.cluster,
-        s.node,
-        s.gpu_index,
+        n.cluster,
+        n.node,
+        n.gpu_index,
         s.ts,
         s.util_pct,
         s.mem_used_mib,
@@ -77,11 +84,12 @@ final as (
         st.step_ms,
         s.idle_run,
         $idle_threshold_pct::double as idle_threshold_pct,
-        st.series_key,
+        n.series_key,
         date_trunc('hour', s.ts) as hour,
         s.ts::date as day
     from idle_runs as s
-    join steps as st using (cluster, node, gpu_index)
+    join steps as st using (series_id)
+    join series as n using (series_id)
 )
 
 select * from final

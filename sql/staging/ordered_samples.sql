@@ -1,7 +1,7 @@
 -- One row per valid utilisation sample of the day (and each series' look-ahead sample of the
--- next day) with the timestamp of the next row of its series (cluster, node, GPU). A row whose
--- next row has the same timestamp is a folded duplicate: of equal timestamps the last read
--- (file, line) wins. Memory and power that came in series of their own (util_rank 0) join the
+-- next day) with the timestamp of the next row of its series (series_id). A row whose next
+-- row has the same timestamp is a folded duplicate: of equal timestamps the last read
+-- (file_id, line: landing file name order) wins. Memory and power that came in series of their own (util_rank 0) join the
 -- sample of the same GPU and timestamp.
 -- last_busy_ts: the timestamp of the series' latest busy row (util_pct >= $idle_threshold_pct)
 -- so far in the same order, folded duplicates included; found in the sort that finds next_ts,
@@ -15,23 +15,21 @@ with utilisation as (
 
 other_metrics as (
     select
-        cluster, node, gpu_index, ts,
-        arg_max(mem_used_mib, (file, line)) filter (mem_used_mib is not null) as mem_used_mib,
-        arg_max(power_w, (file, line)) filter (power_w is not null) as power_w
+        series_id, ts,
+        arg_max(mem_used_mib, (file_id, line)) filter (mem_used_mib is not null) as mem_used_mib,
+        arg_max(power_w, (file_id, line)) filter (power_w is not null) as power_w
     from day_samples
     where reject_reason is null and util_rank = 0 and not look_ahead
     group by all
 )
 
 select
-    u.cluster,
-    u.node,
-    u.gpu_index,
+    u.series_id,
     u.ts,
     u.util_pct,
     coalesce(u.mem_used_mib, o.mem_used_mib) as mem_used_mib,
     coalesce(u.power_w, o.power_w) as power_w,
-    u.file,
+    u.file_id,
     u.line,
     u.billing_month,
     u.look_ahead,
@@ -39,9 +37,9 @@ select
     last_value(case when u.util_pct >= $idle_threshold_pct then u.ts end ignore nulls)
         over series_order as last_busy_ts
 from utilisation as u
-left join other_metrics as o using (cluster, node, gpu_index, ts)
+left join other_metrics as o using (series_id, ts)
 window series_order as (
-    partition by u.cluster, u.node, u.gpu_index
-    order by u.ts, u.file, u.line
+    partition by u.series_id
+    order by u.ts, u.file_id, u.line
     rows unbounded preceding
 )

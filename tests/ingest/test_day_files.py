@@ -65,3 +65,32 @@ def test_a_month_with_days_rolled_up_by_an_earlier_release_names_them(tmp_path):
         "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (no "
         "series_key and hour columns): materialise gpu_sample_rollup for these days again"
     )
+
+
+def test_of_equal_samples_the_export_last_by_name_wins(tmp_path):
+    # one GPU read at 10:00 by two exports: the rollup keeps the reading of the export last by
+    # landing name (whatever order the files are found in) and counts the other as folded
+    from pipelines.catalog import load_catalog
+    from pipelines.defs.ingest.telemetry import roll_up_days
+    from tests.conftest import resource_for
+    from tests.ingest.test_catalog_and_landing import catalog_dir
+
+    folder = tmp_path / "landing/telemetry/c1"
+    folder.mkdir(parents=True)
+    ten = pa.array([dt.datetime(2026, 11, 2, 10)], pa.timestamp("us"))
+    for name, util in (("b-late.parquet", 30.0), ("a-early.parquet", 10.0)):
+        columns = {"ts": ten, "node": ["n1"], "gpu_index": [0], "util_pct": [util]}
+        pq.write_table(pa.table(columns), folder / name)
+    chargeback = resource_for(tmp_path)
+    roll_up_days(chargeback, load_catalog(catalog_dir(tmp_path)), [dt.date(2026, 11, 2)])
+    day = chargeback.telemetry_dir / "cluster=c1/day=2026-11-02"
+    assert duckdb.sql(f"select node, ts, util_pct from '{day}/samples_0.parquet'").fetchall() == [
+        ("n1", dt.datetime(2026, 11, 2, 10), 30.0)
+    ]
+    counts = chargeback.telemetry_dir / "quality/day=2026-11-02/sample_file_counts.parquet"
+    assert duckdb.sql(
+        f"select file, rows_read, rows_loaded, duplicates_folded from '{counts}'"
+    ).fetchall() == [
+        ("telemetry/c1/a-early.parquet", 1, 1, 1),
+        ("telemetry/c1/b-late.parquet", 1, 1, 0),
+    ]

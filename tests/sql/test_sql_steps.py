@@ -230,11 +230,20 @@ def test_job_gpu_hours_splits_at_hours_and_outage_edges_and_weighs_the_share(con
 
 def given_day_samples(con, values: str) -> None:
     """day_samples of valid utilisation rows `(cluster, file, line, ts, node, gpu_index,
-    util_pct)`, with the columns the rollup does not look at."""
-    con.execute(f"""create table day_samples as select *, null::double as mem_used_mib,
-        null::double as power_w, 1 as util_rank, false as superseded,
-        null::varchar as reject_reason, date '2026-11-01' as billing_month, false as look_ahead
-        from (values {values}) as v(cluster, file, line, ts, node, gpu_index, util_pct)""")
+    util_pct)`, numbered as the rollup numbers series and files (sample_sources), with the
+    columns the rollup does not look at."""
+    con.execute(f"""create table given as select * from (values {values})
+        as v(cluster, file, line, ts, node, gpu_index, util_pct)""")
+    con.execute("""create table sample_sources as select 'path/' || file as path, file, cluster,
+        (row_number() over (order by file) - 1)::integer as file_id
+        from (select distinct file, cluster from given)""")
+    con.execute("""create table day_samples as select
+        dense_rank() over (order by g.cluster, g.node, g.gpu_index)::integer as series_id,
+        src.file_id, g.line, g.ts, g.node, g.gpu_index, g.util_pct,
+        null::double as mem_used_mib, null::double as power_w, 1 as util_rank,
+        false as superseded, null::varchar as reject_reason,
+        date '2026-11-01' as billing_month, false as look_ahead
+        from given as g join sample_sources as src using (file)""")
 
 
 def test_sample_rollup_folds_duplicates_and_clips_cover(con):
@@ -307,7 +316,8 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
         f") as v(ts, util_pct, source_line)) to '{tmp_path}/a.parquet'"
     )
     con.execute(
-        "create table sample_sources as select ? as path, 'a.csv' as file, 'c' as cluster",
+        "create table sample_sources as select ? as path, 'a.csv' as file, 'c' as cluster, "
+        "0 as file_id",
         [str(tmp_path / "a.parquet")],
     )
     con.execute(
@@ -610,7 +620,8 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
         )
     con.execute(
         "create table sample_sources as select format('{}/{}.parquet', ?, n) as path, "
-        "n || '.json' as file, 'c' as cluster from unnest(['util', 'engine', 'fb']) as t(n)",
+        "n || '.json' as file, 'c' as cluster, file_id "
+        "from (values ('engine', 0), ('fb', 1), ('util', 2)) as t(n, file_id)",
         [str(tmp_path)],
     )
     files = [str(tmp_path / f"{n}.parquet") for n in ("util", "engine", "fb")]
@@ -622,7 +633,8 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
     )  # fmt: skip
     create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
     rows = con.execute(
-        "select ts::time, util_pct, mem_used_mib, file from ordered_samples order by ts"
+        "select ts::time, util_pct, mem_used_mib, file from ordered_samples "
+        "join sample_sources using (file_id) order by ts"
     ).fetchall()
     assert [tuple(str(v) for v in row) for row in rows] == [
         ("00:00:00", "40.0", "1234.0", "engine.json"),

@@ -69,7 +69,10 @@ HOURS_SCHEMA = pa.schema([
     ("last_util_pct", pa.float64()),
 ])  # fmt: skip
 
-SOURCES_SCHEMA = pa.schema([("path", pa.string()), ("file", pa.string()), ("cluster", pa.string())])
+SOURCES_SCHEMA = pa.schema([
+    ("path", pa.string()), ("file", pa.string()), ("cluster", pa.string()),
+    ("file_id", pa.int32()),
+])  # fmt: skip
 
 
 def roll_up_days(
@@ -291,10 +294,13 @@ def readable_sample_files(telemetry_dir: Path, paths: list[str]) -> list[str]:
 
 
 def sample_sources(landing_dir: Path, telemetry_dir: Path, catalog: Catalog) -> list[dict]:
-    """Every telemetry export as a canonical samples file: path, landing file and cluster."""
+    """Every telemetry export as a canonical samples file: path, landing file, cluster, and
+    file_id, the rollup's integer name for the file, numbered in landing file name order (of
+    equal samples the last read by file and line wins; an integer sorts faster than a name)."""
+    exports = sorted(discover(landing_dir, "telemetry"), key=lambda export: export.name)
     return [
-        {"path": str(path), "file": export.name, "cluster": export.cluster}
-        for export in discover(landing_dir, "telemetry")
+        {"path": str(path), "file": export.name, "cluster": export.cluster, "file_id": number}
+        for number, export in enumerate(exports)
         for path in [_canonical_samples_file(export, telemetry_dir, catalog)]
     ]
 
