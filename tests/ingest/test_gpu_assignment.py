@@ -28,11 +28,35 @@ def test_fractional_jobs_share_a_gpu_and_whole_jobs_take_the_lowest_free():
     ) as v(job_id, nodes, gpus, start_at, held_until)""")
     con.execute("create or replace table stg_jobs as select date '2026-11-01' as billing_month, "
                 "'c' as cluster, * from stg_jobs")  # fmt: skip
-    rows = assign_gpu_indices(con, {"billing_month": dt.date(2026, 11, 1)}, [])
+    con.execute("""create table month_job_gpus (billing_month date, cluster varchar,
+        job_id varchar, node varchar, gpu_index integer, gpu_share integer,
+        index_source varchar)""")
+    rows = assign_gpu_indices(con, {"billing_month": dt.date(2026, 11, 1)})
     assert [(r["job_id"], r["gpu_index"], r["gpu_share"]) for r in rows] == [
         ("a", 0, 420),
         ("m1", 1, 180),
         ("m2", 1, 240),  # fills GPU 1 exactly: 3/7 + 4/7
         ("m3", 0, 60),  # no room anywhere: the lowest index, over-subscribed (an overlap)
         ("b", 0, 420),  # after the others ended: the lowest index again
+    ]
+
+
+def test_what_exported_allocations_hold_is_never_taken():
+    # x's export names GPU 0 of n1 until 05:00; a (no GPUs in its export) starts at 01:00 and
+    # gets GPU 1; b starts after x ended and gets GPU 0 again
+    con = duckdb.connect()
+    con.execute("create table catalog_nodes as select 'c' as cluster, 'n1' as node, 2 as gpus")
+    con.execute("""create table stg_jobs as select date '2026-11-01' as billing_month,
+        'c' as cluster, * from (values
+        ('x', 'n1', 1.0, timestamp '2026-11-02 00:00', timestamp '2026-11-02 05:00'),
+        ('a', 'n1', 1.0, timestamp '2026-11-02 01:00', timestamp '2026-11-02 02:00'),
+        ('b', 'n1', 1.0, timestamp '2026-11-02 05:00', timestamp '2026-11-02 06:00')
+    ) as v(job_id, nodes, gpus, start_at, held_until)""")
+    con.execute("""create table month_job_gpus as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'x' as job_id, 'n1' as node, 0 as gpu_index, 420 as gpu_share,
+        'export' as index_source""")
+    rows = assign_gpu_indices(con, {"billing_month": dt.date(2026, 11, 1)})
+    assert [(r["job_id"], r["gpu_index"], r["index_source"]) for r in rows] == [
+        ("a", 1, "assigned"),
+        ("b", 0, "assigned"),
     ]

@@ -19,7 +19,7 @@ from pipelines.defs.ingest.catalog_tables import ACCOUNT_TENANTS_SCHEMA, account
 from pipelines.defs.ingest.tables import write_arrow, write_table
 from pipelines.formats import canonical
 from pipelines.landing import discover
-from pipelines.sql import create_table, replace_month, run
+from pipelines.sql import create_table, replace_month
 
 
 def load_scheduler_exports(
@@ -109,19 +109,18 @@ WHOLE_GPU = 420
 def build_month_jobs(con: duckdb.DuckDBPyConnection, params: dict[str, Any]) -> dict[str, int]:
     """stg_jobs and job_gpus of one billing month."""
     jobs = replace_month(con, "stg_jobs", "staging/stg_jobs", params)
-    exported = run(con, "staging/exported_job_gpus", params).fetchall()
-    assigned = assign_gpu_indices(con, params, exported)
-    rows = [
-        {"billing_month": params["billing_month"], "cluster": c, "job_id": j, "node": n,
-         "gpu_index": i, "gpu_share": share, "index_source": source}
-        for (_, c, j, n, i, share, source) in exported
-    ] + assigned  # fmt: skip
+    create_table(con, "month_job_gpus", "staging/exported_job_gpus", params, temporary=True)
+    assigned = assign_gpu_indices(con, params)
     schema = pa.schema([
         ("billing_month", pa.date32()), ("cluster", pa.string()), ("job_id", pa.string()),
         ("node", pa.string()), ("gpu_index", pa.int32()), ("gpu_share", pa.int32()),
         ("index_source", pa.string()),
     ])  # fmt: skip
-    write_table(con, "month_job_gpus", rows, schema, temporary=True)
+    con.register("assigned_gpus", pa.Table.from_pylist(assigned, schema=schema))
+    try:
+        con.execute("insert into month_job_gpus by name select * from assigned_gpus")
+    finally:
+        con.unregister("assigned_gpus")
     gpus = replace_month(con, "job_gpus", "staging/job_gpus", params)
     return {"jobs": jobs, "job_gpus": gpus, "assigned_gpus": len(assigned)}
 
@@ -137,18 +136,29 @@ def gpu_shares(gpus: float, nodes: int) -> list[int]:
     return shares
 
 
-def assign_gpu_indices(
-    con: duckdb.DuckDBPyConnection, params: dict[str, Any], exported: list[tuple]
-) -> list[dict]:
+def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: dict[str, Any]) -> list[dict]:
     """GPU indices for started jobs whose export does not say which GPUs they held.
 
     Assigned as Slurm's default selection does: in start order, the lowest free indices of each
     node (the job's GPUs spread evenly over its nodes); a fractional share (MIG slice, half a
-    GPU) goes to the lowest GPU with room for it. What exported allocations hold is never
-    taken. Telemetry then matches per GPU like for any other job.
+    GPU) goes to the lowest GPU with room for it. What exported allocations hold (the temporary
+    table month_job_gpus) is never taken. Telemetry then matches per GPU like for any other job.
     """
     month = params["billing_month"]
-    with_export = {(cluster, job_id) for (_, cluster, job_id, *_) in exported}
+    held = con.execute(
+        """
+        select cluster, job_id, nodes, gpus, start_at, held_until
+        from stg_jobs as j
+        where billing_month = $m and start_at is not null and gpus > 0
+            and not exists (
+                from month_job_gpus as g where g.cluster = j.cluster and g.job_id = j.job_id
+            )
+        order by start_at, cluster, job_id
+        """,
+        {"m": month},
+    ).fetchall()
+    if not held:  # every started job's export names its GPUs
+        return []
     node_gpus = dict(
         ((cluster, node), gpus)
         for cluster, node, gpus in con.execute(
@@ -156,24 +166,18 @@ def assign_gpu_indices(
         ).fetchall()
     )
     busy: dict[tuple[str, str], list[tuple]] = defaultdict(list)
-    held = con.execute(
+    exported = con.execute(
         """
-        select cluster, job_id, nodes, gpus, start_at, held_until
-        from stg_jobs
-        where billing_month = $m and start_at is not null and gpus > 0
-        order by start_at, cluster, job_id
-        """,
-        {"m": month},
+        select g.cluster, g.node, j.start_at, j.held_until, g.gpu_index, g.gpu_share
+        from month_job_gpus as g
+        join stg_jobs as j using (billing_month, cluster, job_id)
+        """
     ).fetchall()
-    spans = {(c, j): (s, e) for c, j, _, _, s, e in held}
-    for _, cluster, job_id, node, index, share, _ in exported:
-        start, end = spans[(cluster, job_id)]
+    for cluster, node, start, end, index, share in exported:
         busy[(cluster, node)].append((start, end, index, share))
 
     assigned = []
     for cluster, job_id, nodes, gpus, start, end in held:
-        if (cluster, job_id) in with_export:
-            continue
         names = hostlist.expand_hostlist(nodes)
         for node in names:
             shares = gpu_shares(gpus, len(names))
