@@ -144,3 +144,27 @@ def test_text_with_outer_spaces_is_marked_to_keep_them():
         "H5": None,
         "H7": "preserve",
     }
+
+
+def test_streamed_columns_are_as_wide_as_their_widest_value():
+    # DuckDB picks the few values that can be the widest: the longest one-line text, and the
+    # texts with line breaks (the widest line counts) or a leading '=' (a formula's result, in
+    # a column that is not plain text). The widths are those of every value.
+    text = [
+        "short",
+        "=a text that looks like a formula",
+        "a line of 20 chars..\nanother of 20 chars.",
+        "x\n" + "y" * 38,
+    ]
+    note = ["plain note, nineteen", "=" + "z" * 40, "line one\u2028line two is here", None]
+    rows = [(n, text[n], None, None, None, None, None, note[n]) for n in range(4)]
+    con = duckdb.connect()
+    con.execute(f"create table awkward ({TYPES})")
+    con.executemany(f"insert into awkward values ({', '.join('?' * len(COLS))})", rows)
+    wb = Workbook()
+    workbook._add_named_styles(wb)
+    query = workbook.RowsQuery(con, "select * from awkward", [], "n")
+    streamed = workbook._StreamedRows.below_header(wb.active, COLS, query)
+    widths = workbook._fit_widths_to(COLS, streamed.width_values)
+    assert widths == workbook._fit_widths({}, COLS, rows)
+    assert (widths[2], widths[8]) == (38 + 2, 20 + 2)
