@@ -1,6 +1,6 @@
 -- One row per inventory GPU (cluster × node × GPU index) in service during the billing month:
 -- its capacity and how it was used, in GPU units (1/420 GPU-ms; a whole GPU for one ms = 420).
--- A sweep over the GPU's timeline (job segments start/end, outage and service edges) gives,
+-- A sweep over the GPU's timeline (jobs start/stop holding it, outage and service edges) gives,
 -- for every elementary interval, the share held by jobs (the sum of their gpu_share):
 --   busy_units         the held share, capped at a whole GPU
 --   overlap_units      the held share above a whole GPU: jobs holding more than the GPU has
@@ -22,20 +22,33 @@ in_service as (
     select * from gpus where service_to > service_from
 ),
 
+held as (
+    -- each GPU a job held in the month, over the whole time it held it (the span
+    -- job_gpu_hours cuts into segments: the capacity needs no cuts)
+    select
+        j.cluster,
+        g.node,
+        g.gpu_index,
+        g.gpu_share,
+        greatest(j.start_at, $month_start::timestamp) as held_from,
+        least(j.held_until, $month_end::timestamp) as held_to
+    from stg_jobs as j
+    join job_gpus as g using (billing_month, cluster, job_id)
+    where j.billing_month = $billing_month and j.held_until > j.start_at
+),
+
 changes as (
-    -- +share when a job segment starts holding the GPU, -share when it stops
-    select h.cluster, h.node, h.gpu_index, greatest(h.seg_from, i.service_from) as moment,
+    -- +share when a job starts holding the GPU, -share when it stops
+    select h.cluster, h.node, h.gpu_index, greatest(h.held_from, i.service_from) as moment,
         h.gpu_share as share_change, 0 as outage_change
-    from job_gpu_hours as h
+    from held as h
     join in_service as i using (cluster, node, gpu_index)
-    where h.billing_month = $billing_month
-        and h.seg_to > i.service_from and h.seg_from < i.service_to
+    where h.held_to > i.service_from and h.held_from < i.service_to
     union all
-    select h.cluster, h.node, h.gpu_index, least(h.seg_to, i.service_to), -h.gpu_share, 0
-    from job_gpu_hours as h
+    select h.cluster, h.node, h.gpu_index, least(h.held_to, i.service_to), -h.gpu_share, 0
+    from held as h
     join in_service as i using (cluster, node, gpu_index)
-    where h.billing_month = $billing_month
-        and h.seg_to > i.service_from and h.seg_from < i.service_to
+    where h.held_to > i.service_from and h.held_from < i.service_to
     union all
     -- outage windows (merged per node, so never overlapping) clipped to the service window
     select i.cluster, i.node, i.gpu_index, greatest(o.outage_from, i.service_from), 0, 1

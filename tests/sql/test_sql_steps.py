@@ -507,19 +507,24 @@ def test_a_samples_time_past_midnight_counts_in_the_next_billing_day(con, tmp_pa
 
 def test_gpu_capacity_sweeps_shares_overlaps_and_outages(con):
     # one GPU: j1 holds it whole 00:00-02:00, j2 whole 01:00-03:00 (overlap 01:00-02:00), two
-    # 1g MIG jobs m1 00:00-04:00 and m2 02:00-04:00 on top; outage 02:30-04:00
+    # 1g MIG jobs m1 00:00-04:00 and m2 02:00-04:00 on top; outage 02:30-04:00. o1 held it
+    # since October (the month counts from Nov 1 00:00); z held it for no time.
     con.execute("""create table catalog_nodes as select 'c' as cluster, 'n1' as node,
         'A100' as gpu_model, 1 as gpus, timestamp '1900-01-01' as in_service_from,
         timestamp '9999-12-31' as in_service_to""")
-    con.execute("""create table job_gpu_hours as select * from (values
-        ('j1', 420, timestamp '2026-11-02 00:00', timestamp '2026-11-02 02:00'),
-        ('j2', 420, timestamp '2026-11-02 01:00', timestamp '2026-11-02 03:00'),
-        ('m1', 60, timestamp '2026-11-03 00:00', timestamp '2026-11-03 04:00'),
-        ('m2', 60, timestamp '2026-11-03 02:00', timestamp '2026-11-03 04:00')
-    ) as v(job_id, gpu_share, seg_from, seg_to)""")
-    con.execute("""create or replace table job_gpu_hours as select date '2026-11-01'
-        as billing_month, 'c' as cluster, job_id, 'n1' as node, 0 as gpu_index, gpu_share,
-        seg_from, seg_to from job_gpu_hours""")
+    con.execute("""create table stg_jobs as select date '2026-11-01' as billing_month,
+        'c' as cluster, * from (values
+        ('j1', timestamp '2026-11-02 00:00', timestamp '2026-11-02 02:00'),
+        ('j2', timestamp '2026-11-02 01:00', timestamp '2026-11-02 03:00'),
+        ('m1', timestamp '2026-11-03 00:00', timestamp '2026-11-03 04:00'),
+        ('m2', timestamp '2026-11-03 02:00', timestamp '2026-11-03 04:00'),
+        ('o1', timestamp '2026-10-31 20:00', timestamp '2026-11-01 01:00'),
+        ('z', timestamp '2026-11-05 00:00', timestamp '2026-11-05 00:00')
+    ) as v(job_id, start_at, held_until)""")
+    con.execute("""create table job_gpus as select date '2026-11-01' as billing_month,
+        'c' as cluster, job_id, 'n1' as node, 0 as gpu_index, gpu_share from (values
+        ('j1', 420), ('j2', 420), ('m1', 60), ('m2', 60), ('o1', 420), ('z', 420)
+    ) as v(job_id, gpu_share)""")
     con.execute("""create table catalog_outage_windows as select 'c' as cluster, 'n1' as node,
         timestamp '2026-11-02 02:30' as outage_from, timestamp '2026-11-02 04:00' as outage_to""")
     cursor = run(con, "facts/gpu_capacity", NOV)
@@ -530,10 +535,11 @@ def test_gpu_capacity_sweeps_shares_overlaps_and_outages(con):
         row["unallocated_units"],
     ) == (
         720 * 420 * hour,
-        (3 * 420 + 4 * 60 + 2 * 60) * hour,  # j1+j2 cover 3 h whole; MIG slices 6 slice-hours
+        # j1+j2 cover 3 h whole; MIG slices 6 slice-hours; o1 1 h in November
+        (3 * 420 + 4 * 60 + 2 * 60 + 420) * hour,
         1 * 420 * hour,  # the hour both held it whole
         int(1.5 * 420 * hour) - int(0.5 * 420 * hour),  # outage 02:30-04:00, j2 until 03:00
-        (720 * 420 - 3 * 420 - 6 * 60 - 420) * hour,
+        (720 * 420 - 3 * 420 - 6 * 60 - 420 - 420) * hour,
     )  # fmt: skip
 
 
