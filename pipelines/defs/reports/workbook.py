@@ -8,13 +8,14 @@ bytes, because every timestamp in the package is derived from the billing month.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import io
 import os
 import pathlib
 import re
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from copy import copy
 from dataclasses import dataclass
 from decimal import Decimal
@@ -1717,31 +1718,37 @@ def _row_xml_sql(
     for index, (name, sql_type, letter, kind, style_id) in enumerate(columns):
         value, ready_value = _sql_name(name), f"v{index}"
         style = "" if style_id is None else f' s="{style_id}"'
-        head = f"""'<c r="{letter}' || _r || '"{style}"""  # the cell up to its type
+        cell = functools.partial(_cell_sql, letter, style)
         if kind in _TEXT_KINDS:
             if sql_type != "VARCHAR":
                 raise TypeError(f"column {letter} ({kind}): {sql_type} is not text")
             texts.append(value)
             ready.append(f"{_cell_text_sql(value)} as {ready_value}")
-            cells.append(_text_cell_sql(ready_value, head))
+            cells.append(_text_cell_sql(ready_value, cell))
         else:
             ready.append(f"{_number_sql(value, sql_type, letter, kind)} as {ready_value}")
             # not-finite numbers: openpyxl writes an empty value
-            cells.append(
-                f"case when {ready_value} is null then '' "
-                f'else {head} t="n"><v>\' || case when isfinite({ready_value}) '
-                f"then printf('%.16g', {ready_value}) else '' end || '</v></c>' end"
-            )
+            number = f"case when isfinite({ready_value}) then printf('%.16g', {ready_value}) end"
+            written = cell(' t="n"><v>', number, _sql_text("</v></c>"))
+            cells.append(f"case when {ready_value} is null then '' else {written} end")
     # one pattern match per row tells the (rare) rows with characters to spell out
     has_control = (
         f"regexp_matches(concat({', '.join(texts)}), '{_ILLEGAL_RE2}')" if texts else "false"
     )
     return (
-        f"select '<row r=\"' || _r || '\">' || {' || '.join(cells)} || '</row>' as xml "
+        f"select concat('<row r=\"', _r, '\">', {', '.join(cells)}, '</row>') as xml "
         f"from (select _r, {', '.join(ready)} from ("
         f"select *, {first_row - 1} + row_number() over (order by {query.order_by}) as _r, "
         f"{has_control} as _has_control from ({query.sql}))) order by _r"
     )
+
+
+def _cell_sql(letter: str, style: str, type_and_value: str, *pieces: str) -> str:
+    """A cell of column `letter` in row _r: its head, `type_and_value` (XML text), then
+    `pieces` (SQL), in one concat(): a chain of || copies the text so far at every step,
+    and the rows' XML took twice as long."""
+    head = [_sql_text(f'<c r="{letter}'), "_r", _sql_text(f'"{style}{type_and_value}')]
+    return f"concat({', '.join(head + list(pieces))})"
 
 
 def _cell_text_sql(value: str) -> str:
@@ -1760,7 +1767,7 @@ def _cell_text_sql(value: str) -> str:
     )
 
 
-def _text_cell_sql(text: str, head: str) -> str:
+def _text_cell_sql(text: str, cell: Callable[..., str]) -> str:
     """An inline-string cell of `text` (a _cell_text), as openpyxl writes it."""
     escaped = f"replace(replace(replace({text}, '&', '&amp;'), '<', '&lt;'), '>', '&gt;')"
     # a text that str.strip() would change (it is not empty here): its first or last character
@@ -1769,12 +1776,9 @@ def _text_cell_sql(text: str, head: str) -> str:
         f"case when contains({stripped}, left({text}, 1)) "
         f"or contains({stripped}, right({text}, 1)) then ' xml:space=\"preserve\"' else '' end"
     )
-    return (
-        f"case when {text} is null then '' "
-        f"when {text} = '' then {head} t=\"inlineStr\"/>' "
-        f"else {head} t=\"inlineStr\"><is><t' || {space} || '>' || {escaped} "
-        "|| '</t></is></c>' end"
-    )
+    empty = cell(' t="inlineStr"/>')
+    written = cell(' t="inlineStr"><is><t', space, "'>'", escaped, "'</t></is></c>'")
+    return f"case when {text} is null then '' when {text} = '' then {empty} else {written} end"
 
 
 def _number_sql(value: str, sql_type: str, letter: str, kind: str) -> str:
