@@ -8,14 +8,14 @@
 -- hour takes the rollup's sums of that hour instead of its samples. A sample's covered time is
 -- clipped at the job's end in the month (or the node's next outage edge), never at the hour
 -- boundary.
--- Idle samples (util < $idle_threshold_pct) in an unbroken run lasting >= $zombie_min_ms are
--- zombie time: a run is broken by any busy sample of the job's GPU, not by a gap without
--- samples. The daily rollup labels the runs of each series-day (idle_run: 0 before the day's
--- first busy sample, then growing at each busy sample), so runs are summed per piece (job
--- GPU × day × idle_run) and pieces are stitched across midnight here, with no sample-level
--- window.
+-- Idle samples (util below the catalog's idle threshold, which the rollup applied) in an
+-- unbroken run lasting >= $zombie_min_ms are zombie time: a run is broken by any busy sample
+-- of the job's GPU, not by a gap without samples. The daily rollup labels the idle samples'
+-- runs of each series-day (run: 0 before the day's first busy sample, then growing at each
+-- busy sample; NULL for busy samples), so runs are summed per piece (job GPU × day × run) and
+-- pieces are stitched across midnight here, with no sample-level window.
 -- Parameters: $billing_month, $month_start, $sample_files, $hour_files (the daily rollup's
--- samples and sums per series-hour), $idle_threshold_pct, $zombie_min_ms.
+-- samples and sums per series-hour), $zombie_min_ms.
 with job_gpus as (
     -- one integer per job GPU: the samples (tens of millions of rows) carry integers through
     -- the join and the sums instead of four names, which come back on the summed rows
@@ -84,8 +84,9 @@ stretch_parts as (
 
 stretch_sums as (
     -- the only pass over the telemetry: plain sums per stretch and idle-run piece (run: the
-    -- idle_run of idle samples, NULL for busy ones), and the latest sample of each; from the
-    -- rollup's sums per series-hour and piece for whole hours, from the samples for the others
+    -- rollup's label of an idle sample's run, NULL for busy ones), and the latest sample of
+    -- each; from the rollup's sums per series-hour and piece for whole hours, from the
+    -- samples for the others
     select
         stretch,
         run,
@@ -104,7 +105,7 @@ stretch_sums as (
         union all
         select
             g.stretch,
-            case when s.util_pct < $idle_threshold_pct then s.idle_run end,
+            s.run,
             s.cover_ms,
             s.cover_ms * s.util_pct,
             s.ts,
@@ -133,7 +134,7 @@ clipped as (
 ),
 
 day_parts as (
-    -- per stretch: one row per idle-run piece (its idle samples; run = idle_run) and one row
+    -- per stretch: one row per idle-run piece (its idle samples, by their run label) and one row
     -- for the busy samples (run NULL), with the time of its latest sample. spill_*: the share
     -- of each sum that belongs to the next billing day.
     select

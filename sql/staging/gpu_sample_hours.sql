@@ -2,13 +2,12 @@
 -- written; the hours file goes beside it): the sums attribution needs for a job that holds
 -- the GPU for the whole hour, which it reads instead of the hour's samples (a sixtieth of the
 -- rows at one sample a minute).
--- run: the idle_run of the idle samples (util_pct < $idle_threshold_pct), NULL for the busy
--- ones; last_*: the hour's latest sample in the piece. Parameters: $samples_file,
--- $idle_threshold_pct.
+-- run: the samples' idle-run label (NULL for the busy ones); last_*: the hour's latest sample
+-- in the piece. Parameters: $samples_file.
 select
     series_key,
     hour,
-    case when util_pct < $idle_threshold_pct then idle_run end as run,
+    run,
     count(*) as samples,
     sum(cover_ms)::bigint as cover_ms,
     sum(cover_ms * util_pct) as util_weighted_ms,

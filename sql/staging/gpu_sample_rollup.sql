@@ -3,11 +3,12 @@
 -- (the median spacing of its samples that day, up to the next day's first one) but never past
 -- its next sample. The billing month's end is not a limit here: attribution clips at each
 -- job's end in the month (job_gpu_hours.cover_until).
--- idle_run labels the runs of idle samples (util_pct < $idle_threshold_pct) of a series in the
+-- run labels the runs of idle samples (util_pct < $idle_threshold_pct) of a series in the
 -- day by their latest busy sample: 0 before the day's first busy sample, then 1 + the
--- milliseconds from midnight to the latest busy sample, so a busy sample and the idle ones
--- after it share a label, and labels grow through the day. Attribution sums run pieces by it
--- and stitches them across midnight. It comes from ordered_samples.last_busy_ts, except in a
+-- milliseconds from midnight to the latest busy sample, so labels grow through the day; NULL
+-- for a busy sample (stored so, attribution's pass over the samples reads it as it is: 11 %
+-- of that statement's time). Attribution sums run pieces by it and stitches them across
+-- midnight. The label (idle_run) comes from ordered_samples.last_busy_ts, except in a
 -- series with a busy folded duplicate (which must not break an idle run): there it is found
 -- again over the distinct samples. series_key (macro series_key) and hour are attribution's
 -- join keys, stored so that it does not compute them for every sample (date_trunc alone is a
@@ -82,7 +83,7 @@ final as (
             coalesce(epoch_ms(s.next_ts), epoch_ms(s.ts) + st.step_ms) - epoch_ms(s.ts)
         ) as cover_ms,
         st.step_ms,
-        s.idle_run,
+        case when s.util_pct < $idle_threshold_pct then s.idle_run end as run,
         $idle_threshold_pct::double as idle_threshold_pct,
         n.series_key,
         date_trunc('hour', s.ts) as hour,

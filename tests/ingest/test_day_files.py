@@ -51,7 +51,8 @@ def test_a_month_with_days_rolled_up_by_an_earlier_release_names_them(tmp_path):
 
     con = duckdb.connect()
     files = []
-    for day, keys in (("2026-11-01", ", 1::ubigint as series_key, ts as hour"), ("2026-11-02", "")):
+    current = ", 1::ubigint as series_key, ts as hour, 0 as run"
+    for day, keys in (("2026-11-01", current), ("2026-11-02", ", 1::ubigint as series_key")):
         folder = tmp_path / "cluster=c" / f"day={day}"
         folder.mkdir(parents=True)
         files.append(str(folder / "samples_0.parquet"))
@@ -62,8 +63,8 @@ def test_a_month_with_days_rolled_up_by_an_earlier_release_names_them(tmp_path):
     with pytest.raises(ValueError) as error:
         _check_rollup_format(con, files, "November 2026")
     assert str(error.value) == (
-        "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (no "
-        "series_key and hour columns): materialise gpu_sample_rollup for these days again"
+        "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (without "
+        "the columns series_key, hour, run): materialise gpu_sample_rollup for these days again"
     )
 
 

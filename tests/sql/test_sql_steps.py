@@ -262,12 +262,11 @@ def test_sample_rollup_folds_duplicates_and_clips_cover(con):
     # last read (b.parquet, 30 %). Cover: up to the next sample, at most the step. The month
     # end no longer clips here (attribution clips at the job's end in the month), and no
     # sample of the next day was looked ahead to: the last sample covers a step.
-    # idle_run: 0 before the day's first busy sample (>= 15 %), then 1 + its milliseconds
-    # since midnight
+    # run: 0 for an idle sample before the day's first busy sample (>= 15 %); NULL when busy
     assert [(r[3].time().isoformat(), r[4], r[7], r[8], r[9]) for r in rows] == [
         ("23:57:00", 10.0, 60000, 75000, 0),
-        ("23:58:00", 30.0, 75000, 75000, 86_280_001),
-        ("23:59:30", 40.0, 75000, 75000, 86_370_001),
+        ("23:58:00", 30.0, 75000, 75000, None),
+        ("23:59:30", 40.0, 75000, 75000, None),
     ]
 
 
@@ -291,15 +290,17 @@ def test_a_busy_folded_duplicate_does_not_break_an_idle_run(con):
     )
     create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
     rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
+    # run: an idle sample's label is 1 + the milliseconds from midnight to the latest busy
+    # sample before it (0 before the first); busy samples have none
     assert sorted((r[1], r[3].time().isoformat(), r[4], r[9]) for r in rows) == [
         ("n1", "00:00:00", 1.0, 0),
         ("n1", "00:01:00", 1.0, 0),
         ("n1", "00:02:00", 1.0, 0),
-        ("n1", "00:03:00", 60.0, 180_001),
+        ("n1", "00:03:00", 60.0, None),
         ("n1", "00:04:00", 1.0, 180_001),
-        ("n2", "00:00:00", 70.0, 1),
+        ("n2", "00:00:00", 70.0, None),
         ("n2", "00:01:00", 2.0, 1),
-        ("n2", "00:02:00", 80.0, 120_001),
+        ("n2", "00:02:00", 80.0, None),
     ]
 
 
@@ -329,12 +330,12 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
     )  # fmt: skip
     create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
     rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
-    # spacings 58 min, 60 s, 90 s and 50 s (to the look-ahead): the step is 75 s
+    # spacings 58 min, 60 s, 90 s and 50 s (to the look-ahead): the step is 75 s; all busy
     assert [(r[3].time().isoformat(), r[7], r[8], r[9]) for r in rows] == [
-        ("22:59:00", 75000, 75000, 82_740_001),
-        ("23:57:00", 60000, 75000, 86_220_001),
-        ("23:58:00", 75000, 75000, 86_280_001),
-        ("23:59:30", 50000, 75000, 86_370_001),
+        ("22:59:00", 75000, 75000, None),
+        ("23:57:00", 60000, 75000, None),
+        ("23:58:00", 75000, 75000, None),
+        ("23:59:30", 50000, 75000, None),
     ]
     counts = run(con, "staging/day_sample_file_counts").fetchall()
     # only the day's rows count, in the billing month of their time
@@ -346,18 +347,20 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
 
 def write_rollup(con, select: str, path, params: list | None = None) -> str:
     """A daily rollup of cluster `c`: its samples at `path` from `select` (node, gpu_index, ts,
-    util_pct, cover_ms, idle_run) with the join keys the rollup stores, and their sums per
-    series-hour (the rollup's own SQL) beside it, whose path it returns."""
+    util_pct, cover_ms, idle_run) with the join keys the rollup stores and the idle-run label
+    of idle samples (run; idle threshold 5 %), and their sums per series-hour (the rollup's
+    own SQL) beside it, whose path it returns."""
     con.execute(
-        "copy (select *, series_key('c', node, gpu_index) as series_key, "
-        f"date_trunc('hour', ts) as hour from ({select})) to '{path}'",
+        "copy (select * exclude (idle_run), series_key('c', node, gpu_index) as series_key, "
+        "date_trunc('hour', ts) as hour, case when util_pct < 5 then idle_run end as run "
+        f"from ({select})) to '{path}'",
         params,
     )
     hours = Path(path).with_name("hours.parquet")
     sql = sql_text("staging/gpu_sample_hours")
     con.execute(
         f"copy ({sql}) to '{hours}'",
-        bind(sql, {"samples_file": str(path), "idle_threshold_pct": 5.0}),
+        bind(sql, {"samples_file": str(path)}),
     )
     return str(hours)
 

@@ -44,21 +44,27 @@ def job_time_buckets(context: dg.AssetExecutionContext, chargeback: ChargebackRe
     return run_months(context, chargeback, step)
 
 
+# The rollup columns attribution reads that earlier releases did not write
+ROLLUP_COLUMNS_ADDED = ("series_key", "hour", "run")
+
+
 def _check_rollup_format(con, files: list[str], label: str) -> None:
-    """Days rolled up by an earlier release lack the join keys (series_key, hour) and the sums
-    per series-hour: name them, instead of a DuckDB binder error."""
+    """Days rolled up by an earlier release lack columns attribution reads (the join keys
+    series_key and hour, the idle-run label run) and the sums per series-hour: name them,
+    instead of a DuckDB binder error."""
     old = [path for (path,) in con.execute(
         "select file_name from parquet_schema($files) group by file_name "
-        "having count(*) filter (name in ('series_key', 'hour')) < 2 order by 1",
-        {"files": files},
+        "having count(*) filter (list_contains($columns, name)) < len($columns) order by 1",
+        {"files": files, "columns": list(ROLLUP_COLUMNS_ADDED)},
     ).fetchall()]  # fmt: skip
     if old:
         days = ", ".join(
             sorted({part for path in old for part in path.split("/") if part.startswith("day=")})
         )
         raise ValueError(
-            f"telemetry of {label}: {days} rolled up by an earlier release (no series_key and "
-            "hour columns): materialise gpu_sample_rollup for these days again"
+            f"telemetry of {label}: {days} rolled up by an earlier release (without the columns "
+            f"{', '.join(ROLLUP_COLUMNS_ADDED)}): materialise gpu_sample_rollup for these days "
+            "again"
         )
 
 

@@ -56,7 +56,7 @@ SAMPLE_SCHEMA = pa.schema([
 ROLLUP_SCHEMA = pa.schema([
     ("node", pa.string()), ("gpu_index", pa.int32()), ("ts", pa.timestamp("us")),
     ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
-    ("cover_ms", pa.int64()), ("step_ms", pa.int64()), ("idle_run", pa.int64()),
+    ("cover_ms", pa.int64()), ("step_ms", pa.int64()), ("run", pa.int64()),
     ("idle_threshold_pct", pa.float64()), ("series_key", pa.uint64()), ("hour", pa.timestamp("us")),
     ("cluster", pa.string()), ("day", pa.date32()),
 ])  # fmt: skip
