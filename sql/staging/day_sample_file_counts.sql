@@ -1,7 +1,7 @@
 -- One row per telemetry file, UTC day and billing month: rows read (timestamp in the day, or
 -- unreadable and owned by the day), loaded, rejected, and duplicates folded (repeated samples,
--- and GPU_UTIL samples superseded by GR_ENGINE_ACTIVE). Reads day_samples,
--- ordered_samples and sample_sources.
+-- and GPU_UTIL samples superseded by GR_ENGINE_ACTIVE). Reads day_samples, ordered_samples and
+-- sample_sources.
 with duplicates as (
     select billing_month, file_id, count(*) as duplicates_folded
     from (

@@ -1,8 +1,8 @@
 -- One row per valid utilisation sample of the day (and each series' look-ahead sample of the
 -- next day) with the timestamp of the next row of its series (series_id). A row whose next
 -- row has the same timestamp is a folded duplicate: of equal timestamps the last read
--- (file_id, line: landing file name order) wins. Memory and power that came in series of their own (util_rank 0) join the
--- sample of the same GPU and timestamp.
+-- (file_id, line: landing file name order) wins. Memory and power that came in series of their
+-- own (util_rank 0) join the sample of the same GPU and timestamp.
 -- last_busy_ts: the timestamp of the series' latest busy row (util_pct >= $idle_threshold_pct)
 -- so far in the same order, folded duplicates included; found in the sort that finds next_ts,
 -- so that the rollup labels idle runs without sorting the day again (last_value ignoring

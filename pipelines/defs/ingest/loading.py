@@ -116,11 +116,8 @@ def build_month_jobs(con: duckdb.DuckDBPyConnection, params: dict[str, Any]) -> 
         ("node", pa.string()), ("gpu_index", pa.int32()), ("gpu_share", pa.int32()),
         ("index_source", pa.string()),
     ])  # fmt: skip
-    con.register("assigned_gpus", pa.Table.from_pylist(assigned, schema=schema))
-    try:
-        con.execute("insert into month_job_gpus by name select * from assigned_gpus")
-    finally:
-        con.unregister("assigned_gpus")
+    write_table(con, "assigned_job_gpus", assigned, schema, temporary=True)
+    con.execute("insert into month_job_gpus by name select * from assigned_job_gpus")
     gpus = replace_month(con, "job_gpus", "staging/job_gpus", params)
     return {"jobs": jobs, "job_gpus": gpus, "assigned_gpus": len(assigned)}
 
