@@ -8,12 +8,23 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import fnmatch
+import functools
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
+import hostlist
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 UNMAPPED_TENANT = "unmapped"
 
@@ -26,6 +37,82 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# A GPU's time is counted in 1/420ths (420 = lcm(1..7)): a share of a GPU must be a whole
+# number of them for every sum to stay exact (MIG slices of 1/7, halves, quarters, tenths...).
+GPU_UNITS = 420
+
+
+def _gpu_equivalent(value: object) -> Fraction:
+    """`1/7`, `0.25` or `1` as an exact fraction of a GPU, a whole number of 1/420ths."""
+    try:
+        fraction = Fraction(str(value).strip())
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"'{value}' is not a fraction of a GPU (e.g. 1/7, 0.25)") from None
+    if not 0 < fraction <= 1:
+        raise ValueError(f"'{value}' is not between 0 (excluded) and 1 GPU")
+    if (fraction * GPU_UNITS).denominator != 1:
+        raise ValueError(f"'{value}' is not a whole number of 1/{GPU_UNITS} GPU")
+    return fraction
+
+
+GpuEquivalent = Annotated[Fraction, BeforeValidator(_gpu_equivalent)]
+
+
+def _profile_names(value: object) -> object:
+    """Profile names as MIG writes them, lower case (`1g.10gb`, or `3g` for every size)."""
+    if isinstance(value, dict):
+        return {str(name).strip().lower(): equivalent for name, equivalent in value.items()}
+    return value
+
+
+MigProfiles = Annotated[dict[str, GpuEquivalent], BeforeValidator(_profile_names)]
+
+
+class GpuSharing(_Strict):
+    """GPUs of a node pool shared by several jobs at once: each replica the scheduler hands
+    out (a time-slicing or MPS replica of `nvidia.com/gpu`, a Slurm `gres/shard`) is
+    1/replicas of a GPU."""
+
+    nodes: str = "*"  # the pool: a glob (`kube-ts-*`) or a Slurm hostlist (`gpu-[01-04]`)
+    mode: Literal["time-slicing", "mps", "shard"]
+    replicas: int = Field(ge=1, le=GPU_UNITS)
+
+    @field_validator("replicas")
+    @classmethod
+    def _exact_share(cls, replicas: int) -> int:
+        if GPU_UNITS % replicas:
+            divisors = [n for n in range(2, 31) if GPU_UNITS % n == 0]
+            raise ValueError(
+                f"{replicas} replicas: a replica must be a whole number of 1/{GPU_UNITS} GPU "
+                f"(replicas dividing {GPU_UNITS}: {', '.join(map(str, divisors))}, ...)"
+            )
+        return replicas
+
+    @field_validator("nodes")
+    @classmethod
+    def _pattern(cls, nodes: str) -> str:
+        if not _is_glob(nodes):
+            try:
+                _hostlist(nodes)
+            except hostlist.BadHostlist as error:
+                raise ValueError(f"'{nodes}' is neither a glob nor a hostlist ({error})") from None
+        return nodes
+
+    def covers(self, node: str) -> bool:
+        if _is_glob(self.nodes):
+            return fnmatch.fnmatchcase(node, self.nodes)
+        return node in _hostlist(self.nodes)
+
+
+def _is_glob(pattern: str) -> bool:
+    return "*" in pattern or "?" in pattern
+
+
+@functools.cache
+def _hostlist(pattern: str) -> frozenset[str]:
+    return frozenset(hostlist.expand_hostlist(pattern))
+
+
 class ClusterSettings(_Strict):
     scheduler_timezone: str = "UTC"
     sacct_fields: list[str] | None = None
@@ -34,6 +121,20 @@ class ClusterSettings(_Strict):
     # full_recovery: the cluster's monthly cost beyond its nodes' monthly_cost (power, space,
     # staff), spread over its GPU models in proportion to their capacity GPU-hours
     monthly_overhead: Decimal | None = Field(default=None, ge=0, decimal_places=2)
+    # node pools whose GPUs are shared (time-slicing, MPS, Slurm shards); one mapping = the
+    # whole cluster. A node in no pool holds each GPU whole: an overlap there is an error.
+    sharing: list[GpuSharing] = []
+    # MIG profile -> GPU-equivalents, over rates.yaml's mig_profiles (a cluster of A30s: 1/4)
+    mig_profiles: MigProfiles = {}
+
+    @field_validator("sharing", mode="before")
+    @classmethod
+    def _one_pool_is_a_list(cls, value: object) -> object:
+        return [value] if isinstance(value, dict) else value
+
+    def sharing_of(self, node: str) -> GpuSharing | None:
+        """The first declared pool that holds `node`, None when its GPUs are not shared."""
+        return next((pool for pool in self.sharing if pool.covers(node)), None)
 
 
 class Settings(_Strict):
@@ -136,6 +237,16 @@ class Catalog(_Strict):
     budgets: list[Budget] = []
     outages: list[Outage] = []
     nodes: list[Node] | None = None  # None: no inventory, capacity is unknown
+    # MIG profile -> GPU-equivalents (rates.yaml mig_profiles) where NVIDIA's A100/H100
+    # default (`Ng` = N/7) does not hold
+    mig_profiles: MigProfiles = {}
+
+    def cluster(self, name: str) -> ClusterSettings:
+        """The settings of cluster `name` (defaults when settings.yaml has none), with the MIG
+        profile table: rates.yaml's, under the cluster's own entries."""
+        settings = self.settings.clusters.get(name, ClusterSettings())
+        profiles = {**self.mig_profiles, **settings.mig_profiles}
+        return settings.model_copy(update={"mig_profiles": profiles})
 
 
 _YAML_FILES = {
@@ -170,6 +281,8 @@ def load_catalog(catalog_dir: Path) -> Catalog:
             _validate(model, entry, path, f"{key}[{i}]", entry)
             for i, entry in enumerate(document.get(key) or [])
         ]
+        if stem == "rates":
+            parts["mig_profiles"] = _mig_profiles(document.get("mig_profiles"), path)
 
     nodes_path = catalog_dir / "nodes.csv"
     full_recovery = settings.cost_mode == "full_recovery"
@@ -182,6 +295,23 @@ def load_catalog(catalog_dir: Path) -> Catalog:
     catalog = Catalog(settings=settings, nodes=nodes, **parts)
     _check_references(catalog, catalog_dir)
     return catalog
+
+
+class _MigProfiles(_Strict):
+    profiles: MigProfiles
+
+
+def _mig_profiles(table: object, path: Path) -> dict[str, Fraction]:
+    """rates.yaml `mig_profiles:` (profile: GPU-equivalents), validated with its file."""
+    if table is None:
+        return {}
+    try:
+        return _MigProfiles(profiles=table).profiles
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"][1:])
+        field = f"mig_profiles.{where}" if where else "mig_profiles"
+        raise CatalogError(f"{path}: field '{field}': {first['msg']}") from None
 
 
 def _read_yaml(path: Path) -> object:

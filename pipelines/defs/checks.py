@@ -94,7 +94,9 @@ def gpus_never_oversubscribed(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
 ) -> dg.AssetCheckResult:
     """The GPU-equivalents held on one physical GPU never exceed 1 at any time; the GPUs where
-    they do are listed (their excess also breaks capacity_buckets_sum_to_capacity)."""
+    they do are listed with the jobs that held them then (their excess also breaks
+    capacity_buckets_sum_to_capacity, which blocks the reports). A GPU shared by declaration
+    (settings.yaml `sharing`) holds 1/replicas per job: only undeclared overlap lands here."""
     return _result(*violations(context, chargeback, "gpus_never_oversubscribed"))
 
 

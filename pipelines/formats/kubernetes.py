@@ -24,8 +24,10 @@ Columns: job_name = the pod's `metadata.name`; account = namespace; user = label
 label `owner`, else the service account; queue = label `kueue.x-k8s.io/queue-name`; qos =
 `status.qosClass`; nodes = `spec.nodeName`; submit / start = `creationTimestamp` /
 `status.startTime` (RFC 3339 text, typed in SQL). gpus = GPU-equivalents: `nvidia.com/gpu`
-(limits, else requests) plus MIG instances `nvidia.com/mig-<N>g.<M>gb` at N/7 of a GPU each
-(7 compute slices: A100/H100), summed over containers with Kubernetes' init-container rule.
+(limits, else requests) plus MIG instances `nvidia.com/mig-<N>g.<M>gb` at their profile's
+fraction (catalog `mig_profiles`, else N/7: A100/H100), summed over containers with Kubernetes'
+init-container rule. On a node of a declared sharing pool (time-slicing or MPS, settings.yaml)
+each `nvidia.com/gpu` (or renamed `nvidia.com/gpu.shared`) is a replica: 1/replicas of a GPU.
 gpu_model = the pod's `nvidia.com/gpu.product` node selector (or a one-valued required node
 affinity on it), else None. For MIG pods too: GPU-equivalents already carry the fraction and
 rates are per GPU-hour of the parent GPU, so a profile as model would only miss the rate card
@@ -58,12 +60,14 @@ from typing import Any
 
 from pipelines.catalog import ClusterSettings
 from pipelines.formats import ExportFormat
+from pipelines.formats.gpus import gpu_text, mig_equivalent
 from pipelines.landing import LandingError
 
 GPU_RESOURCE = "nvidia.com/gpu"
+# the device plugin's replicas of a time-sliced or MPS GPU when it renames them (renameByDefault)
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 # nvidia.com/mig-1g.10gb, mig-3g.40gb, mig-1g.10gb+me (media extensions)
-MIG_RESOURCE = re.compile(r"nvidia\.com/mig-(\d+)g\.(\d+)gb(?:[.+]me)?")
-MIG_SLICES = 7  # compute slices of an A100/H100: a `1g` instance is 1/7 of the GPU
+MIG_RESOURCE = re.compile(r"nvidia\.com/mig-(\d+g\.\d+gb)(?:[.+]me)?")
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 USER_LABELS = ("user", "owner")
@@ -104,7 +108,7 @@ def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, Any]]
     rows: list[dict[str, Any]] = []
     seen_until = _name_time(path)
     for line, item in _items(path):
-        row, newest = _pod_row(line, item)
+        row, newest = _pod_row(line, item, settings)
         rows.append(row)
         if newest is not None and (seen_until is None or newest > seen_until):
             seen_until = newest
@@ -201,7 +205,9 @@ class _LineCounter:
         return self.line
 
 
-def _pod_row(line: int, pod: Any) -> tuple[dict[str, Any], dt.datetime | None]:
+def _pod_row(
+    line: int, pod: Any, settings: ClusterSettings
+) -> tuple[dict[str, Any], dt.datetime | None]:
     """The row of one pod, and the newest timestamp it carries (for the snapshot time)."""
     row: dict[str, Any] = {
         "job_id": None, "cluster": None, "account": None, "user": None, "queue": None,
@@ -259,7 +265,7 @@ def _pod_row(line: int, pod: Any) -> tuple[dict[str, Any], dt.datetime | None]:
     elif state is not None and row["start_time"] is not None:
         row["_ends_at_snapshot"] = True
     try:
-        row["gpus"] = _gpu_text(_pod_gpus(spec))
+        row["gpus"] = gpu_text(_pod_gpus(spec, settings))
     except ValueError as error:
         row["parse_error"] = str(error)
     if pod.get("kind") not in (None, "Pod"):
@@ -312,39 +318,70 @@ def _state(phase: str | None, status: dict) -> tuple[str | None, str | None]:
     return "FAILED", reason or disruption
 
 
-def _pod_gpus(spec: dict) -> Fraction:
+def _pod_gpus(spec: dict, settings: ClusterSettings) -> Fraction:
     """GPU-equivalents the pod holds, by Kubernetes' rule for init containers: the larger of
     (app containers + sidecars) and the peak of any one init container (+ earlier sidecars)."""
+    replicas = _replicas(spec, settings)
     sidecars = Fraction(0)
     init_peak = Fraction(0)
     for container in _list(spec, "initContainers"):
-        gpus = _container_gpus(container, "initContainers")
+        gpus = _container_gpus(container, "initContainers", replicas, settings)
         if isinstance(container, dict) and container.get("restartPolicy") == "Always":
             sidecars += gpus
         else:
             init_peak = max(init_peak, sidecars + gpus)
-    app = sum((_container_gpus(c, "containers") for c in _list(spec, "containers")), Fraction(0))
+    app = sum(
+        (_container_gpus(c, "containers", replicas, settings) for c in _list(spec, "containers")),
+        Fraction(0),
+    )
     return max(app + sidecars, init_peak)
 
 
-def _container_gpus(container: Any, where: str) -> Fraction:
+def _replicas(spec: dict, settings: ClusterSettings) -> dict[str, Fraction | None]:
+    """What one `nvidia.com/gpu` and one `nvidia.com/gpu.shared` are worth on the pod's node:
+    1/replicas of a GPU on a node of a declared sharing pool (time-slicing, MPS); elsewhere a
+    whole GPU and nothing (None; `gpu.shared` is then an error). A pod not yet placed asks for
+    whole GPUs, or for replicas (`gpu.shared`) of its cluster's pools when they have one size."""
+    node = _text(spec.get("nodeName"))
+    if node is not None:
+        pool = settings.sharing_of(node)
+        replica = Fraction(1, pool.replicas) if pool else None
+        return {GPU_RESOURCE: replica or Fraction(1), SHARED_GPU_RESOURCE: replica}
+    sizes = {pool.replicas for pool in settings.sharing}
+    return {
+        GPU_RESOURCE: Fraction(1),
+        SHARED_GPU_RESOURCE: Fraction(1, sizes.pop()) if len(sizes) == 1 else None,
+    }
+
+
+def _container_gpus(
+    container: Any,
+    where: str,
+    replicas: dict[str, Fraction | None],
+    settings: ClusterSettings,
+) -> Fraction:
     resources = _obj(container, "resources")
     limits, requests = _obj(resources, "limits"), _obj(resources, "requests")
     total = Fraction(0)
     for name in sorted({*limits, *requests}):
         mig = MIG_RESOURCE.fullmatch(name)
-        if name != GPU_RESOURCE and mig is None:
+        if name not in (GPU_RESOURCE, SHARED_GPU_RESOURCE) and mig is None:
             continue
         source = "limits" if name in limits else "requests"
         value = (limits if name in limits else requests)[name]
         count = _whole_number(value)
+        field = f"field gpus: {where}[{_text(container.get('name')) or '?'}].resources.{source}"
         if count is None:
-            container_name = _text(container.get("name")) or "?"  # a dict: it has resources
+            raise ValueError(f"{field}.{name}: '{value}' is not a whole number")
+        if mig:
+            total += count * mig_equivalent(mig.group(1), settings)
+        elif replicas[name] is not None:
+            total += count * replicas[name]
+        elif count:
             raise ValueError(
-                f"field gpus: {where}[{container_name}].resources.{source}.{name}: "
-                f"'{value}' is not a whole number"
+                f"{field}.{name}: replicas of a shared GPU, on a node of no sharing pool "
+                "(settings.yaml clusters: <cluster>: sharing)"
             )
-        total += count * (Fraction(int(mig.group(1)), MIG_SLICES) if mig else 1)
     return total
 
 
@@ -354,11 +391,6 @@ def _whole_number(value: Any) -> int | None:
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
     return None
-
-
-def _gpu_text(gpus: Fraction) -> str:
-    """Whole GPUs as an integer, fractions as the shortest float text that round-trips."""
-    return str(gpus.numerator) if gpus.denominator == 1 else repr(float(gpus))
 
 
 def _gpu_model(spec: dict) -> str | None:

@@ -4,9 +4,13 @@ Fields are `|`-separated, named by a header line when the file has one (`JobID|J
 any case), else in the cluster's `sacct_fields` order or Open XDMoD's documented order.
 Times, state and exit code pass through as text; SQL types them (`sql/staging/`).
 
-GPU count of a record (`gpus`), from the `gres/gpu` entries of a TRES string: the untyped
-total (`gres/gpu=4`) whenever present, so a typed breakdown next to it (`gres/gpu:a100=4`) is
-never added a second time; without it the typed entries are summed; no GPU entry means 0.
+GPU-equivalents of a record (`gpus`), from the `gres/gpu` and `gres/shard` entries of a TRES
+string: the untyped total (`gres/gpu=4`) whenever present, so a typed breakdown next to it
+(`gres/gpu:a100=4`) is never added a second time; without it the typed entries are summed; no
+GPU entry means 0. A MIG instance (`gres/gpu:1g.10gb=1`) counts its profile's fraction of a GPU
+(and then the typed breakdown decides: the untyped total counts instances); a shard
+(`gres/shard=2`) 1/replicas of a GPU by the sharing declared for the job's nodes
+(`pipelines/formats/gpus.py`).
 - A job that started: AllocTRES, the GPUs it held.
 - A job that never started (Start `Unknown`/`None`/empty, e.g. PENDING): ReqTRES (AllocTRES
   when ReqTRES is empty). It allocates no GPU-hours; the count is the demand it stands for.
@@ -24,10 +28,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from fractions import Fraction
 from pathlib import Path
+
+import hostlist
 
 from pipelines.catalog import ClusterSettings
 from pipelines.formats import ExportFormat
+from pipelines.formats.gpus import gpu_text, mig_equivalent, mig_profile
 
 # Open XDMoD's documented `sacct --format` order, the default for files without a header.
 DEFAULT_FIELDS = (
@@ -62,10 +70,11 @@ _COUNT = re.compile(r"[0-9]+")
 _NO_TIME = {"", "unknown", "none"}
 _NO_NODES = {"", "none assigned"}
 _SNIFF_LINES = 50
+_DEFAULTS = ClusterSettings()
 
 
 class _TresError(ValueError):
-    """A gres/gpu entry whose count is not a whole number."""
+    """A gres/gpu or gres/shard entry that cannot be counted."""
 
 
 def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str | None]]:
@@ -83,7 +92,7 @@ def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str |
                 layout = _Layout(_names(fields), is_header=True)
                 continue
             layout = _Layout(_names(settings.sacct_fields or DEFAULT_FIELDS), is_header=False)
-        yield _row(number, text, fields, layout)
+        yield _row(number, text, fields, layout, settings)
 
 
 class _Layout:
@@ -108,7 +117,9 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
                 yield number, text
 
 
-def _row(number: int, text: str, fields: list[str], layout: _Layout) -> dict[str, str | None]:
+def _row(
+    number: int, text: str, fields: list[str], layout: _Layout, settings: ClusterSettings
+) -> dict[str, str | None]:
     row: dict[str, str | None] = dict.fromkeys(_COLUMNS)
     row.update(gpus=None, gpu_model=None, line=number, raw=text, parse_error=None)
     position = layout.position
@@ -154,37 +165,83 @@ def _row(number: int, text: str, fields: list[str], layout: _Layout) -> dict[str
     else:
         source = "alloctres"
     try:
-        gpus, model = gpu_count(value(source) or "")
+        gpus, model, shards = gpu_count(value(source) or "", settings)
+        if shards:
+            gpus += _shard_gpus(shards, row["nodes"], settings)
     except _TresError as error:
         row["parse_error"] = f"field {source}: {error}"
         return row
-    row["gpus"] = str(gpus)
+    row["gpus"] = gpu_text(gpus)
     row["gpu_model"] = model
     return row
 
 
-def gpu_count(tres: str) -> tuple[int, str | None]:
-    """(GPUs, GPU model) of a TRES string such as `billing=4,cpu=4,gres/gpu:a100=4,gres/gpu=4`.
+def gpu_count(tres: str, settings: ClusterSettings = _DEFAULTS) -> tuple[Fraction, str | None, int]:
+    """(GPU-equivalents, GPU model, shards) of a TRES string such as
+    `billing=4,cpu=4,gres/gpu:a100=4,gres/gpu=4`.
 
     The untyped `gres/gpu` total wins over the typed breakdown (never both added); typed
-    entries alone are summed. The model is the type (types joined by `+`), None if untyped.
+    entries alone are summed. A MIG instance (`gres/gpu:1g.10gb=1`, `gres/gpu:a100_3g.40gb=2`)
+    counts its profile's GPU-equivalents (`mig_profiles`, else N/7): there the untyped total
+    counts instances, not GPUs, so the typed breakdown decides. The model is the type (types
+    joined by `+`; a MIG type's parent GPU, `a100` of `a100_3g.40gb`), None if untyped.
+    Shards (`gres/shard=2`, typed or not, counted the same way) are returned apart: what they
+    are worth depends on the node's declared sharing.
     """
-    total: int | None = None
-    typed: dict[str, int] = {}
+    totals: dict[str, int] = {}
+    typed: dict[str, dict[str, int]] = {"gres/gpu": {}, "gres/shard": {}}
     for item in tres.split(","):
         key, _, count = item.strip().partition("=")
         kind, _, model = key.partition(":")
-        if kind.lower() != "gres/gpu":  # also skips gres/gpumem, gres/gpuutil, gres/shard
+        kind = kind.lower()
+        if kind not in typed:  # also skips gres/gpumem, gres/gpuutil, gres/mps
             continue
         if not _COUNT.fullmatch(count.strip()):
-            raise _TresError(f"'{item.strip()}' is not a GPU count")
+            what = "GPU" if kind == "gres/gpu" else "shard"
+            raise _TresError(f"'{item.strip()}' is not a {what} count")
         if model:
-            typed[model] = typed.get(model, 0) + int(count)
+            typed[kind][model] = typed[kind].get(model, 0) + int(count)
         else:
-            total = int(count)
-    gpus = total if total is not None else sum(typed.values())
-    models = sorted(model for model, count in typed.items() if count > 0)
-    return gpus, ("+".join(models) if gpus and models else None)
+            totals[kind] = int(count)
+    gpus, models = Fraction(0), set()
+    for model, count in typed["gres/gpu"].items():
+        mig = mig_profile(model)
+        gpus += count * (mig_equivalent(mig[0], settings) if mig else 1)
+        parent = mig[1] if mig else model
+        if count and parent:
+            models.add(parent)
+    has_mig = any(mig_profile(model) for model in typed["gres/gpu"])
+    if "gres/gpu" in totals and not has_mig:
+        gpus = Fraction(totals["gres/gpu"])
+    shards = totals.get("gres/shard", sum(typed["gres/shard"].values()))
+    return gpus, ("+".join(sorted(models)) if gpus and models else None), shards
+
+
+def _shard_gpus(shards: int, nodes: str | None, settings: ClusterSettings) -> Fraction:
+    """GPU-equivalents of `shards` Slurm shards: 1/replicas of a GPU each, by the sharing
+    declared for the job's nodes (a pending job: for the cluster's shard pools)."""
+    if nodes:
+        pools = {name: settings.sharing_of(name) for name in hostlist.expand_hostlist(nodes)}
+        undeclared = sorted(name for name, pool in pools.items() if pool is None)
+        if undeclared:
+            raise _TresError(
+                f"gres/shard={shards} on node {undeclared[0]}, which no sharing pool of the "
+                "cluster holds (settings.yaml clusters: <cluster>: sharing)"
+            )
+        replicas = {pool.replicas for pool in pools.values()}
+    else:
+        replicas = {pool.replicas for pool in settings.sharing if pool.mode == "shard"}
+        if not replicas:
+            raise _TresError(
+                f"gres/shard={shards} but the cluster declares no shard pool "
+                "(settings.yaml clusters: <cluster>: sharing)"
+            )
+    if len(replicas) > 1:
+        raise _TresError(
+            f"gres/shard={shards} over pools of {sorted(replicas)} replicas: a job's shards "
+            "must be of one size"
+        )
+    return Fraction(shards, replicas.pop())
 
 
 def _names(fields: Iterable[str]) -> list[str]:

@@ -1,5 +1,10 @@
 """Two jobs on one GPU at once: reported by name, never silently summed into capacity."""
 
+import datetime as dt
+
+import duckdb
+
+from pipelines.sql import run
 from tests.conftest import materialize_month, query, write
 from tests.e2e.test_tiny_month import ALLOCATIONS, build_tiny_month
 
@@ -45,3 +50,15 @@ def test_a_check_run_without_partition_tags_checks_every_month(tmp_path):
     [evaluation] = result.get_asset_check_evaluations()
     assert evaluation.passed is False
     assert evaluation.metadata["months"].value == "2026-11"
+
+
+def test_the_check_names_the_gpu_and_the_jobs_that_overlapped(tmp_path):
+    test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path)
+    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
+    try:
+        rows = run(con, "checks/gpus_never_oversubscribed", {"billing_month": "2026-11-01"})
+        assert rows.fetchall() == [
+            ("tiny", "n1", 1, 0.25, dt.datetime(2026, 11, 15, 10, 15), "J7, J9")
+        ]
+    finally:
+        con.close()

@@ -329,6 +329,47 @@ def test_gpu_equivalents_of_a_pod(tmp_path, pod, gpus):
     assert (row["gpus"], row["parse_error"]) == (gpus, None)
 
 
+TIME_SLICED = ClusterSettings(
+    sharing=[{"nodes": "n1", "mode": "time-slicing", "replicas": 4}],
+    mig_profiles={"1g.6gb": "1/4"},  # an A30's quarter
+)
+
+
+def on_node(pod: dict, node: str | None) -> dict:
+    pod["spec"]["nodeName"] = node
+    if node is None:
+        del pod["spec"]["nodeName"]
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("pod", "gpus", "error"),
+    [
+        # n1 is time-sliced into 4 replicas: each nvidia.com/gpu is a quarter GPU
+        (containers({"limits": {"nvidia.com/gpu": "1"}}), "0.25", None),
+        (containers({"limits": {"nvidia.com/gpu": "2"}}), "0.5", None),
+        (containers({"limits": {"nvidia.com/gpu.shared": "3"}}), "0.75", None),
+        # n2 is in no pool: whole GPUs, and a renamed shared replica is an error
+        (on_node(containers({"limits": {"nvidia.com/gpu": "1"}}), "n2"), "1", None),
+        (on_node(containers({"limits": {"nvidia.com/gpu.shared": "1"}}), "n2"), None,
+         "field gpus: containers[c0].resources.limits.nvidia.com/gpu.shared: replicas of a "
+         "shared GPU, on a node of no sharing pool (settings.yaml clusters: <cluster>: "
+         "sharing)"),
+        # not placed yet: whole GPUs asked for, or replicas of the cluster's one pool size
+        (on_node(containers({"limits": {"nvidia.com/gpu": "1"}}), None), "1", None),
+        (on_node(containers({"limits": {"nvidia.com/gpu.shared": "2"}}), None), "0.5", None),
+        # the catalog's MIG profile table over the N/7 default
+        (containers({"limits": {"nvidia.com/mig-1g.6gb": "1"}}), "0.25", None),
+        (containers({"limits": {"nvidia.com/mig-2g.20gb": "1"}}), repr(2 / 7), None),
+    ],
+)  # fmt: skip
+def test_gpu_equivalents_on_a_time_sliced_node(tmp_path, pod, gpus, error):
+    path = tmp_path / "pods-2026-11-10T10-00-00Z.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "items": [pod], "kind": "List"}))
+    [row] = kubernetes.read_rows(path, TIME_SLICED)
+    assert (row["gpus"], row["parse_error"]) == (gpus, error)
+
+
 def test_gpu_model_from_a_one_product_node_affinity(tmp_path):
     def affinity(*values):
         pod = a_pod()

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections import Counter
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import duckdb
@@ -64,6 +65,62 @@ def test_gpu_count_of_every_xdmod_alloc_tres_pair(tmp_path, alloc_tres, expected
     assert row["parse_error"] is None
     assert row["gpus"] == str(expected)
     assert slurm.gpu_count(alloc_tres)[0] == expected
+
+
+SHARDED = ClusterSettings(
+    sharing=[{"nodes": "s[1-4]", "mode": "shard", "replicas": 4},
+             {"nodes": "t*", "mode": "shard", "replicas": 2}],
+    mig_profiles={"1g.6gb": "1/4"},
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("tres", "expected"),
+    [
+        ("cpu=4,gres/gpu:a100=4,gres/gpu=4", (4, "a100", 0)),
+        # MIG: the untyped total counts instances; the typed profiles decide
+        ("cpu=1,gres/gpu=1,gres/gpu:1g.10gb=1", (Fraction(1, 7), None, 0)),
+        ("gres/gpu=3,gres/gpu:1g.10gb=1,gres/gpu:3g.40gb=2", (1, None, 0)),
+        ("gres/gpu=2,gres/gpu:nvidia_a100_3g.40gb=2", (Fraction(6, 7), "nvidia_a100", 0)),
+        ("gres/gpu:a100=1,gres/gpu:a100_2g.20gb=1,gres/gpu=2", (Fraction(9, 7), "a100", 0)),
+        ("gres/gpu=1,gres/gpu:7g.80gb=1", (1, None, 0)),
+        ("gres/gpu=1,gres/gpu:1g.6gb=1", (Fraction(1, 4), None, 0)),  # the catalog's table
+        # shards are counted apart, typed or not, once
+        ("cpu=2,gres/shard=2", (0, None, 2)),
+        ("gres/shard:a100=3,gres/shard=3", (0, None, 3)),
+        ("gres/shard:a100=1,gres/shard:h100=2", (0, None, 3)),
+    ],
+)  # fmt: skip
+def test_gpu_equivalents_of_mig_slices_and_shards(tres, expected):
+    assert slurm.gpu_count(tres, SHARDED) == expected
+
+
+@pytest.mark.parametrize(
+    ("start", "tres", "nodes", "gpus", "error"),
+    [
+        ("2026-11-02T00:00:00", "gres/shard=2", "s1", "0.5", None),
+        ("2026-11-02T00:00:00", "gres/shard=2", "s[1-2]", "0.5", None),
+        ("2026-11-02T00:00:00", "gres/shard=1,gres/gpu=1", "t1", "1.5", None),
+        ("2026-11-02T00:00:00", "gres/shard=2", "g1", None,
+         "field alloctres: gres/shard=2 on node g1, which no sharing pool of the cluster holds "
+         "(settings.yaml clusters: <cluster>: sharing)"),
+        ("2026-11-02T00:00:00", "gres/shard=2", "s1,t1", None,
+         "field alloctres: gres/shard=2 over pools of [2, 4] replicas: a job's shards must be "
+         "of one size"),
+        # pending: the cluster's shard pools decide, if they agree
+        ("Unknown", "gres/shard=2", "None assigned", None,
+         "field reqtres: gres/shard=2 over pools of [2, 4] replicas: a job's shards must be of "
+         "one size"),
+    ],
+)  # fmt: skip
+def test_shards_are_a_fraction_of_the_nodes_gpu(tmp_path, start, tres, nodes, gpus, error):
+    path = write(
+        tmp_path / "jobs.log",
+        "JobID|Account|Start|End|State|ReqTRES|AllocTRES|NodeList\n"
+        f"7|phys|{start}|2026-11-02T04:00:00|COMPLETED|{tres}|{tres}|{nodes}\n",
+    )
+    [row] = rows_of(path, SHARDED)
+    assert (row["gpus"], row["parse_error"]) == (gpus, error)
 
 
 def test_accounting_logs_case():

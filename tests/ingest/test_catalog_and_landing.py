@@ -155,3 +155,47 @@ def test_telemetry_conversions_are_cached_by_content_converter_and_settings(tmp_
     assert sorted(p.name for p in (telemetry / "converted/lab").iterdir()) == sorted(
         [Path(first).name, Path(renamed).name]
     )
+
+
+def test_mig_profiles_of_rates_yaml_under_a_clusters_own(tmp_path):
+    from fractions import Fraction
+
+    from pipelines.formats.gpus import mig_equivalent
+
+    catalog = load_catalog(
+        catalog_dir(
+            tmp_path,
+            **{
+                "rates.yaml": RATES + "mig_profiles: {1G.6GB: 1/4, 2g: 0.5, 4g.24gb: 1}\n",
+                "settings.yaml": "clusters: {a30s: {mig_profiles: {2g.12gb: '2/4'}}}\n",
+            },
+        )
+    )
+    assert catalog.mig_profiles == {
+        "1g.6gb": Fraction(1, 4), "2g": Fraction(1, 2), "4g.24gb": Fraction(1)
+    }  # fmt: skip
+    a30s, other = catalog.cluster("a30s"), catalog.cluster("other")
+    assert mig_equivalent("1g.6gb", a30s) == Fraction(1, 4)
+    assert mig_equivalent("2g.12gb", a30s) == Fraction(1, 2)
+    assert mig_equivalent("2g.20gb", other) == Fraction(1, 2)  # the `2g` entry: any size
+    assert mig_equivalent("3g.40gb", other) == Fraction(3, 7)  # NVIDIA's default
+    assert mig_equivalent("7g.80gb", other) == Fraction(1)
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("{1g.5gb: 1/8}", "field 'mig_profiles.1g.5gb': Value error, '1/8' is not a whole "
+         "number of 1/420 GPU"),
+        ("{1g.5gb: 2}", "field 'mig_profiles.1g.5gb': Value error, '2' is not between 0 "
+         "(excluded) and 1 GPU"),
+        ("{1g.5gb: a seventh}", "field 'mig_profiles.1g.5gb': Value error, 'a seventh' is not "
+         "a fraction of a GPU (e.g. 1/7, 0.25)"),
+        ("[1g.5gb]", "field 'mig_profiles': Input should be a valid dictionary"),
+    ],
+)  # fmt: skip
+def test_a_mig_profile_mistake_names_the_profile(tmp_path, table, message):
+    path = catalog_dir(tmp_path, **{"rates.yaml": RATES + f"mig_profiles: {table}\n"})
+    with pytest.raises(CatalogError) as error:
+        load_catalog(path)
+    assert str(error.value) == f"{path / 'rates.yaml'}: {message}"

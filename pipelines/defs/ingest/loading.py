@@ -14,7 +14,7 @@ import duckdb
 import hostlist
 import pyarrow as pa
 
-from pipelines.catalog import Catalog, ClusterSettings
+from pipelines.catalog import Catalog
 from pipelines.defs.ingest.catalog_tables import ACCOUNT_TENANTS_SCHEMA, account_tenants
 from pipelines.defs.ingest.tables import write_arrow, write_table
 from pipelines.formats import canonical
@@ -42,7 +42,7 @@ def load_scheduler_exports(
     }
     tables: dict[str, list[pa.Table]] = {"jobs": [], "allocations": []}
     for export in discover(landing_dir, "scheduler"):
-        settings = catalog.settings.clusters.get(export.cluster, ClusterSettings())
+        settings = catalog.cluster(export.cluster)
         schema = schemas[export.kind]
         read_table = export.format.read_table
         table = read_table(export.path, settings) if read_table else None

@@ -31,7 +31,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.catalog import Catalog, ClusterSettings
+from pipelines.catalog import Catalog
 from pipelines.defs.ingest.tables import write_table
 from pipelines.defs.partitions import FIRST_DAY
 from pipelines.defs.resources import BillingMonth, ChargebackResource
@@ -314,7 +314,7 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
     """
     if export.format.to_parquet is None:
         return export.path
-    settings = catalog.settings.clusters.get(export.cluster, ClusterSettings())
+    settings = catalog.cluster(export.cluster)
     digest = hashlib.sha256(export.path.read_bytes())
     digest.update(_converter_code(export.format.to_parquet))
     digest.update(settings.model_dump_json().encode())
