@@ -188,9 +188,7 @@ def test_shared_gpus_hold_their_shares_and_the_buckets_sum_to_capacity(shared):
     assert buckets["capacity"] == 1440.0
     assert buckets["productive"] == 3.0
     assert buckets["unallocated"] == 1437.0
-    hpc = dict(
-        query(root, "select bucket, gpu_hours from capacity_buckets where cluster = 'hpc'")
-    )
+    hpc = dict(query(root, "select bucket, gpu_hours from capacity_buckets where cluster = 'hpc'"))
     assert hpc["capacity"] == 2160.0  # 3 GPUs x 720 h
     assert round(hpc["unmeasured"], 9) == round(12 + 10 / 7, 9)
     assert round(hpc["unallocated"] + hpc["unmeasured"], 9) == 2160.0
