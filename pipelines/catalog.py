@@ -377,6 +377,7 @@ def _check_references(catalog: Catalog, catalog_dir: Path) -> None:
         raise CatalogError(
             f"{catalog_dir / 'tenants.yaml'}: tenant id '{UNMAPPED_TENANT}' is reserved"
         )
+    _check_sharing_pools(catalog, catalog_dir / "settings.yaml")
     for stem, entries in (("quotas", catalog.quotas), ("budgets", catalog.budgets)):
         for i, entry in enumerate(entries):
             if entry.tenant not in tenant_ids:
@@ -384,3 +385,26 @@ def _check_references(catalog: Catalog, catalog_dir: Path) -> None:
                     f"{catalog_dir / (stem + '.yaml')}: {stem}[{i}]: field 'tenant': "
                     f"unknown tenant '{entry.tenant}'"
                 )
+
+
+def _check_sharing_pools(catalog: Catalog, path: Path) -> None:
+    """With an inventory, each sharing pool holds some of its cluster's nodes and no node is in
+    two pools (which replica size would hold there is not for the order of entries to decide)."""
+    if catalog.nodes is None:
+        return
+    for cluster, settings in catalog.settings.clusters.items():
+        nodes = [node.node for node in catalog.nodes if node.cluster == cluster]
+        first_pool: dict[str, int] = {}
+        for i, pool in enumerate(settings.sharing):
+            entry = f"{path}: settings: field 'clusters.{cluster}.sharing.{i}.nodes'"
+            held = [node for node in nodes if pool.covers(node)]
+            if not held:
+                raise CatalogError(f"{entry}: '{pool.nodes}' matches no node of {cluster} in "
+                                   "nodes.csv")  # fmt: skip
+            for node in held:
+                other = first_pool.setdefault(node, i)
+                if other != i:
+                    raise CatalogError(
+                        f"{entry}: node {node} is in sharing pool {other} as well "
+                        f"('{settings.sharing[other].nodes}')"
+                    )

@@ -270,3 +270,25 @@ def test_a_sharing_mistake_is_a_catalog_error(tmp_path, settings, message):
         load_catalog(tmp_path / "catalog")
     assert str(error.value).startswith(f"{tmp_path / 'catalog/settings.yaml'}: settings: ")
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("sharing", "message"),
+    [
+        (
+            "[{nodes: 'ts*', mode: time-slicing, replicas: 4}, {nodes: ts1, mode: mps, "
+            "replicas: 2}]",
+            "field 'clusters.kube.sharing.1.nodes': node ts1 is in sharing pool 0 as well ('ts*')",
+        ),
+        (
+            "{nodes: 'gpu-*', mode: mps, replicas: 2}",
+            "field 'clusters.kube.sharing.0.nodes': 'gpu-*' matches no node of kube in nodes.csv",
+        ),
+    ],
+)
+def test_a_pool_is_not_ambiguous_and_not_empty(tmp_path, sharing, message):
+    build_shared_month(tmp_path)
+    write(tmp_path / "catalog/settings.yaml", f"clusters:\n  kube:\n    sharing: {sharing}\n")
+    with pytest.raises(CatalogError) as error:
+        load_catalog(tmp_path / "catalog")
+    assert str(error.value) == f"{tmp_path / 'catalog/settings.yaml'}: settings: {message}"
