@@ -22,12 +22,7 @@ venv: $(BIN)/activate
 demo: venv
 	$(BIN)/python -m pipelines.demo --month $(MONTH) --out data --cost-mode $(COST_MODE) \
 	    --idle-sharing $(IDLE_SHARING)
-	mkdir -p $(DAGSTER_HOME) && printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster asset materialize -m pipelines.definitions --select gpu_sample_rollup \
-	    --partition-range $(MONTH)-01...$$(date -u -d '$(MONTH)-01 +1 month -1 day' +%F)
-	$(BIN)/dagster asset materialize -m pipelines.definitions --select 'not key:gpu_sample_rollup' \
-	    --partition $(MONTH)-01
-	@echo "Reports in data/reports/$(MONTH)/"
+	$(BIN)/chargeback run --month $(MONTH)
 
 test: venv
 	$(BIN)/python -m pytest

@@ -1,6 +1,6 @@
 """Close a billing month: issue its charge lines so later re-runs can only add corrections.
 
-    python -m pipelines.close --month 2026-11 --by "finance@example.com"
+    chargeback close --month 2026-11 --by "finance@example.com"
 
 The month must have been run (its charge_lines exist). Afterwards, re-running the month leaves
 the issued lines as they are and adds 'Correction' lines for any difference (see
@@ -9,7 +9,6 @@ sql/marts/charge_lines.sql).
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import sys
 
@@ -62,21 +61,14 @@ def close_month(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipelines.defs.resources import ChargebackResource
+    """`python -m pipelines.close`: the former spelling of `chargeback close` (which it runs;
+    without --by, the closer is recorded as 'platform-team')."""
+    from pipelines.cli import main as chargeback
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--month", required=True, help="YYYY-MM")
-    parser.add_argument("--by", default="platform-team", help="who closes it (recorded)")
-    args = parser.parse_args(argv)
-    billing_month = dt.date.fromisoformat(args.month + "-01")
-    with ChargebackResource.from_env().connect() as con:
-        try:
-            lines, total = close_month(con, billing_month, args.by)
-        except CloseError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-    print(f"closed {args.month}: {lines} charge lines issued, total {total}")
-    return 0
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not any(arg == "--by" or arg.startswith("--by=") for arg in argv):
+        argv += ["--by", "platform-team"]
+    return chargeback(["close", *argv])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The shape every monthly asset shares: open the warehouse, loop over the run's months."""
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -9,6 +10,7 @@ import duckdb
 from pipelines.catalog import Catalog
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.resources import BillingMonth, ChargebackResource
+from pipelines.progress import progress
 from pipelines.sql import replace_month, sql_text
 
 MonthStep = Callable[  # noqa: UP040 - plain alias keeps it readable
@@ -25,9 +27,13 @@ def run_months(
     per_month: dict[str, dict[str, int]] = {}
     with chargeback.connect() as con:
         for month in chargeback.months(context.partition_time_window, catalog):
+            started = time.perf_counter()
             per_month[month.label] = step(con, month, month.params(catalog), chargeback, catalog)
-            context.log.info(
-                f"{context.asset_key.to_user_string()} {month.label}: {per_month[month.label]}"
+            rows = ", ".join(f"{k} {v:,}" for k, v in per_month[month.label].items())
+            progress(
+                context,
+                f"{month.label} {context.asset_key.to_user_string()}: {rows or 'done'} "
+                f"({time.perf_counter() - started:.1f} s)",
             )
     totals: dict[str, int] = {}
     for counts in per_month.values():

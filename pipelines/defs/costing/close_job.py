@@ -1,4 +1,4 @@
-"""The Dagster job that closes a billing month (the same as `python -m pipelines.close`)."""
+"""The Dagster job that closes a billing month (`chargeback close` runs it)."""
 
 import datetime as dt
 
@@ -16,13 +16,15 @@ class CloseMonthConfig(dg.Config):
 @dg.op
 def close_billing_month(
     context: dg.OpExecutionContext, config: CloseMonthConfig, chargeback: ChargebackResource
-) -> None:
-    """Issue the month's charge lines; later re-runs of the month only add corrections."""
+) -> tuple[int, str]:
+    """Issue the month's charge lines; later re-runs of the month only add corrections.
+    Returns the lines issued and their total."""
     with chargeback.connect() as con:
         lines, total = close_month(
             con, dt.date.fromisoformat(config.month + "-01"), config.closed_by
         )
     context.log.info(f"closed {config.month}: {lines} charge lines issued, total {total}")
+    return lines, total
 
 
 @dg.job(description="Close a billing month: its charges are issued and never change again.")

@@ -11,6 +11,7 @@ from pipelines.defs.ingest.telemetry import load_month_telemetry, roll_up_days
 from pipelines.defs.monthly import run_months
 from pipelines.defs.partitions import daily_partition, monthly_partition, single_run
 from pipelines.defs.resources import ChargebackResource
+from pipelines.progress import progress
 
 GROUP = "ingest"
 
@@ -72,9 +73,16 @@ def gpu_sample_rollup(
         window.start.date() + dt.timedelta(days=n)
         for n in range((window.end.date() - window.start.date()).days)
     ]
-    per_day = roll_up_days(chargeback, chargeback.catalog(), days)
-    for day, counts in per_day.items():
-        context.log.info(f"gpu_sample_rollup {day}: {counts}")
+
+    def on_day(k: int, day: dt.date, counts: dict[str, int], seconds: float) -> None:
+        rate = f"{counts['samples'] / seconds:,.0f} rows/s" if seconds > 0 else ""
+        progress(
+            context,
+            f"telemetry day {k} of {len(days)} ({day}): {counts['samples']:,} samples, "
+            f"{counts['rejected']:,} rejected, {seconds:.1f} s, {rate}",
+        )
+
+    per_day = roll_up_days(chargeback, chargeback.catalog(), days, on_day)
     return dg.MaterializeResult(
         metadata={
             "rows_samples": sum(counts["samples"] for counts in per_day.values()),

@@ -21,6 +21,7 @@ import functools
 import hashlib
 import inspect
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -76,9 +77,13 @@ SOURCES_SCHEMA = pa.schema([
 
 
 def roll_up_days(
-    chargeback: ChargebackResource, catalog: Catalog, days: list[dt.date]
+    chargeback: ChargebackResource,
+    catalog: Catalog,
+    days: list[dt.date],
+    on_day: Callable[[int, dt.date, dict[str, int], float], None] | None = None,
 ) -> dict[str, dict[str, int]]:
-    """Write the daily rollup (samples, rejects, counts per file) of each UTC day in `days`.
+    """Write the daily rollup (samples, rejects, counts per file) of each UTC day in `days`;
+    `on_day(k, day, counts, seconds)` after each (the k-th, from 1).
 
     Returns the rows written per day: samples, rejected rows, files with rows that day.
     """
@@ -90,12 +95,15 @@ def roll_up_days(
         write_table(con, "sample_sources", sources, SOURCES_SCHEMA)
         spans = sample_file_spans(con, files)
         owners = unreadable_row_owners(spans, landing_dir, sources)
-        for day in days:
+        for k, day in enumerate(days, start=1):
+            started = time.perf_counter()
             owned = sorted(path for path, owner in owners.items() if owner == day)
             day_files = files_of_day(files, spans, day, owned)
             per_day[day.isoformat()] = _roll_up_day(
                 con, telemetry_dir, day, day_files, owned, catalog
             )
+            if on_day is not None:
+                on_day(k, day, per_day[day.isoformat()], time.perf_counter() - started)
     return per_day
 
 

@@ -1,0 +1,320 @@
+"""`chargeback`: one command runs a month, one closes it (DESIGN.md "Orchestration").
+
+    chargeback run --month 2026-11                 the month's telemetry days, then the month
+    chargeback run --from 2026-09 --to 2026-11     a range of months, in one run of each kind
+    chargeback close --month 2026-11 --by finance@example.com
+
+They drive the same Dagster assets, jobs and checks as the UI, schedule and backfills, in this
+process, and record their runs in DAGSTER_HOME (default: `dagster_home` beside the warehouse),
+where `make ui` shows them. Progress goes to the terminal (telemetry day k of n with its rows
+per second, then each monthly step); the last line says what was charged, whether every check
+passed, and where the reports are. A refused input, a catalog mistake or a blocking check ends
+the command with one line naming it and a non-zero exit: 2 for a wrong argument (nothing is
+touched), 1 for a run that did not complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import os
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pipelines.progress import PROGRESS
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+# Dagster's console log of every event stays in the run (the UI shows it); the terminal gets
+# the progress lines and the outcome
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+_MONTH = re.compile(r"(\d{4})-(\d{2})")
+
+
+class UsageError(ValueError):
+    """A wrong argument or setting: reported in one line before anything is touched."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="chargeback", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="roll up the telemetry days and run billing months")
+    run.add_argument("--month", help="the billing month, YYYY-MM")
+    run.add_argument("--from", dest="first", help="the first month of a range, YYYY-MM")
+    run.add_argument("--to", dest="last", help="the last month of a range, YYYY-MM")
+    close = commands.add_parser("close", help="issue a month's charges (re-runs add corrections)")
+    close.add_argument("--month", required=True, help="the billing month, YYYY-MM")
+    close.add_argument("--by", required=True, help="who closes it (recorded with the month)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "run":
+            first, last = _month_range(args.month, args.first, args.last)
+            return run_months(first, last)
+        return close_month(_month("--month", args.month), args.by)
+    except UsageError as error:
+        print(f"chargeback: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _month(option: str, text: str) -> dt.date:
+    found = _MONTH.fullmatch(text.strip())
+    if found is None or not 1 <= int(found[2]) <= 12:
+        raise UsageError(f"{option} {text}: not a month (YYYY-MM, e.g. 2026-11)")
+    return dt.date(int(found[1]), int(found[2]), 1)
+
+
+def _month_range(month: str | None, first: str | None, last: str | None) -> tuple[dt.date, dt.date]:
+    if month is not None and (first or last):
+        raise UsageError("give --month, or --from and --to, not both")
+    if month is not None:
+        single = _month("--month", month)
+        return single, single
+    if first is None or last is None:
+        raise UsageError("give --month YYYY-MM, or --from YYYY-MM and --to YYYY-MM")
+    start, end = _month("--from", first), _month("--to", last)
+    if end < start:
+        raise UsageError(f"--to {last} is before --from {first}")
+    return start, end
+
+
+def run_months(first: dt.date, last: dt.date) -> int:
+    """Roll up every telemetry day the months overlap (one run), then the months (a second
+    run: a Dagster run holds one partitioning), each with every check."""
+    # imported here, like Dagster below: `--help` and argument errors answer at once
+    from pipelines.catalog import CatalogError
+    from pipelines.defs.partitions import monthly_partition
+    from pipelines.defs.resources import BillingMonth, ChargebackResource
+    from pipelines.landing import LandingError, discover
+
+    chargeback = ChargebackResource.from_env()
+    _check_folders(chargeback, need_warehouse=False)
+    months = _months(first, last)
+    partitions = set(monthly_partition.get_partition_keys())
+    for month in months:
+        if month.isoformat() not in partitions:
+            raise UsageError(_not_a_partition(month, monthly_partition))
+    try:
+        catalog = chargeback.catalog()
+        exports = [e for area in ("scheduler", "telemetry") for e in discover(
+            Path(chargeback.landing_dir), area)]  # fmt: skip
+    except (CatalogError, LandingError) as error:
+        print(f"chargeback: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    timezone = catalog.settings.billing_timezone
+    days = sorted({d for m in months for d in BillingMonth.of(m, timezone).utc_days()})
+    label = _label(months)
+    with _instance(chargeback) as instance:
+        return _run(instance, chargeback, catalog, exports, months, days, label)
+
+
+def _run(instance, chargeback, catalog, exports, months, days, label) -> int:
+    """The two runs of `run_months` on `instance`; returns the exit code."""
+    import dagster as dg
+
+    from pipelines.definitions import all_assets
+    from pipelines.defs.checks import checks
+    from pipelines.defs.schedules import ROLLUP
+
+    resources = {"chargeback": chargeback}
+    _show_progress()
+    print(f"chargeback run {label}: {len(exports)} export files; telemetry of {len(days)} days")
+    rollup = dg.materialize(
+        all_assets,
+        selection=ROLLUP,
+        instance=instance,
+        resources=resources,
+        tags=_range_tags(days[0].isoformat(), days[-1].isoformat()),
+        run_config=QUIET,
+        raise_on_error=False,
+    )
+    if not rollup.success:
+        print(f"chargeback: {_failure(rollup)} (Dagster run {rollup.run_id})", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"monthly run {label}")
+    monthly = dg.materialize(
+        [*all_assets, *checks],
+        selection=dg.AssetSelection.all() - ROLLUP,
+        instance=instance,
+        resources=resources,
+        tags=_range_tags(months[0].isoformat(), months[-1].isoformat()),
+        run_config=QUIET,
+        raise_on_error=False,
+    )
+    blocking = {spec.name for check in checks for spec in check.check_specs if spec.blocking}
+    evaluations = monthly.get_asset_check_evaluations()
+    failed = [e for e in evaluations if not e.passed]
+    blocked = [e for e in failed if e.check_name in blocking]
+    if blocked or not monthly.success:
+        reason = (
+            f"check {blocked[0].check_name} failed: {_violations(blocked[0])}; the month's "
+            "reports were not written"
+            if blocked
+            else _failure(monthly)
+        )
+        print(f"chargeback: {label}: {reason} (Dagster run {monthly.run_id})", file=sys.stderr)
+        return EXIT_FAILED
+    print(_summary(chargeback, months, evaluations, failed, catalog.settings.currency))
+    return 0
+
+
+def close_month(month: dt.date, closed_by: str) -> int:
+    """Issue `month`'s charge lines through `close_month_job` (recorded in DAGSTER_HOME)."""
+    from pipelines.definitions import defs
+    from pipelines.defs.resources import ChargebackResource
+
+    chargeback = ChargebackResource.from_env()
+    _check_folders(chargeback, need_warehouse=True)
+    label = month.strftime("%Y-%m")
+    with _instance(chargeback) as instance:
+        result = defs.get_job_def("close_month_job").execute_in_process(
+            run_config={
+                "ops": {
+                    "close_billing_month": {"config": {"month": label, "closed_by": closed_by}}
+                },
+                **QUIET,
+            },
+            instance=instance,
+            resources={"chargeback": chargeback},
+            raise_on_error=False,
+        )
+    if not result.success:
+        print(f"chargeback: {_failure(result)}", file=sys.stderr)
+        return EXIT_FAILED
+    lines, total = result.output_for_node("close_billing_month")
+    print(f"closed {label} by {closed_by}: {lines} charge lines issued, total {total}")
+    return 0
+
+
+def _check_folders(chargeback, need_warehouse: bool) -> None:
+    """Wrong paths stop before anything is created (no empty warehouse at a mistyped path)."""
+    warehouse = Path(chargeback.warehouse)
+    if need_warehouse and not warehouse.is_file():
+        raise UsageError(f"warehouse {warehouse} does not exist (CHARGEBACK_WAREHOUSE)")
+    if not warehouse.parent.is_dir():
+        raise UsageError(
+            f"the warehouse's folder {warehouse.parent} does not exist (CHARGEBACK_WAREHOUSE)"
+        )
+    if need_warehouse:
+        return
+    for variable, folder in (
+        ("CHARGEBACK_LANDING_DIR", chargeback.landing_dir),
+        ("CHARGEBACK_CATALOG_DIR", chargeback.catalog_dir),
+    ):
+        if not Path(folder).is_dir():
+            raise UsageError(f"folder {folder} does not exist ({variable})")
+
+
+def _months(first: dt.date, last: dt.date) -> list[dt.date]:
+    months, month = [], first
+    while month <= last:
+        months.append(month)
+        month = (month.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
+    return months
+
+
+def _label(months: list[dt.date]) -> str:
+    first, last = months[0].strftime("%Y-%m"), months[-1].strftime("%Y-%m")
+    return first if first == last else f"{first}..{last}"
+
+
+def _not_a_partition(month: dt.date, partitions) -> str:
+    label = month.strftime("%Y-%m")
+    keys = partitions.get_partition_keys()
+    if keys and month.isoformat() > keys[-1]:
+        return f"{label} has not ended yet (the latest month that can run is {keys[-1][:7]})"
+    first = keys[0][:7] if keys else os.environ.get("CHARGEBACK_FIRST_MONTH", "2024-01")
+    return f"{label} is before the first month {first} (CHARGEBACK_FIRST_MONTH)"
+
+
+def _range_tags(first: str, last: str) -> dict[str, str]:
+    return {
+        "dagster/asset_partition_range_start": first,
+        "dagster/asset_partition_range_end": last,
+    }
+
+
+def _instance(chargeback):
+    """The Dagster instance of DAGSTER_HOME (created if missing); unset, `dagster_home` beside
+    the warehouse (the folder `make demo` and `make ui` use). Dagster's telemetry is off."""
+    from dagster import DagsterInstance
+
+    home = Path(
+        os.environ.get("DAGSTER_HOME")
+        or Path(chargeback.warehouse).resolve().parent / "dagster_home"
+    )
+    if not home.is_absolute():
+        raise UsageError(f"DAGSTER_HOME {home} is not an absolute path")
+    home.mkdir(parents=True, exist_ok=True)
+    settings = home / "dagster.yaml"
+    if not settings.exists():
+        settings.write_text("telemetry:\n  enabled: false\n", encoding="utf-8")
+    return DagsterInstance.from_config(str(home))
+
+
+def _show_progress() -> None:
+    """The assets' progress lines (`pipelines.progress`) on the terminal, one per line."""
+    if not PROGRESS.handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("  %(message)s"))
+        PROGRESS.addHandler(handler)
+        PROGRESS.setLevel(logging.INFO)
+        PROGRESS.propagate = False
+
+
+def _failure(result) -> str:
+    """The innermost error of the run's first failed step, as one line: the project's own
+    errors (catalog, landing, a stopped step) say everything in their message."""
+    for event in result.all_events:
+        if event.event_type_value != "STEP_FAILURE":
+            continue
+        error = event.step_failure_data.error
+        while error.cause is not None:
+            error = error.cause
+        message = error.message.strip().splitlines()[0] if error.message.strip() else ""
+        message = message.removeprefix(f"{error.cls_name}: ")
+        message = re.sub(r"^[\w.]+Error: ", "", message)
+        if error.cls_name in ("CatalogError", "LandingError", "Failure", "CloseError"):
+            return f"{event.step_key}: {message}"
+        return f"{event.step_key}: {error.cls_name}: {message}"
+    return "the run failed (see the Dagster run for details)"
+
+
+def _violations(evaluation) -> str:
+    metadata = evaluation.metadata
+    count = metadata["violations"].value if "violations" in metadata else "?"
+    first = metadata["first_violations"].value[:1] if "first_violations" in metadata else []
+    where = "; first: " + ", ".join(f"{k}={v}" for k, v in first[0].items()) if first else ""
+    return f"{count} violation(s){where}"
+
+
+def _summary(chargeback, months, evaluations, failed, currency: str) -> str:
+    import duckdb
+
+    labels = [m.strftime("%Y-%m") for m in months]
+    con = duckdb.connect(chargeback.warehouse, read_only=True)
+    try:
+        total, tenants = con.execute(
+            "select coalesce(sum(amount), 0), count(distinct tenant_id) from charge_lines "
+            "where billing_month between ? and ?",
+            [months[0], months[-1]],
+        ).fetchone()
+    finally:
+        con.close()
+    warnings = ", ".join(sorted({e.check_name for e in failed}))
+    checks = f"{len(evaluations)} checks passed" if not failed else (
+        f"{len(evaluations) - len(failed)} of {len(evaluations)} checks passed "
+        f"(warnings: {warnings})"
+    )  # fmt: skip
+    folders = [str(Path(chargeback.reports_dir) / label) + "/" for label in labels]
+    where = folders[0] if len(folders) == 1 else f"{folders[0]} .. {folders[-1]}"
+    return (
+        f"{_label(months)}: charged {currency} {total:,.2f} to {tenants} tenants; {checks}; "
+        f"reports in {where}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""`chargeback run` / `chargeback close` as a person at a terminal runs them: the installed
+console script in a subprocess, its own folders and DAGSTER_HOME under tmp_path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from decimal import Decimal
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from tests.conftest import query, write
+from tests.e2e.test_tiny_month import build_tiny_month
+
+REPO = Path(__file__).resolve().parents[2]
+CHARGEBACK = REPO / ".venv" / "bin" / "chargeback"
+
+
+def env_for(data: Path, **overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHARGEBACK_", "DAGSTER_"))}
+    env.update(
+        CHARGEBACK_FIRST_MONTH="2026-09",
+        CHARGEBACK_LANDING_DIR=str(data / "landing"),
+        CHARGEBACK_CATALOG_DIR=str(data / "catalog"),
+        CHARGEBACK_WAREHOUSE=str(data / "warehouse.duckdb"),
+        CHARGEBACK_REPORTS_DIR=str(data / "reports"),
+        CHARGEBACK_DUCKDB_MEMORY_LIMIT="1GB",
+    )
+    env.update(overrides)
+    return env
+
+
+def chargeback(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(CHARGEBACK), *args], env=env, cwd=REPO, capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The hand-computed tiny month run by `chargeback run --month 2026-11`."""
+    data = tmp_path_factory.mktemp("command")
+    build_tiny_month(data)
+    return data, chargeback(["run", "--month", "2026-11"], env_for(data))
+
+
+@pytest.mark.slow
+def test_run_prints_progress_and_one_summary_line(ran):
+    data, result = ran
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[0] == "chargeback run 2026-11: 4 export files; telemetry of 30 days"
+    days = [line for line in lines if line.startswith("  telemetry day ")]
+    assert len(days) == 30
+    assert days[0].startswith("  telemetry day 1 of 30 (2026-11-01): 24 samples, 0 rejected, ")
+    assert days[4].startswith("  telemetry day 5 of 30 (2026-11-05): 0 samples, 1 rejected, ")
+    assert "monthly run 2026-11" in lines
+    steps = [line.split(":")[0].strip() for line in lines if line.startswith("  2026-11 ")]
+    assert steps[:3] == ["2026-11 catalog", "2026-11 gpu_samples", "2026-11 stg_jobs"]
+    assert steps[-1] == "2026-11 month_manifest"
+    assert "  2026-11 stg_jobs: job_records 8, allocation_records 6, jobs 6, " in result.stdout
+    # usage 23.14 less 3.51 of failed_infra credits (tests/e2e/test_tiny_month.py)
+    assert lines[-1] == (
+        "2026-11: charged EUR 19.63 to 3 tenants; 8 of 9 checks passed (warnings: "
+        f"every_account_mapped); reports in {data / 'reports' / '2026-11'}/"
+    )
+    assert (data / "reports/2026-11/chargeback-2026-11.xlsx").is_file()
+
+
+@pytest.mark.slow
+def test_run_records_both_runs_in_dagster_home(ran, monkeypatch):
+    data, _ = ran
+    home = data / "dagster_home"  # unset DAGSTER_HOME: beside the warehouse
+    assert (home / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = [record.dagster_run for record in instance.get_run_records()]
+    assert [
+        (r.status, r.tags["dagster/asset_partition_range_start"],
+         r.tags["dagster/asset_partition_range_end"]) for r in runs
+    ] == [
+        (dg.DagsterRunStatus.SUCCESS, "2026-11-01", "2026-11-01"),  # the month, newest first
+        (dg.DagsterRunStatus.SUCCESS, "2026-11-01", "2026-11-30"),  # its telemetry days
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_close_issues_the_month_once(ran):
+    data, _ = ran
+    closed = chargeback(["close", "--month", "2026-11", "--by", "finance"], env_for(data))
+    assert (closed.returncode, closed.stderr) == (0, "")
+    assert closed.stdout == "closed 2026-11 by finance: 6 charge lines issued, total 19.63\n"
+    again = chargeback(["close", "--month", "2026-11", "--by", "finance"], env_for(data))
+    assert again.returncode == 1
+    assert again.stderr.startswith(
+        "chargeback: close_billing_month: 2026-11 is already closed (at "
+    )
+    assert again.stderr.endswith(" by finance)\n")
+    assert query(data, "select closed_by, issued_lines, issued_amount from closed_months") == [
+        ("finance", 6, Decimal("19.63"))
+    ]
+
+
+@pytest.mark.slow
+def test_a_range_of_months_in_two_runs(tmp_path):
+    build_tiny_month(tmp_path)
+    result = chargeback(["run", "--from", "2026-10", "--to", "2026-11"], env_for(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "telemetry day 61 of 61 (2026-11-30)" in result.stdout
+    assert result.stdout.splitlines()[-1] == (
+        "2026-10..2026-11: charged EUR 23.66 to 3 tenants; 8 of 9 checks passed (warnings: "
+        f"every_account_mapped); reports in {tmp_path / 'reports' / '2026-10'}/ .. "
+        f"{tmp_path / 'reports' / '2026-11'}/"
+    )  # October: J2's two hours at 2.0133 = 4.03; each check looks at both months
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--month", "2016-13"], "--month 2016-13: not a month (YYYY-MM, e.g. 2026-11)"),
+        (["run", "--month", "december"], "--month december: not a month (YYYY-MM, e.g. 2026-11)"),
+        (["run", "--month", "2026-08"], "2026-08 is before the first month 2026-09 "
+         "(CHARGEBACK_FIRST_MONTH)"),
+        (["run", "--month", "2999-01"], "2999-01 has not ended yet (the latest month that can "
+         "run is "),
+        (["run", "--from", "2026-11", "--to", "2026-10"], "--to 2026-10 is before --from 2026-11"),
+        (["run", "--from", "2026-11"], "give --month YYYY-MM, or --from YYYY-MM and --to YYYY-MM"),
+        (["run", "--month", "2026-11", "--to", "2026-12"], "give --month, or --from and --to, "
+         "not both"),
+        (["close", "--month", "2026-11", "--by", "me"], "warehouse {root}/warehouse.duckdb does "
+         "not exist (CHARGEBACK_WAREHOUSE)"),
+    ],
+)  # fmt: skip
+def test_a_wrong_argument_is_one_line_and_touches_nothing(tmp_path, args, message):
+    build_tiny_month(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    result = chargeback(args, env_for(tmp_path))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("chargeback: error: " + message.format(root=tmp_path))
+    assert len(result.stderr.splitlines()) == 1
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_mistyped_warehouse_folder_creates_nothing(tmp_path):
+    build_tiny_month(tmp_path)
+    typo = tmp_path / "wherehouse" / "warehouse.duckdb"
+    result = chargeback(
+        ["run", "--month", "2026-11"], env_for(tmp_path, CHARGEBACK_WAREHOUSE=str(typo))
+    )
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"chargeback: error: the warehouse's folder {typo.parent} does not exist "
+        "(CHARGEBACK_WAREHOUSE)\n"
+    )
+    assert not typo.parent.exists()
+
+
+@pytest.mark.slow
+def test_a_refused_input_or_a_blocking_check_is_one_line(tmp_path):
+    build_tiny_month(tmp_path)
+    write(tmp_path / "landing/scheduler/tiny/notes.dat", "nothing a scheduler wrote\n")
+    refused = chargeback(["run", "--month", "2026-11"], env_for(tmp_path))
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == (
+        f"chargeback: {tmp_path}/landing/scheduler/tiny/notes.dat: line 1: unrecognised export, "
+        + refused.stderr.split("unrecognised export, ", 1)[1]
+    )
+    assert len(refused.stderr.splitlines()) == 1
+    (tmp_path / "landing/scheduler/tiny/notes.dat").unlink()
+
+    # two jobs on one GPU at once (tests/e2e/test_oversubscription.py): the buckets cannot add
+    # up to the capacity, and that check blocks the reports
+    jobs = tmp_path / "landing/scheduler/tiny/jobs.csv"
+    jobs.write_text(
+        jobs.read_text()
+        + "J9,tiny,alpha,ann,batch,normal,A100,1,n1,2026-11-15T09:00:00,2026-11-15T10:15:00,"
+        "2026-11-15T10:30:00,COMPLETED,0\n"
+    )
+    allocations = tmp_path / "landing/scheduler/tiny/allocations.csv"
+    allocations.write_text(allocations.read_text() + "J9,n1,0\n")
+    blocked = chargeback(["run", "--month", "2026-11"], env_for(tmp_path))
+    assert blocked.returncode == 1
+    assert blocked.stderr.startswith(
+        "chargeback: 2026-11: check capacity_buckets_sum_to_capacity failed: 1 violation(s); "
+    )
+    assert "; the month's reports were not written (Dagster run " in blocked.stderr
+    assert len(blocked.stderr.splitlines()) == 1
+    assert not (tmp_path / "reports/2026-11/chargeback-2026-11.xlsx").exists()
