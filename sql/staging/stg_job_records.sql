@@ -26,6 +26,7 @@ typed as (
         r.qos,
         r.gpu_model,
         r.nodes,
+        n.node_count,
         r.gpus as gpus_text,
         try_cast(r.gpus as double) as gpus,
         r.submit_time,
@@ -40,6 +41,16 @@ typed as (
         coalesce(r.record_type, 'job') as record_type
     from known_values as r
     left join catalog_clusters as z on z.cluster = r.cluster
+    left join raw_node_lists as n on n.nodes = r.nodes
+),
+
+node_sizes as (
+    -- the most GPUs one node of the cluster holds (inventory), and all of its GPUs: more on a
+    -- node, or more pending than the cluster has, is a broken record, not a job. Without an
+    -- inventory: 64 per node (more than any GPU server holds) and 65,536 pending.
+    select cluster, max(gpus) as node_gpus, sum(gpus) as cluster_gpus
+    from catalog_nodes
+    group by cluster
 ),
 
 checked as (
@@ -53,6 +64,18 @@ checked as (
             when account is null then 'field account: missing'
             when gpus is null then format('field gpus: ''{}'' is not a number', gpus_text)
             when gpus < 0 then format('field gpus: {} is negative', gpus_text)
+            when nodes is not null and node_count is null
+                then format('field nodes: ''{}'' is not a hostlist', nodes)
+            when nodes is not null and gpus > node_count * coalesce(s.node_gpus, 64)
+                then format(
+                    'field gpus: {} GPUs on {} node(s), more than the {} a node holds',
+                    gpus_text, node_count, coalesce(s.node_gpus, 64)
+                )
+            when nodes is null and gpus > coalesce(s.cluster_gpus, 65536)
+                then format(
+                    'field gpus: {} GPUs asked for, more than the {} of cluster {}',
+                    gpus_text, coalesce(s.cluster_gpus, 65536), cluster
+                )
             when submit_time is not null and submit_at is null
                 then format('field submit_time: ''{}'' is not a timestamp', submit_time)
             when start_time is not null and start_at is null
@@ -66,6 +89,7 @@ checked as (
                 then 'field nodes: missing for a job that started'
         end as reject_reason
     from typed
+    left join node_sizes as s using (cluster)
 ),
 
 pending_arrays as (
@@ -119,7 +143,7 @@ final as (
     -- latest record; a pending array record whose tasks are listed never ranks 1 (counted
     -- folded, like a duplicate): its tasks are the jobs.
     select
-        c.* exclude (gpus_text, submit_time, start_time, end_time),
+        c.* exclude (gpus_text, submit_time, start_time, end_time, node_gpus, cluster_gpus),
         case when c.reject_reason is null and c.record_type = 'job' then row_number() over (
             partition by
                 c.cluster,

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pytest
 
 from pipelines.catalog import ClusterSettings
+from pipelines.defs.ingest.loading import write_node_lists
 from pipelines.defs.ingest.tables import write_table
 from pipelines.defs.resources import prepare_connection
 from pipelines.formats import canonical, registered_formats, slurm
@@ -194,6 +195,8 @@ def staged(files: dict[str, list[dict]], columns: str) -> list[tuple]:
         for row in file_rows
     ]
     write_table(con, "raw_jobs", rows, schema)
+    write_node_lists(con)
+    con.execute("create table catalog_nodes (cluster varchar, gpus integer)")
     create_table(con, "stg_job_records", "staging/stg_job_records")
     return con.execute(f"select {columns} from stg_job_records order by file, line").fetchall()
 

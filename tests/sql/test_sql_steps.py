@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.defs.ingest.loading import write_node_lists
 from pipelines.defs.ingest.telemetry import readable_sample_files
 from pipelines.defs.resources import prepare_connection
 from pipelines.sql import bind, create_table, run, sql_text
@@ -45,6 +46,8 @@ def given_raw_jobs(con, rows: list[tuple]) -> None:
     )
     for row in rows:
         con.execute("insert into raw_jobs values (" + ", ".join("?" * 20) + ")", row)
+    write_node_lists(con)
+    con.execute("create table if not exists catalog_nodes (cluster varchar, gpus integer)")
 
 
 def raw_job(line, job_id, gpus="1", start="2026-11-02T10:00:00", end="2026-11-02T12:00:00",

@@ -61,6 +61,7 @@ def load_scheduler_exports(
             pa.concat_tables([schema.empty_table(), *tables[kind]]),
             temporary=True,
         )
+    write_node_lists(con)
     counts = {
         "job_records": create_table(con, "stg_job_records", "staging/stg_job_records"),
         "allocation_records": create_table(
@@ -74,6 +75,31 @@ def load_scheduler_exports(
         con, "catalog_account_tenants", account_tenants(catalog, accounts), ACCOUNT_TENANTS_SCHEMA
     )
     return counts
+
+
+def write_node_lists(con: duckdb.DuckDBPyConnection) -> None:
+    """The temporary table raw_node_lists: each distinct hostlist of raw_jobs and how many
+    nodes it names (stg_job_records rejects more GPUs than those nodes can hold: one absurd
+    line must not make the month assign 100,000 GPUs). Few rows: hostlists repeat."""
+    node_lists = [nodes for (nodes,) in con.execute(
+        "select distinct nodes from raw_jobs where nodes is not null"
+    ).fetchall()]  # fmt: skip
+    write_table(
+        con,
+        "raw_node_lists",
+        [{"nodes": nodes, "node_count": node_count(nodes)} for nodes in node_lists],
+        pa.schema([("nodes", pa.string()), ("node_count", pa.int64())]),
+        temporary=True,
+    )
+
+
+def node_count(nodes: str) -> int | None:
+    """How many nodes a hostlist names (`gpu-[01-04,07]`: 5); None when it is not one (or
+    names more than python-hostlist's 100,000), which rejects the record."""
+    try:
+        return len(hostlist.expand_hostlist(nodes))
+    except hostlist.BadHostlist:
+        return None
 
 
 def _conform(
