@@ -26,6 +26,7 @@ def test_assets_and_checks():
         ("charge_lines", "cluster_cost_recovered"),
         ("job_usage", "every_account_mapped"),
         ("data_quality", "rows_reconcile"),
+        ("data_quality", "no_file_mostly_rejected"),
         ("gpu_capacity", "gpus_never_oversubscribed"),
         ("quota_compliance", "quota_compliance_ties_out"),
         ("utilization_daily", "utilization_daily_ties_out"),
@@ -39,7 +40,7 @@ def test_assets_and_checks():
     }
     assert blocking >= {
         "capacity_buckets_sum_to_capacity", "charges_tie_out", "cluster_cost_recovered",
-        "rows_reconcile",
+        "rows_reconcile", "no_file_mostly_rejected",
     }  # fmt: skip
     assert "every_account_mapped" not in blocking
     assert "telemetry_labels_agree_with_scheduler" not in blocking

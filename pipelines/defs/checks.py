@@ -147,6 +147,16 @@ def rows_reconcile(
     return _result(*violations(context, chargeback, "rows_reconcile"))
 
 
+@dg.asset_check(asset=data_quality, blocking=True)
+def no_file_mostly_rejected(
+    context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
+) -> dg.AssetCheckResult:
+    """No input file loses more than half of its rows to rejects: such a file was misread as a
+    whole (wrong field order, line endings, format), and a month billed without it would look
+    complete. The files are listed with their first reject's reason."""
+    return _result(*violations(context, chargeback, "no_file_mostly_rejected"))
+
+
 @dg.asset_check(asset=telemetry_label_checks)
 def telemetry_labels_agree_with_scheduler(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
@@ -174,5 +184,6 @@ checks = [
     cluster_cost_recovered,
     every_account_mapped,
     rows_reconcile,
+    no_file_mostly_rejected,
     telemetry_labels_agree_with_scheduler,
 ]

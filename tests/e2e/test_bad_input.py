@@ -51,3 +51,39 @@ def test_absurd_gpu_counts_and_hostlists_are_rejects_and_the_month_completes(tmp
     ) == [(13, 8, 5)]  # fmt: skip
     # the tiny month's usage (23.14) plus X5's 2 h x 2.0133, less its credits (3.51)
     assert query(tmp_path, "select sum(amount) from charge_lines") == [(Decimal("23.66"),)]
+
+
+def sacct_line(job: int, extra: str = "") -> str:
+    """A headerless sacct line in Open XDMoD's order: job 90x, 1 GPU on n1 for hour x of
+    Nov 5."""
+    start, end = f"2026-11-05T{job % 900:02}:00:00", f"2026-11-05T{job % 900 + 1:02}:00:00"
+    fields = [
+        str(job), str(job), "tiny", "batch", "normal", "alpha", "g", "1", "ann", "1",
+        start, start, start, end, "01:00:00", "0:0", "COMPLETED", "1", "1", "1", "1G",
+        "cpu=1,gres/gpu=1", "cpu=1,gres/gpu=1", "01:00:00", "n1", "train",
+    ]  # fmt: skip
+    return "|".join(fields) + extra
+
+
+def test_a_file_that_loses_most_of_its_rows_blocks_the_month_naming_it(tmp_path):
+    build_tiny_month(tmp_path)
+    # a collector that added one column the sacct_fields order does not know
+    dump = tmp_path / "landing/scheduler/tiny/sacct-2026-11-05.log"
+    dump.write_text("".join(sacct_line(900 + i, "|extra") + "\n" for i in range(4)))
+    result = materialize_month(tmp_path, "2026-11-01", raise_on_error=False)
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    check = evaluations["no_file_mostly_rejected"]
+    assert check.passed is False
+    assert check.metadata["first_violations"].value == [
+        {"cluster": "tiny", "file": "scheduler/tiny/sacct-2026-11-05.log", "rows_read": "4",
+         "rows_rejected": "4", "first_reason": "expected 26 fields, found 27"}
+    ]  # fmt: skip
+    assert not (tmp_path / "reports/2026-11/chargeback-2026-11.xlsx").exists()
+
+    # one bad line of four is a reject, and the month goes on
+    dump.write_text("".join(sacct_line(900 + i, "|extra" * (i == 3)) + "\n" for i in range(4)))
+    assert materialize_month(tmp_path, "2026-11-01").success
+    assert query(
+        tmp_path, "select rows_read, rows_loaded, rows_rejected from data_quality "
+        "where subject = 'scheduler/tiny/sacct-2026-11-05.log'"
+    ) == [(4, 3, 1)]  # fmt: skip

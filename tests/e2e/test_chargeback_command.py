@@ -65,7 +65,7 @@ def test_run_prints_progress_and_one_summary_line(ran):
     assert "  2026-11 stg_jobs: job_records 8, allocation_records 6, jobs 6, " in result.stdout
     # usage 23.14 less 3.51 of failed_infra credits (tests/e2e/test_tiny_month.py)
     assert lines[-1] == (
-        "2026-11: charged EUR 19.63 to 3 tenants; 8 of 9 checks passed (warnings: "
+        "2026-11: charged EUR 19.63 to 3 tenants; 9 of 10 checks passed (warnings: "
         f"every_account_mapped); reports in {data / 'reports' / '2026-11'}/"
     )
     assert (data / "reports/2026-11/chargeback-2026-11.xlsx").is_file()
@@ -111,7 +111,7 @@ def test_a_range_of_months_in_two_runs(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "telemetry day 61 of 61 (2026-11-30)" in result.stdout
     assert result.stdout.splitlines()[-1] == (
-        "2026-10..2026-11: charged EUR 23.66 to 3 tenants; 8 of 9 checks passed (warnings: "
+        "2026-10..2026-11: charged EUR 23.66 to 3 tenants; 9 of 10 checks passed (warnings: "
         f"every_account_mapped); reports in {tmp_path / 'reports' / '2026-10'}/ .. "
         f"{tmp_path / 'reports' / '2026-11'}/"
     )  # October: J2's two hours at 2.0133 = 4.03; each check looks at both months

@@ -260,6 +260,7 @@ def test_checks_pass_and_the_unmapped_account_warns(tiny):
         "cluster_cost_recovered": True,  # rate_card: nothing to recover
         "every_account_mapped": False,
         "rows_reconcile": True,
+        "no_file_mostly_rejected": True,  # b.parquet: 1 of its 2 rows, not more than half
         "gpus_never_oversubscribed": True,
         "quota_compliance_ties_out": True,
         "utilization_daily_ties_out": True,
