@@ -113,6 +113,13 @@ def _hostlist(pattern: str) -> frozenset[str]:
     return frozenset(hostlist.expand_hostlist(pattern))
 
 
+class TelemetrySettings(_Strict):
+    # the seconds a telemetry sample stands for (the exporter's scrape interval), declared
+    # instead of estimated from the samples' spacing (sql/staging/gpu_sample_rollup.sql);
+    # None: estimated. Whole milliseconds: the rollup counts time in ms.
+    step_s: Decimal | None = Field(default=None, gt=0, decimal_places=3)
+
+
 class ClusterSettings(_Strict):
     scheduler_timezone: str = "UTC"
     sacct_fields: list[str] | None = None
@@ -121,6 +128,8 @@ class ClusterSettings(_Strict):
     # full_recovery: the cluster's monthly cost beyond its nodes' monthly_cost (power, space,
     # staff), spread over its GPU models in proportion to their capacity GPU-hours
     monthly_overhead: Decimal | None = Field(default=None, ge=0, decimal_places=2)
+    # the cluster's own declared telemetry step, over the catalog-wide one
+    telemetry: TelemetrySettings = TelemetrySettings()
     # node pools whose GPUs are shared (time-slicing, MPS, Slurm shards); one mapping = the
     # whole cluster. A node in no pool holds each GPU whole: an overlap there is an error.
     sharing: list[GpuSharing] = []
@@ -145,7 +154,15 @@ class Settings(_Strict):
     idle_sharing: Literal["weighted", "even", "reserved_quota_first", "platform"] = "weighted"
     idle_threshold_pct: Decimal = Field(default=Decimal(5), ge=0, le=100)
     zombie_min_hours: Decimal = Field(default=Decimal(2), gt=0)
+    telemetry: TelemetrySettings = TelemetrySettings()
     clusters: dict[str, ClusterSettings] = {}
+
+    def telemetry_step_ms(self, cluster: str) -> int | None:
+        """The declared telemetry step of `cluster` in milliseconds: the cluster's own, else
+        the catalog-wide one; None when neither is declared (the rollup estimates it)."""
+        own = self.clusters.get(cluster, ClusterSettings()).telemetry.step_s
+        step = own if own is not None else self.telemetry.step_s
+        return None if step is None else int(step * 1000)
 
 
 class AccountMapping(_Strict):

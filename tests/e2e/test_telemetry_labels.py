@@ -3,7 +3,9 @@
 The Kubernetes month of tests/formats/test_kubernetes.py (three pod lists of 2026-11-10,
 cluster `k8s`) plus tests/fixtures/dcgm/k8s-labels_2026-11-10.json: GR_ENGINE_ACTIVE every
 30 minutes with the `pod` / `namespace` labels below, and the MIG GPU gpu-h100-01/0 as seven
-1g.10gb instances (GPU_I_ID 7-13) with GR_ENGINE_ACTIVE, FB_USED and POWER_USAGE each.
+1g.10gb instances (GPU_I_ID 7-13) with GR_ENGINE_ACTIVE, FB_USED and POWER_USAGE each. The
+catalog declares that 30-minute step (settings `telemetry: {step_s: 1800}`): with two samples a
+series, estimated, each would stand for the 60 s default.
 
 The scheduler (GPU indices assigned lowest-free-first in start order): A llama-pretrain
 (nlp-prod) gpu-a100-01/0-3 07:00-15:30; F llm-serve (nlp-prod) gpu-a100-01/4 from 10:00;
@@ -29,7 +31,7 @@ import dagster as dg
 import openpyxl
 import pytest
 
-from tests.conftest import materialize_month, query
+from tests.conftest import materialize_month, query, write
 from tests.formats.test_kubernetes import A, B, C, D, E, F, build_k8s_month
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/dcgm/k8s-labels_2026-11-10.json"
@@ -45,6 +47,7 @@ def at(hour: int, minute: int = 0) -> dt.datetime:
 def labelled_month(tmp_path_factory):
     root = tmp_path_factory.mktemp("labels")
     build_k8s_month(root)
+    write(root / "catalog/settings.yaml", "telemetry: {step_s: 1800}\n")
     telemetry = root / "landing/telemetry/k8s"
     telemetry.mkdir(parents=True)
     shutil.copy(FIXTURE, telemetry / FIXTURE.name)

@@ -2,7 +2,9 @@
 
 Catalog: n1 has 2 A100 GPUs all month; n2 has 1 H100 GPU in service from Nov 16 (360 h).
 Outage on n1, Nov 10 00:00-02:00. Rates: A100 2.0133, anything else ('*') 1.00.
-Samples every 10 minutes (the median step, so each sample stands for 600 s).
+Samples every 10 minutes; the catalog declares that step (settings `telemetry: {step_s: 600}`),
+so each sample stands for 600 s. (Estimated, a series needs 10 spacings in a day for a step of
+its own: J4's three samples and J7's five would stand for the 60 s default.)
 
 Job  account  GPU      November time                     state      expected buckets (h)
 J1   alpha    n1/0     11-01 00:00-03:00 (3 h)           COMPLETED  busy 1 h, then idle 2 h = zombie
@@ -89,7 +91,7 @@ def build_tiny_month(root: Path) -> None:
         f"select 'n1', 1, '2026-11-05 00:00:00', 150, 0, 0) to '{telemetry}/b.parquet'"
     )
     con.close()
-    write(root / "catalog/settings.yaml", "currency: EUR\n")
+    write(root / "catalog/settings.yaml", "currency: EUR\ntelemetry: {step_s: 600}\n")
     write(
         root / "catalog/tenants.yaml",
         """
@@ -327,6 +329,79 @@ def test_a_job_across_the_month_boundary_is_prorated(tmp_path):
         ("unallocated", 1486.0),
         ("unmeasured", 1.0),
         ("zombie", 0.0),
+    ]
+
+
+SPARSE_JOBS = """
+job_id,cluster,account,user,queue,qos,gpu_model,gpus,nodes,submit_time,start_time,end_time,state,exit_code
+JA,{cluster},alpha,ann,batch,normal,A100,1,n1,2026-11-02T05:00:00,2026-11-02T06:00:00,2026-11-02T06:30:00,COMPLETED,0
+JB,{cluster},alpha,ann,batch,normal,A100,2,n2,2026-11-02T04:00:00,2026-11-02T05:00:00,2026-11-02T23:01:30,COMPLETED,0
+"""
+
+
+def test_a_sparse_series_never_stands_for_its_long_gap(tmp_path):
+    # Nov 2, cluster c: JA holds n1/0 06:00-06:30, sampled every 60 s (30 samples: a step of
+    # its own, 60 s). JB holds n2/0 and n2/1 05:00-23:01:30; n2/0 has samples at 06:00, 06:01
+    # and 23:01 only, n2/1 at 06:00 and 23:00: too few spacings for a step of their own, so
+    # they take the cluster's typical step of the day, 60 s (n1/0's). Cluster d declares 30 s
+    # (settings clusters: {d: {telemetry: {step_s: 30}}}) and runs the same jobs, its JA's GPU
+    # also sampled every 60 s; JB's GPUs there have no samples.
+    every_minute = [("n1", 0, f"2026-11-02 06:{m:02d}:00", 80.0) for m in range(30)]
+    sparse = [
+        ("n2", 0, "2026-11-02 06:00:00", 50.0), ("n2", 0, "2026-11-02 06:01:00", 50.0),
+        ("n2", 0, "2026-11-02 23:01:00", 50.0),
+        ("n2", 1, "2026-11-02 06:00:00", 50.0), ("n2", 1, "2026-11-02 23:00:00", 50.0),
+    ]  # fmt: skip
+    con = duckdb.connect()
+    for cluster, rows in (("c", every_minute + sparse), ("d", every_minute)):
+        write(
+            tmp_path / f"landing/scheduler/{cluster}/jobs.csv", SPARSE_JOBS.format(cluster=cluster)
+        )
+        write(
+            tmp_path / f"landing/scheduler/{cluster}/allocations.csv",
+            "job_id,node,gpu_index\nJA,n1,0\nJB,n2,0\nJB,n2,1\n",
+        )
+        folder = tmp_path / f"landing/telemetry/{cluster}"
+        folder.mkdir(parents=True)
+        con.execute(
+            "create or replace table s (node varchar, gpu_index integer, ts timestamp, "
+            "util_pct double, mem_used_mib double, power_w double)"
+        )
+        con.executemany("insert into s values (?, ?, ?, ?, 1000, 200)", rows)
+        con.execute(f"copy (select * from s order by all) to '{folder}/a.parquet'")
+    con.close()
+    write(tmp_path / "catalog/settings.yaml", "clusters:\n  d: {telemetry: {step_s: 30}}\n")
+    write(
+        tmp_path / "catalog/tenants.yaml",
+        "tenants:\n  - {id: alpha, name: Alpha, department: Science, cost_center: CC-1, "
+        "accounts: [alpha]}\n",
+    )
+    write(tmp_path / "catalog/rates.yaml", "rates:\n  - {gpu_model: '*', price_per_gpu_hour: 1}\n")
+    assert materialize_month(tmp_path, "2026-11-01").success
+
+    job_b = 2 * (18 * 3600 + 90)  # JB: 2 GPUs x 18 h 1 min 30 s, in seconds
+    # c/JB measured: n2/0 60 + 60 + 30 s (its 23:01 sample clipped at the job's end, 23:01:30),
+    # n2/1 60 + 60 s; the 17 h gaps are unmeasured. (With the plain median step, n2/0's 06:01
+    # sample stood for 30,630 s and n2/1's 06:00 one for 17 h: 92,010 s measured.)
+    measured = {("c", "JA"): 1800, ("c", "JB"): 270, ("d", "JA"): 900, ("d", "JB"): 0}
+    allocated = {"JA": 1800, "JB": job_b}
+    units = query(
+        tmp_path,
+        "select cluster, job_id, measured_units, productive_units, unmeasured_units "
+        "from job_time_buckets order by all",
+    )
+    assert units == [
+        (cluster, job, ms * 420_000, ms * 420_000, (allocated[job] - ms) * 420_000)
+        for (cluster, job), ms in measured.items()
+    ]
+    hours = query(
+        tmp_path,
+        "select cluster, job_id, allocated_gpu_hours, measured_gpu_hours, "
+        "productive_gpu_hours, unmeasured_gpu_hours from job_usage order by all",
+    )
+    assert hours == [
+        (cluster, job, allocated[job] / 3600, ms / 3600, ms / 3600, (allocated[job] - ms) / 3600)
+        for (cluster, job), ms in measured.items()
     ]
 
 

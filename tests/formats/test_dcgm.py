@@ -340,6 +340,8 @@ def build_dcgm_month(root: Path, *exports: Path) -> None:
     )
     write(root / "catalog/rates.yaml", "rates:\n  - {gpu_model: '*', price_per_gpu_hour: 2.00}\n")
     write(root / "catalog/nodes.csv", "node,cluster,gpu_model,gpus\ngpu-a01,dc,A100,2\n")
+    # the exports' 15-minute step, declared: a few samples a series are too few to estimate it
+    write(root / "catalog/settings.yaml", "telemetry: {step_s: 900}\n")
 
 
 @pytest.fixture(scope="module")

@@ -73,6 +73,15 @@ def test_a_valid_catalog_loads_with_defaults(tmp_path):
             "nodes.csv: line 4: field 'node': n1 of cluster c is already on line 2",
         ),
         ({"tenants.yaml": "tenants: [\n"}, "tenants.yaml: line 2 is not valid YAML"),
+        (
+            {"settings.yaml": "telemetry: {step_s: 0}\n"},
+            "settings.yaml: settings: field 'telemetry.step_s': Input should be greater than 0",
+        ),
+        (
+            {"settings.yaml": "clusters:\n  atlas: {telemetry: {step_s: -15}}\n"},
+            "settings.yaml: settings: field 'clusters.atlas.telemetry.step_s': Input should be "
+            "greater than 0",
+        ),
     ],
 )
 def test_catalog_mistakes_name_file_entry_and_field(tmp_path, files, message):
@@ -80,6 +89,25 @@ def test_catalog_mistakes_name_file_entry_and_field(tmp_path, files, message):
         load_catalog(catalog_dir(tmp_path, **files))
     assert message in str(error.value)
     assert "\n" not in str(error.value).split(" is not valid YAML")[0]
+
+
+def test_a_declared_telemetry_step_is_the_clusters_own_else_the_catalogs(tmp_path):
+    from pipelines.defs.ingest.telemetry import declared_steps
+    from pipelines.defs.reports.exports import _declared_telemetry_steps
+
+    settings = "telemetry: {step_s: 30}\nclusters:\n  atlas: {telemetry: {step_s: 15.5}}\n"
+    catalog = load_catalog(catalog_dir(tmp_path, **{"settings.yaml": settings}))
+    sources = [{"cluster": cluster} for cluster in ("titan", "atlas", "titan")]
+    assert declared_steps(sources, catalog) == [
+        {"cluster": "atlas", "step_ms": 15500},
+        {"cluster": "titan", "step_ms": 30000},
+    ]
+    # the reports' parameter telemetry_step_s
+    assert _declared_telemetry_steps(catalog.settings) == "30 (atlas: 15.5)"
+    # none declared: every step is estimated from the samples
+    estimated = load_catalog(catalog_dir(tmp_path / "none"))
+    assert declared_steps(sources, estimated) == []
+    assert _declared_telemetry_steps(estimated.settings) == "estimated"
 
 
 def test_accounts_map_exact_before_glob_with_validity(tmp_path):
@@ -150,6 +178,8 @@ def test_telemetry_conversions_are_cached_by_content_converter_and_settings(tmp_
 
     first = converted()
     assert converted() == first  # converted once, then reused
+    # the declared telemetry step is the rollup's, not the converter's: nothing converted anew
+    assert converted("clusters:\n  lab: {telemetry: {step_s: 30}}\n") == first
     renamed = converted("clusters:\n  lab: {gpu_models: {a100: A100-80GB}}\n")
     assert renamed != first  # another setting of the cluster: converted anew
     assert sorted(p.name for p in (telemetry / "converted/lab").iterdir()) == sorted(

@@ -231,10 +231,18 @@ def test_job_gpu_hours_splits_at_hours_and_outage_edges_and_weighs_the_share(con
     ]
 
 
-def given_day_samples(con, values: str) -> None:
+def given_declared_steps(con, steps: dict[str, int] | None = None) -> None:
+    """declared_steps: the telemetry step in ms the catalog declares per cluster."""
+    con.execute("create table declared_steps (cluster varchar, step_ms bigint)")
+    for cluster, step_ms in (steps or {}).items():
+        con.execute("insert into declared_steps values (?, ?)", [cluster, step_ms])
+
+
+def given_day_samples(con, values: str, declared_steps: dict[str, int] | None = None) -> None:
     """day_samples of valid utilisation rows `(cluster, file, line, ts, node, gpu_index,
     util_pct)`, numbered as the rollup numbers series and files (sample_sources), with the
-    columns the rollup does not look at."""
+    columns the rollup does not look at; declared_steps (none by default)."""
+    given_declared_steps(con, declared_steps)
     con.execute(f"""create table given as select * from (values {values})
         as v(cluster, file, line, ts, node, gpu_index, util_pct)""")
     con.execute("""create table sample_sources as select 'path/' || file as path, file, cluster,
@@ -261,15 +269,17 @@ def test_sample_rollup_folds_duplicates_and_clips_cover(con):
     )
     create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 15.0})
     rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 15.0}).fetchall()
-    # spacings 60 s and 90 s: the step is their median, 75 s. The duplicate at 23:58 keeps the
-    # last read (b.parquet, 30 %). Cover: up to the next sample, at most the step. The month
-    # end no longer clips here (attribution clips at the job's end in the month), and no
-    # sample of the next day was looked ahead to: the last sample covers a step.
+    # spacings 60 s and 90 s: too few (under 10) for a step of the series' own, and no other
+    # series of the cluster has one: the step is 60 s (it was their median, 75 s, before steps
+    # became robust; covers were 60, 75, 75 s). The duplicate at 23:58 keeps the last read
+    # (b.parquet, 30 %). Cover: up to the next sample, at most the step. The month end no
+    # longer clips here (attribution clips at the job's end in the month), and no sample of
+    # the next day was looked ahead to: the last sample covers a step.
     # run: 0 for an idle sample before the day's first busy sample (>= 15 %); NULL when busy
     assert [(r[3].time().isoformat(), r[4], r[7], r[8], r[9]) for r in rows] == [
-        ("23:57:00", 10.0, 60000, 75000, 0),
-        ("23:58:00", 30.0, 75000, 75000, None),
-        ("23:59:30", 40.0, 75000, 75000, None),
+        ("23:57:00", 10.0, 60000, 60000, 0),
+        ("23:58:00", 30.0, 60000, 60000, None),
+        ("23:59:30", 40.0, 60000, 60000, None),
     ]
 
 
@@ -324,6 +334,7 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
         "0 as file_id",
         [str(tmp_path / "a.parquet")],
     )
+    given_declared_steps(con)
     con.execute(
         "create table day_samples as " + _sql("staging/day_samples"),
         {"files": [str(tmp_path / "a.parquet")], "owned_files": [],
@@ -333,12 +344,15 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
     )  # fmt: skip
     create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
     rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
-    # spacings 58 min, 60 s, 90 s and 50 s (to the look-ahead): the step is 75 s; all busy
+    # spacings 58 min, 60 s, 90 s and 50 s (to the look-ahead): four, too few for a step of
+    # the series' own, and the cluster has no other series: the step is 60 s (it was their
+    # median, 75 s, before steps became robust; covers were 75, 60, 75, 50 s). The last
+    # sample covers only the 50 s to the look-ahead; all busy
     assert [(r[3].time().isoformat(), r[7], r[8], r[9]) for r in rows] == [
-        ("22:59:00", 75000, 75000, None),
-        ("23:57:00", 60000, 75000, None),
-        ("23:58:00", 75000, 75000, None),
-        ("23:59:30", 50000, 75000, None),
+        ("22:59:00", 60000, 60000, None),
+        ("23:57:00", 60000, 60000, None),
+        ("23:58:00", 60000, 60000, None),
+        ("23:59:30", 50000, 60000, None),
     ]
     counts = run(con, "staging/day_sample_file_counts").fetchall()
     # only the day's rows count, in the billing month of their time
@@ -346,6 +360,104 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
         ("2026-11-01", "a.csv", 1, 1),
         ("2026-12-01", "a.csv", 3, 3),
     ]
+
+
+def sample_values(series: dict[tuple[str, str], list[str]]) -> str:
+    """given_day_samples values (GPU 0, 50 %, a file per cluster) of each `(cluster, node)`'s
+    timestamps."""
+    return ", ".join(
+        f"('{cluster}', '{cluster}.parquet', {line}, timestamp '{ts}', '{node}', 0, 50.0)"
+        for line, (cluster, node, ts) in enumerate(
+            (cluster, node, ts) for (cluster, node), times in series.items() for ts in times
+        )
+    )
+
+
+def every(seconds: int, first: str, count: int) -> list[str]:
+    """`count` timestamps `seconds` apart from `first`."""
+    start = dt.datetime.fromisoformat(first)
+    return [str(start + dt.timedelta(seconds=seconds * i)) for i in range(count)]
+
+
+def rollup_steps_and_covers(con) -> dict[tuple[str, str], tuple[int, list[int]]]:
+    """The rollup of the day: per (cluster, node), its step and its samples' covers (ms)."""
+    cursor = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 5.0})
+    columns = [c[0] for c in cursor.description]
+    result: dict[tuple[str, str], tuple[int, list[int]]] = {}
+    rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+    for row in sorted(rows, key=lambda r: (r["cluster"], r["node"], r["ts"])):
+        step, covers = result.setdefault((row["cluster"], row["node"]), (row["step_ms"], []))
+        assert row["step_ms"] == step
+        covers.append(row["cover_ms"])
+    return result
+
+
+def test_a_series_with_few_spacings_takes_its_clusters_typical_step(con):
+    # A series' own step needs 10 spacings that day; a series with fewer takes the lower median
+    # of its cluster's own steps, and 60 s when its cluster has none.
+    sparse = ["2026-11-02 06:00", "2026-11-02 06:01", "2026-11-02 23:01"]
+    one_gap = ["2026-11-02 06:00", "2026-11-02 23:00"]
+    given_day_samples(con, sample_values({
+        # cluster c: two 60 s series, a 15 s one, and one at 60 s for 5 minutes then hourly
+        ("c", "n1"): every(60, "2026-11-02 06:00", 11),
+        ("c", "n2"): every(60, "2026-11-02 06:00", 11),
+        ("c", "n3"): every(15, "2026-11-02 06:00", 11),
+        ("c", "n4"): every(60, "2026-11-02 06:00", 6) + every(3600, "2026-11-02 07:05", 5),
+        ("c", "n5"): sparse,
+        ("c", "n6"): one_gap,
+        # cluster d: a 20 s and a 40 s series
+        ("d", "m1"): every(20, "2026-11-02 06:00", 11),
+        ("d", "m2"): every(40, "2026-11-02 06:00", 11),
+        ("d", "m3"): sparse,
+        # cluster e: no series with 10 spacings
+        ("e", "k1"): one_gap,
+    }))  # fmt: skip
+    create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
+    assert rollup_steps_and_covers(con) == {
+        # 10 spacings of 60 s, of 15 s: their own steps, even next to 60 s series
+        ("c", "n1"): (60000, [60000] * 11),
+        ("c", "n2"): (60000, [60000] * 11),
+        ("c", "n3"): (15000, [15000] * 11),
+        # 5 spacings of 60 s and 5 of an hour: the lower median is 60 s, a spacing it had (the
+        # median, 1,830 s, would let each hourly sample stand for 30.5 minutes)
+        ("c", "n4"): (60000, [60000] * 11),
+        # 2 spacings (60 s, then 17 h; their median was 30,630 s, so 06:01 covered that) and 1
+        # spacing (17 h, which was its step): c's typical step, the lower median of 15, 60,
+        # 60, 60 s, so the 17 h gap is unmeasured, never covered
+        ("c", "n5"): (60000, [60000, 60000, 60000]),
+        ("c", "n6"): (60000, [60000, 60000]),
+        ("d", "m1"): (20000, [20000] * 11),
+        ("d", "m2"): (40000, [40000] * 11),
+        # d's typical step: the lower median of 20 and 40 s, 20 s (never their mean, 30 s)
+        ("d", "m3"): (20000, [20000, 20000, 20000]),
+        # no series of e has a step of its own: 60 s
+        ("e", "k1"): (60000, [60000, 60000]),
+    }
+
+
+def test_a_declared_step_overrides_the_estimate(con):
+    # the catalog declares 30 s for cluster c (settings telemetry: {step_s: 30}); d declares none
+    given_day_samples(
+        con,
+        sample_values(
+            {
+                ("c", "n1"): every(60, "2026-11-02 06:00", 11),
+                ("c", "n2"): every(15, "2026-11-02 06:00", 11),
+                ("c", "n3"): ["2026-11-02 06:00", "2026-11-02 23:00"],
+                ("d", "m1"): every(60, "2026-11-02 06:00", 11),
+            }
+        ),
+        declared_steps={"c": 30000},
+    )
+    create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
+    assert rollup_steps_and_covers(con) == {
+        # 60 s apart: each sample stands for the declared 30 s, the rest is unmeasured
+        ("c", "n1"): (30000, [30000] * 11),
+        # 15 s apart: never past the next sample; the last one covers the declared step
+        ("c", "n2"): (30000, [15000] * 10 + [30000]),
+        ("c", "n3"): (30000, [30000, 30000]),
+        ("d", "m1"): (60000, [60000] * 11),
+    }
 
 
 def write_rollup(con, select: str, path, params: list | None = None) -> str:

@@ -75,6 +75,10 @@ SOURCES_SCHEMA = pa.schema([
     ("file_id", pa.int32()),
 ])  # fmt: skip
 
+# The telemetry step the catalog declares for a cluster (settings `telemetry: {step_s}`, the
+# cluster's own or the catalog-wide one), for the rollup; a cluster without one is absent.
+DECLARED_STEPS_SCHEMA = pa.schema([("cluster", pa.string()), ("step_ms", pa.int64())])
+
 
 def roll_up_days(
     chargeback: ChargebackResource,
@@ -93,6 +97,7 @@ def roll_up_days(
     per_day: dict[str, dict[str, int]] = {}
     with chargeback.scratch() as con:
         write_table(con, "sample_sources", sources, SOURCES_SCHEMA)
+        write_table(con, "declared_steps", declared_steps(sources, catalog), DECLARED_STEPS_SCHEMA)
         spans = sample_file_spans(con, files)
         owners = unreadable_row_owners(spans, landing_dir, sources)
         for k, day in enumerate(days, start=1):
@@ -105,6 +110,16 @@ def roll_up_days(
             if on_day is not None:
                 on_day(k, day, per_day[day.isoformat()], time.perf_counter() - started)
     return per_day
+
+
+def declared_steps(sources: list[dict], catalog: Catalog) -> list[dict]:
+    """The declared telemetry step in ms of each cluster of `sources` that has one."""
+    clusters = sorted({source["cluster"] for source in sources})
+    return [
+        {"cluster": cluster, "step_ms": step_ms}
+        for cluster in clusters
+        if (step_ms := catalog.settings.telemetry_step_ms(cluster)) is not None
+    ]
 
 
 @dataclass(frozen=True)
@@ -325,7 +340,8 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
     settings = catalog.cluster(export.cluster)
     digest = hashlib.sha256(export.path.read_bytes())
     digest.update(_converter_code(export.format.to_parquet))
-    digest.update(settings.model_dump_json().encode())
+    # the declared step is the rollup's, not the converter's: changing it converts nothing anew
+    digest.update(settings.model_dump_json(exclude={"telemetry"}).encode())
     converted = telemetry_dir / "converted" / export.cluster / f"{digest.hexdigest()[:20]}.parquet"
     if not converted.exists():
         converted.parent.mkdir(parents=True, exist_ok=True)

@@ -65,6 +65,20 @@ def report_parameters(month, catalog, extra: dict[str, str] | None = None) -> di
         "cost_mode": settings.cost_mode,
         "idle_threshold_pct": str(settings.idle_threshold_pct),
         "zombie_min_hours": str(settings.zombie_min_hours),
+        "telemetry_step_s": _declared_telemetry_steps(settings),
         **(extra or {}),
         "code_version": code_version(),
     }
+
+
+def _declared_telemetry_steps(settings) -> str:
+    """The catalog's declared telemetry step ('estimated' without one), then the clusters that
+    declare their own, e.g. `estimated (atlas: 15)`."""
+    overall = settings.telemetry.step_s
+    own = [
+        f"{name}: {cluster.telemetry.step_s}"
+        for name, cluster in sorted(settings.clusters.items())
+        if cluster.telemetry.step_s is not None
+    ]
+    text = "estimated" if overall is None else str(overall)
+    return f"{text} ({', '.join(own)})" if own else text

@@ -1242,9 +1242,12 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     (
         "Telemetry sample attribution",
         "A telemetry sample at time t from a series with step s stands for s seconds and is "
-        "attributed to the allocation that holds that GPU at t (start <= t < end). s is the "
-        "series' median sample spacing. Allocated time with no sample is unmeasured, never "
-        "idle.",
+        "attributed to the allocation that holds that GPU at t (start <= t < end), never past "
+        "the next sample. s is the step the catalog declares (telemetry_step_s), else the "
+        "series' typical spacing that day: the lower median of its spacings when it has at "
+        "least 10, else its cluster's typical spacing that day, else 60 s, so a series with "
+        "few samples never gets a step from one long gap. Allocated time with no sample is "
+        "unmeasured, never idle.",
     ),
     (
         "Measured GPU-hours",
