@@ -3,7 +3,8 @@
 --                            rejected) and duplicates folded (records of a job or sample that
 --                            another record of it superseded: also a pending array record
 --                            whose tasks are listed, and the instance rows of a MIG GPU
---                            folded into its sample)
+--                            folded into its sample); an export without rows is listed
+--                            with 0
 --   unmapped_account         an account that maps to no tenant, with its GPU-hours
 --   telemetry_coverage       measured share of allocated GPU time per cluster
 --   overlapping_allocations  a GPU jobs held beyond its whole, with the excess GPU-hours
@@ -35,6 +36,14 @@ allocation_files as (
         0 as duplicates_folded
     from stg_allocation_records
     group by cluster, file
+),
+
+empty_scheduler_files as (
+    -- an export without rows (empty, or a header alone) is still an input of the month
+    select cluster, 'file' as category, file as subject,
+        0 as rows_read, 0 as rows_loaded, 0 as rows_rejected, 0 as duplicates_folded
+    from stg_scheduler_files
+    where rows_read = 0
 ),
 
 sample_files as (
@@ -107,6 +116,7 @@ label_checks as (
 final as (
     select * from job_files
     union all by name select * from allocation_files
+    union all by name select * from empty_scheduler_files
     union all by name select * from sample_files
     union all by name select * from unmapped
     union all by name select * from coverage

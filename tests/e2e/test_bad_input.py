@@ -87,3 +87,25 @@ def test_a_file_that_loses_most_of_its_rows_blocks_the_month_naming_it(tmp_path)
         tmp_path, "select rows_read, rows_loaded, rows_rejected from data_quality "
         "where subject = 'scheduler/tiny/sacct-2026-11-05.log'"
     ) == [(4, 3, 1)]  # fmt: skip
+
+
+def test_an_empty_or_header_only_export_is_listed_with_no_rows(tmp_path):
+    build_tiny_month(tmp_path)
+    (tmp_path / "landing/scheduler/tiny/jobs-empty.csv").write_text(
+        "job_id,cluster,account,user,queue,qos,gpu_model,gpus,nodes,submit_time,start_time,"
+        "end_time,state,exit_code\n"
+    )
+    (tmp_path / "landing/scheduler/tiny/allocations-empty.csv").write_text(
+        "job_id,node,gpu_index\n"
+    )
+    assert materialize_month(tmp_path, "2026-11-01").success
+    assert query(
+        tmp_path,
+        "select subject, rows_read, rows_loaded, rows_rejected from data_quality "
+        "where category = 'file' and subject like 'scheduler/%' order by subject",
+    ) == [
+        ("scheduler/tiny/allocations-empty.csv", 0, 0, 0),
+        ("scheduler/tiny/allocations.csv", 6, 6, 0),
+        ("scheduler/tiny/jobs-empty.csv", 0, 0, 0),
+        ("scheduler/tiny/jobs.csv", 8, 7, 1),
+    ]

@@ -27,8 +27,9 @@ def load_scheduler_exports(
 ) -> dict[str, int]:
     """Read every scheduler export into raw_jobs / raw_allocations and type them.
 
-    Builds stg_job_records, stg_allocation_records (all months, rejects marked) and
-    catalog_account_tenants (the tenant mappings of every account seen).
+    Builds stg_job_records, stg_allocation_records (all months, rejects marked),
+    stg_scheduler_files (one row per export file) and catalog_account_tenants (the tenant
+    mappings of every account seen).
     """
     columns = {
         "jobs": (*canonical.JOB_COLUMNS, "record_type"),
@@ -41,6 +42,7 @@ def load_scheduler_exports(
         for kind, names in columns.items()
     }
     tables: dict[str, list[pa.Table]] = {"jobs": [], "allocations": []}
+    files: list[dict] = []
     for export in discover(landing_dir, "scheduler"):
         settings = catalog.cluster(export.cluster)
         schema = schemas[export.kind]
@@ -53,6 +55,8 @@ def load_scheduler_exports(
         tables[export.kind].append(
             _conform(table, schema, export.cluster, export.name, settings.gpu_models)
         )
+        files.append({"cluster": export.cluster, "file": export.name, "kind": export.kind,
+                      "format": export.format.name, "rows_read": table.num_rows})  # fmt: skip
     for kind, schema in schemas.items():
         # temporary: stg_*_records keep every row (its raw text too), rejected or not
         write_arrow(
@@ -61,6 +65,8 @@ def load_scheduler_exports(
             pa.concat_tables([schema.empty_table(), *tables[kind]]),
             temporary=True,
         )
+    # every file, so that data quality lists an empty or header-only one with its 0 rows
+    write_table(con, "stg_scheduler_files", files, SCHEDULER_FILES_SCHEMA)
     write_node_lists(con)
     counts = {
         "job_records": create_table(con, "stg_job_records", "staging/stg_job_records"),
@@ -75,6 +81,12 @@ def load_scheduler_exports(
         con, "catalog_account_tenants", account_tenants(catalog, accounts), ACCOUNT_TENANTS_SCHEMA
     )
     return counts
+
+
+SCHEDULER_FILES_SCHEMA = pa.schema([
+    ("cluster", pa.string()), ("file", pa.string()), ("kind", pa.string()),
+    ("format", pa.string()), ("rows_read", pa.int64()),
+])  # fmt: skip
 
 
 def write_node_lists(con: duckdb.DuckDBPyConnection) -> None:
