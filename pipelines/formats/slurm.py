@@ -21,13 +21,14 @@ tasks (`sql/staging/stg_job_records.sql`), so an array counts once as pending de
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pipelines.catalog import ClusterSettings
-from pipelines.formats import ExportFormat
+from pipelines.formats import ExportFormat, open_binary
 
 # Open XDMoD's documented `sacct --format` order, the default for files without a header.
 DEFAULT_FIELDS = (
@@ -100,9 +101,13 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(1-based line number, text) of each non-blank line; bytes that are not UTF-8 replaced.
 
     Lines end at LF only (like `wc -l`), so a stray CR inside a job name cannot split a record.
+    The file may be gzipped; a UTF-8 byte order mark before the first line is dropped, so that
+    a header behind one still reads as a header.
     """
-    with path.open("rb") as handle:
+    with open_binary(path) as handle:
         for number, data in enumerate(handle, start=1):
+            if number == 1:
+                data = data.removeprefix(codecs.BOM_UTF8)
             text = data.decode("utf-8", errors="replace").rstrip("\r\n")
             if text.strip():
                 yield number, text

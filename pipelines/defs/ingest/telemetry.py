@@ -35,7 +35,7 @@ from pipelines.catalog import Catalog, ClusterSettings
 from pipelines.defs.ingest.tables import write_table
 from pipelines.defs.partitions import FIRST_DAY
 from pipelines.defs.resources import BillingMonth, ChargebackResource
-from pipelines.landing import ExportFile, discover
+from pipelines.landing import ExportFile, decompression_errors, discover
 from pipelines.sql import bind, create_table, replace_month, run, sql_text
 
 # Every column a canonical samples file may carry: one empty file with all of them joins every
@@ -315,7 +315,8 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
     if export.format.to_parquet is None:
         return export.path
     settings = catalog.settings.clusters.get(export.cluster, ClusterSettings())
-    digest = hashlib.sha256(export.path.read_bytes())
+    with export.path.open("rb") as handle:  # streamed: a log may be larger than memory
+        digest = hashlib.file_digest(handle, "sha256")
     digest.update(_converter_code(export.format.to_parquet))
     digest.update(settings.model_dump_json().encode())
     converted = telemetry_dir / "converted" / export.cluster / f"{digest.hexdigest()[:20]}.parquet"
@@ -323,7 +324,8 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
         converted.parent.mkdir(parents=True, exist_ok=True)
         # a name of its own: days rolled up in parallel may convert the same file at once
         partial = converted.with_suffix(f".{uuid.uuid4().hex[:8]}.partial")
-        export.format.to_parquet(export.path, partial, settings)
+        with decompression_errors(export.path):
+            export.format.to_parquet(export.path, partial, settings)
         partial.replace(converted)
     return converted
 
