@@ -2,16 +2,21 @@
 
 `landing/scheduler/<cluster>/...` and `landing/telemetry/<cluster>/...`: the folder names the
 cluster. A file that is not recognised stops the run with one line naming it, unless it matches
-an ignore pattern (`.ignore` or hidden files, README*, *.md, *.txt).
+an ignore pattern (`.ignore` or hidden files, README*, *.md, *.txt; also when gzipped).
+A gzip file is recognised by what it holds once decompressed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import gzip
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.formats import ExportFormat, registered_formats
+from pipelines.formats import ExportFormat, open_binary, registered_formats, without_gz
 
 IGNORED = ("README*", "*.md", "*.txt", ".*", "*.ignore")
 
@@ -40,7 +45,7 @@ def discover(landing_dir: Path, area: str) -> list[ExportFile]:
     if not root.exists():
         return found
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        if any(fnmatch.fnmatch(path.name, pattern) for pattern in IGNORED):
+        if any(fnmatch.fnmatch(without_gz(path).name, pattern) for pattern in IGNORED):
             continue
         cluster = path.relative_to(root).parts[0]
         if path.parent == root:
@@ -50,10 +55,20 @@ def discover(landing_dir: Path, area: str) -> list[ExportFile]:
     return found
 
 
+@contextlib.contextmanager
+def decompression_errors(path: Path) -> Iterator[None]:
+    """Stop with one line naming the file when its gzip stream is damaged or cut off (found
+    only while reading it: the head alone may decompress fine)."""
+    try:
+        yield
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise LandingError(f"{path}: not a complete gzip file ({error})") from None
+
+
 def _recognise(path: Path, area: str) -> ExportFormat:
     try:
-        with path.open("rb") as handle:
-            head = handle.read(65536).decode("utf-8", errors="replace")
+        with decompression_errors(path), open_binary(path) as handle:
+            head = handle.read(65536).decode("utf-8", errors="replace").removeprefix("\ufeff")
     except OSError as error:
         raise LandingError(f"{path}: cannot be read ({error.strerror})") from None
     candidates = [f for f in registered_formats() if f.area == area]

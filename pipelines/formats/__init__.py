@@ -6,15 +6,22 @@ line (`read_rows`): the canonical job or allocation columns as text, plus `line`
 loaded but never counted as a job). Telemetry formats that DuckDB cannot read in place are
 converted once to canonical Parquet (`to_parquet`), with a `line` column pointing back into
 the source file. Typing, validation and rejects happen in SQL, for every format alike.
+
+Every text format may also come gzip-compressed: readers open files with `open_binary` /
+`open_text`, which recognise gzip by its magic bytes (not the name) and decompress as they
+read, and apply their name rules (node, snapshot time, extension) to `without_gz(path)`.
+`open_text` also drops a UTF-8 byte order mark, so a header's first name reads as itself.
 """
 
 from __future__ import annotations
 
+import gzip
 import importlib
+import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from pipelines.catalog import ClusterSettings
 
@@ -34,10 +41,39 @@ class ExportFormat:
     area: str  # scheduler | telemetry
     kind: str  # jobs | allocations | samples
     expected: str  # what a file of this format looks like, for the error message
-    sniff: Callable[[Path, str], bool]  # (path, first 64 KiB as text, '' if binary) -> is it?
+    # (path, first 64 KiB as text: decompressed when gzip, byte order mark dropped) -> is it?
+    sniff: Callable[[Path, str], bool]
     read_rows: RowReader | None = None
     read_table: TableReader | None = None
     to_parquet: SampleConverter | None = None  # None: DuckDB reads the file in place
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: Path) -> bool:
+    """Whether the file is gzip-compressed, by its first two bytes (whatever its name)."""
+    with path.open("rb") as handle:
+        return handle.read(2) == GZIP_MAGIC
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """The file's bytes, decompressed while read when it is gzip (never all in memory)."""
+    return gzip.open(path, "rb") if is_gzip(path) else path.open("rb")
+
+
+def open_text(path: Path, newline: str | None = None) -> TextIO:
+    """The file as UTF-8 text (gzip decompressed while read), without a leading byte order
+    mark; bytes that are not UTF-8 are replaced. `newline` as for `open`."""
+    return io.TextIOWrapper(
+        open_binary(path), encoding="utf-8-sig", errors="replace", newline=newline
+    )
+
+
+def without_gz(path: Path) -> Path:
+    """`path` without a `.gz` extension: what the name rules of a format read
+    (`gpu-a01_2026-11.csv.gz` -> `gpu-a01_2026-11.csv`)."""
+    return path.with_suffix("") if path.suffix.lower() == ".gz" else path
 
 
 # Order matters: the first format whose sniff accepts a file reads it.

@@ -4,22 +4,30 @@ Jobs and allocations are CSV (or Parquet) with fixed column names; every row com
 with its file and line so that typing, and rejecting, happens in SQL (`sql/staging/`).
 A jobs file may add `job_name` (optional, like every column outside the required ones): the
 job's name (a Kubernetes pod's name, Slurm's JobName), NULL when absent.
+
+GPU samples are Parquet, which DuckDB reads in place, or CSV, converted to canonical Parquet
+(`samples_to_parquet`) with each row's `source_line` and, for a field that does not read as
+its type, a `parse_error` naming the field, so that the row is rejected with its line.
+CSV files may be gzipped (`.csv.gz`, recognised by content) and carry CRLF line ends or a
+UTF-8 byte order mark.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from pipelines.catalog import ClusterSettings
-from pipelines.formats import ExportFormat
+from pipelines.formats import ExportFormat, open_binary, open_text, without_gz
 
 JOB_COLUMNS = (
     "job_id", "cluster", "account", "user", "queue", "qos", "gpu_model", "gpus", "nodes",
@@ -27,14 +35,16 @@ JOB_COLUMNS = (
 )  # fmt: skip
 ALLOCATION_COLUMNS = ("job_id", "node", "gpu_index")
 SAMPLE_COLUMNS = ("ts", "node", "gpu_index", "util_pct", "mem_used_mib", "power_w")
+OPTIONAL_SAMPLE_COLUMNS = ("job_id", "gpu_uuid", "gpu_model")
+_REQUIRED_SAMPLE_COLUMNS = {"ts", "node", "gpu_index", "util_pct"}
 _REQUIRED_JOB_COLUMNS = {"job_id", "account", "gpus", "start_time", "end_time", "state"}
 
 
 def header_of(path: Path) -> list[str]:
     """Column names of a CSV or Parquet file (lower-cased), or [] when it has none."""
-    if path.suffix == ".parquet":
+    if without_gz(path).suffix == ".parquet":
         return [name.lower() for name in pq.read_schema(path).names]
-    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+    with open_text(path, newline="") as handle:
         first = handle.readline()
     return [name.strip().lower() for name in next(csv.reader([first]), [])]
 
@@ -43,7 +53,7 @@ def _has_columns(required: set[str], forbidden: frozenset[str] = frozenset()):
     """A sniffer: a CSV or Parquet file whose header has `required` and none of `forbidden`."""
 
     def sniff(path: Path, head: str) -> bool:
-        if path.suffix not in (".csv", ".parquet"):
+        if without_gz(path).suffix not in (".csv", ".parquet"):
             return False
         try:
             columns = set(header_of(path))
@@ -60,10 +70,10 @@ def read_rows(path: Path, columns: tuple[str, ...]) -> Iterator[dict[str, str | 
     A row with a wrong field count is still yielded (with `parse_error`) so it reaches the
     rejects table instead of disappearing.
     """
-    if path.suffix == ".parquet":
+    if without_gz(path).suffix == ".parquet":
         yield from _read_parquet_rows(path, columns)
         return
-    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+    with open_text(path, newline="") as handle:
         reader = csv.reader(handle)
         header = [name.strip().lower() for name in next(reader, [])]
         positions = [(name, header.index(name)) for name in columns if name in header]
@@ -92,9 +102,11 @@ def read_table(path: Path, columns: tuple[str, ...]) -> pa.Table | None:
     Arrow's CSV reader; None, for the row reader to read it, unless every line after the header
     is blank or one well-formed row (no field count errors, no line breaks inside quotes, no
     lone carriage returns), so that rows and lines pair up exactly."""
-    if path.suffix != ".csv":
+    if without_gz(path).suffix != ".csv":
         return None
-    data = path.read_bytes()
+    with open_binary(path) as handle:
+        # a byte order mark would become part of the first column's name
+        data = handle.read().removeprefix(codecs.BOM_UTF8)
     text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
     if "\r" in text or "\ufffd" in text or "\0" in text:
         return None
@@ -152,6 +164,81 @@ def _read_allocations_table(path: Path, settings: ClusterSettings) -> pa.Table |
     return read_table(path, ALLOCATION_COLUMNS)
 
 
+_SAMPLE_CHUNK_ROWS = 100_000  # rows typed at a time: memory stays flat on big files
+_SAMPLE_TEXT_SCHEMA = pa.schema(
+    [(name, pa.string()) for name in (*SAMPLE_COLUMNS, *OPTIONAL_SAMPLE_COLUMNS)]
+    + [("line", pa.int64()), ("parse_error", pa.string())]
+)
+# the columns of telemetry.SAMPLE_SCHEMA a samples CSV can fill
+_SAMPLE_PARQUET_SCHEMA = pa.schema([
+    ("ts", pa.timestamp("us")), ("node", pa.string()), ("gpu_index", pa.int32()),
+    ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
+    ("source_line", pa.int64()), ("job_id", pa.string()), ("gpu_uuid", pa.string()),
+    ("gpu_model", pa.string()), ("parse_error", pa.string()),
+])  # fmt: skip
+
+# One chunk of samples CSV rows (text), typed with the casts the rollup applies to canonical
+# Parquet (sql/staging/day_samples.sql), so that a CSV gives the samples its Parquet twin
+# gives. A value that is there but does not cast is the row's parse_error, naming the field
+# (the rollup rejects the row with it); a blank one is NULL, as in Parquet.
+_TYPE_SAMPLES = """
+select
+    try_cast(ts as timestamp) as ts,
+    node,
+    try_cast(gpu_index as integer) as gpu_index,
+    try_cast(util_pct as double) as util_pct,
+    try_cast(mem_used_mib as double) as mem_used_mib,
+    try_cast(power_w as double) as power_w,
+    line as source_line,
+    job_id,
+    gpu_uuid,
+    gpu_model,
+    coalesce(parse_error, case
+        when ts is not null and try_cast(ts as timestamp) is null
+            then format('field ts: ''{}'' is not a timestamp', ts)
+        when gpu_index is not null and try_cast(gpu_index as integer) is null
+            then format('field gpu_index: ''{}'' is not a GPU index', gpu_index)
+        when util_pct is not null and try_cast(util_pct as double) is null
+            then format('field util_pct: ''{}'' is not a number', util_pct)
+        when mem_used_mib is not null and try_cast(mem_used_mib as double) is null
+            then format('field mem_used_mib: ''{}'' is not a number', mem_used_mib)
+        when power_w is not null and try_cast(power_w as double) is null
+            then format('field power_w: ''{}'' is not a number', power_w)
+    end) as parse_error
+from chunk
+"""
+
+
+def samples_to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
+    """Convert one canonical samples CSV (plain or gzipped) to canonical samples Parquet at
+    `out`, streaming; returns the rows written (one per data row: none is dropped)."""
+    rows_written = 0
+    con = duckdb.connect()
+    try:
+        with pq.ParquetWriter(out, _SAMPLE_PARQUET_SCHEMA) as writer:
+            for chunk in _sample_text_chunks(path):
+                con.register("chunk", chunk)
+                typed = con.sql(_TYPE_SAMPLES).to_arrow_table()
+                con.unregister("chunk")
+                writer.write_table(typed.cast(_SAMPLE_PARQUET_SCHEMA))
+                rows_written += typed.num_rows
+    finally:
+        con.close()
+    return rows_written
+
+
+def _sample_text_chunks(path: Path) -> Iterator[pa.Table]:
+    """The rows of `read_rows` as tables of `_SAMPLE_CHUNK_ROWS` rows, and always one table
+    (empty for a file without rows), so that the Parquet file has its schema."""
+    rows: list[dict] = []
+    for row in read_rows(path, (*SAMPLE_COLUMNS, *OPTIONAL_SAMPLE_COLUMNS)):
+        rows.append(row)
+        if len(rows) == _SAMPLE_CHUNK_ROWS:
+            yield pa.Table.from_pylist(rows, schema=_SAMPLE_TEXT_SCHEMA)
+            rows = []
+    yield pa.Table.from_pylist(rows, schema=_SAMPLE_TEXT_SCHEMA)
+
+
 def _read_parquet_rows(path: Path, columns: tuple[str, ...]) -> Iterator[dict[str, str | None]]:
     table = pq.read_table(path)
     names = {name.lower(): name for name in table.column_names}
@@ -187,7 +274,8 @@ FORMATS = [
         area="scheduler",
         kind="allocations",
         expected="canonical allocations CSV/Parquet (job_id, node, gpu_index)",
-        sniff=_has_columns(set(ALLOCATION_COLUMNS), frozenset({"state"})),
+        # `state`: a jobs file; `ts`, `util_pct`: GPU samples (which may name job_id too)
+        sniff=_has_columns(set(ALLOCATION_COLUMNS), frozenset({"state", "ts", "util_pct"})),
         read_rows=_read_allocations,
         read_table=_read_allocations_table,
     ),
@@ -197,8 +285,17 @@ FORMATS = [
         kind="samples",
         expected="canonical GPU samples Parquet (ts, node, gpu_index, util_pct, ...)",
         sniff=lambda path, head: (
-            path.suffix == ".parquet"
-            and _has_columns({"ts", "node", "gpu_index", "util_pct"})(path, head)
+            path.suffix == ".parquet" and _has_columns(_REQUIRED_SAMPLE_COLUMNS)(path, head)
         ),
+    ),
+    ExportFormat(
+        name="canonical_samples_csv",
+        area="telemetry",
+        kind="samples",
+        expected="canonical GPU samples CSV (ts, node, gpu_index, util_pct, ...)",
+        sniff=lambda path, head: (
+            without_gz(path).suffix == ".csv" and _has_columns(_REQUIRED_SAMPLE_COLUMNS)(path, head)
+        ),
+        to_parquet=samples_to_parquet,
     ),
 ]

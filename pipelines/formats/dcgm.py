@@ -5,8 +5,9 @@ of `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (0-1), `DCGM_FI_DEV_GPU_UTIL` (0-100), `DCGM_
 (MiB) and `DCGM_FI_DEV_POWER_USAGE` (W). Series of other metrics are not samples and are
 skipped; a file with series but none of these four stops the run.
 
-DuckDB's JSON reader parses the file (never Python's `json`), and the points are pivoted to one
-canonical sample row per (node, GPU, timestamp) at which any of the four metrics has a point:
+DuckDB's JSON reader parses the file, gzipped or not (never Python's `json`), and the points
+are pivoted to one canonical sample row per (node, GPU, timestamp) at which any of the four
+metrics has a point:
 
 - node: label `Hostname`, else `hostname`, else the host part of `instance` (`10.0.0.7:9400` ->
   `10.0.0.7`); GPU index: label `gpu`; `UUID`, `modelName`, `pod`, `namespace` and `hpc_job`
@@ -48,7 +49,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.catalog import ClusterSettings
-from pipelines.formats import ExportFormat
+from pipelines.formats import ExportFormat, is_gzip, open_binary
 from pipelines.sql import bind
 
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
@@ -75,7 +76,7 @@ create or replace temp table body as
 select status, errorType as error_type, error, data.resultType as result_type,
     data.result as result
 from read_json($path, format = 'unstructured', records = true, columns = $columns,
-    maximum_object_size = $max_size)
+    maximum_object_size = $max_size, compression = $compression)
 """
 
 # One row per series of the four metrics, numbered by its place in data.result, with its
@@ -361,14 +362,20 @@ _PARAMS = {
 
 
 def _read_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Parse the file into the temporary table `body` and check it is one query_range body."""
+    """Parse the file into the temporary table `body` and check it is one query_range body.
+
+    DuckDB reads a gzipped file in place; it is told so by content, not left to guess from the
+    name (a `.json` file may hold gzip, a `.gz` file plain text)."""
+    compressed = is_gzip(path)
+    size = _decompressed_size(path) if compressed else path.stat().st_size
     for point_type in _POINT_TYPES:
         columns = {**_BODY_COLUMNS, "data": _BODY_COLUMNS["data"].format(point=point_type)}
         params = {
             "path": str(path),
             "columns": columns,
             # the body is one JSON value: DuckDB must be allowed to hold all of it
-            "max_size": max(path.stat().st_size + 1024, 16 * 2**20),
+            "max_size": max(size + 1024, 16 * 2**20),
+            "compression": "gzip" if compressed else "none",
         }
         try:
             con.execute(_READ_BODY, params)
@@ -449,10 +456,21 @@ def _json_error(path: Path, error: duckdb.Error) -> str:
     )
 
 
+def _decompressed_size(path: Path) -> int:
+    """Bytes of a gzipped file once decompressed, counted while streaming (the gzip trailer
+    holds the size modulo 4 GiB, of the last member only)."""
+    size = 0
+    with open_binary(path) as handle:
+        while chunk := handle.read(2**20):
+            size += len(chunk)
+    return size
+
+
 def _line_at(path: Path, offset: int) -> int:
-    """The 1-based line of byte `offset` of the file, counted without reading it all at once."""
+    """The 1-based line of byte `offset` of the (decompressed) file, counted without reading it
+    all at once."""
     line, remaining = 1, offset
-    with path.open("rb") as handle:
+    with open_binary(path) as handle:
         while remaining > 0:
             chunk = handle.read(min(remaining, 2**20))
             if not chunk:
@@ -463,8 +481,8 @@ def _line_at(path: Path, offset: int) -> int:
 
 
 def _line_of(path: Path, needle: bytes) -> int:
-    """The line of the first occurrence of `needle` within the first MiB, else 1."""
-    with path.open("rb") as handle:
+    """The line of the first occurrence of `needle` within the first (decompressed) MiB, else 1."""
+    with open_binary(path) as handle:
         head = handle.read(2**20)
     position = head.find(needle)
     return head.count(b"\n", 0, position) + 1 if position >= 0 else 1

@@ -16,7 +16,7 @@ the pod's last state:
   exports. `job_usage.is_running` is therefore false for these pods.
 
 The snapshot time is in no pod field and `kubectl` writes none for the list, so it is the UTC
-timestamp in the file name (`pods-2026-11-10T06-00-00Z.json`, `...T06:00:00Z...`,
+timestamp in the file name (`pods-2026-11-10T06-00-00Z.json[.gz]`, `...T06:00:00Z...`,
 `20261110T060000Z`), or, when the name has none (or an earlier one), the newest timestamp
 inside the file (creation, start, condition and container times): a lower bound.
 
@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.catalog import ClusterSettings
-from pipelines.formats import ExportFormat
+from pipelines.formats import ExportFormat, open_text, without_gz
 from pipelines.formats.gpus import gpu_text, mig_equivalent
 from pipelines.landing import LandingError
 
@@ -127,7 +127,8 @@ def _items(path: Path) -> Iterator[tuple[int, Any]]:
     time. A top level that is no pod list is found at its end (kubectl writes `kind` after
     `items`), after the items have been yielded: `read_rows` yields nothing before then.
     """
-    text = path.read_text(encoding="utf-8", errors="replace")
+    with open_text(path) as handle:  # gzipped or not
+        text = handle.read()
     decoder = json.JSONDecoder()
     lines = _LineCounter(text)
 
@@ -458,7 +459,7 @@ def _newest_time(meta: dict, status: dict) -> dt.datetime | None:
 
 def _name_time(path: Path) -> dt.datetime | None:
     """The UTC timestamp in the file name (the last one when there are several), if any."""
-    for match in reversed(list(_NAME_TIME.finditer(path.name))):
+    for match in reversed(list(_NAME_TIME.finditer(without_gz(path).name))):
         try:
             return dt.datetime(*map(int, match.groups()), tzinfo=dt.UTC)
         except ValueError:

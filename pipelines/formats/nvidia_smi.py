@@ -19,8 +19,9 @@ unit or not (`nounits`). Rules, each a decision:
   off), keeps its timestamp, GPU and node but no values, so it is rejected with its line;
   `parse_error` says why.
 - Node: a `hostname` or `node` column when the header has one, else the file name without its
-  extension, up to the first `_` (`gpu-a01.csv`, `gpu-a01_2026-11.csv` -> `gpu-a01`; host
-  names cannot contain `_`). Name logs `.csv` or `.log`: the landing folder ignores `*.txt`.
+  extension (and `.gz`), up to the first `_` (`gpu-a01.csv`, `gpu-a01_2026-11.csv.gz` ->
+  `gpu-a01`; host names cannot contain `_`). Name logs `.csv` or `.log` (gzipped or not): the
+  landing folder ignores `*.txt`.
 - Timestamps are local time in the cluster's `scheduler_timezone`, stored as naive UTC. In the
   hour repeated when clocks go back, a GPU's lines before its log steps back in time are the
   first (daylight) pass, the lines after it the second.
@@ -38,7 +39,7 @@ import duckdb
 import pyarrow as pa
 
 from pipelines.catalog import ClusterSettings
-from pipelines.formats import ExportFormat
+from pipelines.formats import ExportFormat, open_text, without_gz
 
 DEFAULT_FIELDS = (
     "timestamp", "index", "uuid", "name", "utilization.gpu", "memory.used", "power.draw",
@@ -236,7 +237,7 @@ def to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
     try:
         con.execute("set TimeZone = 'UTC'")
         con.execute(_LINES)
-        params = {**_PARAMS, "file_node": path.stem.split("_", 1)[0]}
+        params = {**_PARAMS, "file_node": without_gz(path).stem.split("_", 1)[0]}
         for chunk in _chunks(path, headers):
             con.register("chunk", chunk)
             con.register("headers", pa.Table.from_pylist(headers, schema=_HEADER_SCHEMA))
@@ -257,10 +258,8 @@ def _chunks(path: Path, headers: list[dict[str, int | None]]) -> Iterator[pa.Tab
     header_nos: list[int] = []
     texts: list[str] = []
     header_no = None
-    with path.open(encoding="utf-8", errors="replace", newline="") as handle:
+    with open_text(path, newline="") as handle:  # gzipped or not, without a byte order mark
         for number, text in enumerate(handle, 1):
-            if number == 1:
-                text = text.lstrip("\ufeff")
             if not text.strip():
                 continue
             if not text[:1].isdigit() and "timestamp" in text.lower():

@@ -25,6 +25,7 @@ tasks (`sql/staging/stg_job_records.sql`), so an array counts once as pending de
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -34,7 +35,7 @@ from pathlib import Path
 import hostlist
 
 from pipelines.catalog import ClusterSettings
-from pipelines.formats import ExportFormat
+from pipelines.formats import ExportFormat, open_binary
 from pipelines.formats.gpus import gpu_text, mig_equivalent, mig_profile
 
 # Open XDMoD's documented `sacct --format` order, the default for files without a header.
@@ -109,9 +110,13 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(1-based line number, text) of each non-blank line; bytes that are not UTF-8 replaced.
 
     Lines end at LF only (like `wc -l`), so a stray CR inside a job name cannot split a record.
+    The file may be gzipped; a UTF-8 byte order mark before the first line is dropped, so that
+    a header behind one still reads as a header.
     """
-    with path.open("rb") as handle:
+    with open_binary(path) as handle:
         for number, data in enumerate(handle, start=1):
+            if number == 1:
+                data = data.removeprefix(codecs.BOM_UTF8)
             text = data.decode("utf-8", errors="replace").rstrip("\r\n")
             if text.strip():
                 yield number, text

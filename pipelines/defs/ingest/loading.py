@@ -18,7 +18,7 @@ from pipelines.catalog import Catalog
 from pipelines.defs.ingest.catalog_tables import ACCOUNT_TENANTS_SCHEMA, account_tenants
 from pipelines.defs.ingest.tables import write_arrow, write_table
 from pipelines.formats import canonical
-from pipelines.landing import discover
+from pipelines.landing import decompression_errors, discover
 from pipelines.sql import create_table, replace_month
 
 
@@ -47,11 +47,12 @@ def load_scheduler_exports(
         settings = catalog.cluster(export.cluster)
         schema = schemas[export.kind]
         read_table = export.format.read_table
-        table = read_table(export.path, settings) if read_table else None
-        if table is None:
-            rows = list(export.format.read_rows(export.path, settings))
-            # every column of the schema but cluster and file, which _conform adds
-            table = pa.Table.from_pylist(rows, schema=pa.schema(list(schema)[len(origin) :]))
+        with decompression_errors(export.path):
+            table = read_table(export.path, settings) if read_table else None
+            if table is None:
+                rows = list(export.format.read_rows(export.path, settings))
+                # every column of the schema but cluster and file, which _conform adds
+                table = pa.Table.from_pylist(rows, schema=pa.schema(list(schema)[len(origin) :]))
         tables[export.kind].append(
             _conform(table, schema, export.cluster, export.name, settings.gpu_models)
         )

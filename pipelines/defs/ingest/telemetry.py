@@ -36,7 +36,7 @@ from pipelines.catalog import Catalog
 from pipelines.defs.ingest.tables import write_table
 from pipelines.defs.partitions import FIRST_DAY
 from pipelines.defs.resources import BillingMonth, ChargebackResource
-from pipelines.landing import ExportFile, discover
+from pipelines.landing import ExportFile, decompression_errors, discover
 from pipelines.sql import bind, create_table, replace_month, run, sql_text
 
 # Every column a canonical samples file may carry: one empty file with all of them joins every
@@ -338,7 +338,8 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
     if export.format.to_parquet is None:
         return export.path
     settings = catalog.cluster(export.cluster)
-    digest = hashlib.sha256(export.path.read_bytes())
+    with export.path.open("rb") as handle:  # streamed: a log may be larger than memory
+        digest = hashlib.file_digest(handle, "sha256")
     digest.update(_converter_code(export.format.to_parquet))
     # the declared step is the rollup's, not the converter's: changing it converts nothing anew
     digest.update(settings.model_dump_json(exclude={"telemetry"}).encode())
@@ -347,7 +348,8 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
         converted.parent.mkdir(parents=True, exist_ok=True)
         # a name of its own: days rolled up in parallel may convert the same file at once
         partial = converted.with_suffix(f".{uuid.uuid4().hex[:8]}.partial")
-        export.format.to_parquet(export.path, partial, settings)
+        with decompression_errors(export.path):
+            export.format.to_parquet(export.path, partial, settings)
         partial.replace(converted)
     return converted
 
