@@ -728,6 +728,25 @@ def test_unused_reservations_are_priced_at_each_clusters_rate(con):
     ]
 
 
+def test_a_reservation_no_rate_prices_stops_the_month(con, tmp_path):
+    from pipelines.catalog import Catalog, CatalogError, Settings
+    from pipelines.defs.costing.assets import stop_on_unpriced_reservations
+
+    # t reserves a queue that ran nothing: priced as '*', and the catalog has no '*' rate
+    con.execute("""create table reserved_quota_unused as select
+        date '2026-11-01' as billing_month, 't/train' as capacity_reservation_id,
+        '*' as cluster, '*' as gpu_model, 720.0 as gpu_hours, null::bigint as price_micro""")
+    catalog = Catalog(settings=Settings(), tenants=[], rates=[], source=tmp_path)
+    with pytest.raises(CatalogError) as error:
+        stop_on_unpriced_reservations(con, "2026-11", NOV, catalog)
+    assert str(error.value) == (
+        f"{tmp_path}/rates.yaml: no rate in force for GPU model '*' on any cluster in 2026-11, "
+        "which prices reserved quota t/train: add a rate for the model or a '*' fallback"
+    )
+    con.execute("update reserved_quota_unused set price_micro = 1000000")
+    stop_on_unpriced_reservations(con, "2026-11", NOV, catalog)  # priced: goes on
+
+
 def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_series(con, tmp_path):
     # three converted DCGM files for one GPU at 00:00 and 00:01: GPU_UTIL, GR_ENGINE_ACTIVE
     # (preferred) and FB_USED (a memory-only series, util_metric 'none')
