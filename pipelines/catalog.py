@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import difflib
 import fnmatch
 import functools
+import zoneinfo
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -25,6 +27,8 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
+
+from pipelines.iso4217 import CURRENCY_CODES
 
 UNMAPPED_TENANT = "unmapped"
 
@@ -196,6 +200,9 @@ class Rate(_Strict):
     price_per_gpu_hour: Decimal = Field(ge=0, decimal_places=6)
     valid_from: dt.date | None = None
     valid_to: dt.date | None = None
+    # one cluster's price (its folder name): over the model's all-clusters rate, as an exact
+    # account mapping is over a glob; None: every cluster
+    cluster: str | None = Field(default=None, min_length=1)
 
 
 class Quota(_Strict):
@@ -257,6 +264,8 @@ class Catalog(_Strict):
     # MIG profile -> GPU-equivalents (rates.yaml mig_profiles) where NVIDIA's A100/H100
     # default (`Ng` = N/7) does not hold
     mig_profiles: MigProfiles = {}
+    # the catalog folder, for the messages of checks that need the exports (account globs)
+    source: Path | None = None
 
     def cluster(self, name: str) -> ClusterSettings:
         """The settings of cluster `name` (defaults when settings.yaml has none), with the MIG
@@ -274,6 +283,8 @@ _YAML_FILES = {
     "budgets": ("budgets", Budget, False),
     "outages": ("outages", Outage, False),
 }
+# top-level keys a file holds besides its list
+_OTHER_KEYS = {"rates": ("mig_profiles",)}
 
 
 def load_catalog(catalog_dir: Path) -> Catalog:
@@ -282,6 +293,7 @@ def load_catalog(catalog_dir: Path) -> Catalog:
     settings_path = catalog_dir / "settings.yaml"
     raw_settings = _read_yaml(settings_path) if settings_path.exists() else {}
     settings = _validate(Settings, raw_settings or {}, settings_path, "settings")
+    _check_settings(settings, settings_path)
 
     parts: dict[str, list] = {}
     for stem, (key, model, required) in _YAML_FILES.items():
@@ -294,6 +306,7 @@ def load_catalog(catalog_dir: Path) -> Catalog:
         document = _read_yaml(path) or {}
         if not isinstance(document, dict) or not isinstance(document.get(key, []), list):
             raise CatalogError(f"{path}: expected a top-level '{key}:' list")
+        _check_top_level_keys(document, (key, *_OTHER_KEYS.get(stem, ())), path)
         parts[key] = [
             _validate(model, entry, path, f"{key}[{i}]", entry)
             for i, entry in enumerate(document.get(key) or [])
@@ -309,8 +322,9 @@ def load_catalog(catalog_dir: Path) -> Catalog:
             "inventory with a monthly_cost per node)"
         )
     nodes = _read_nodes(nodes_path, require_cost=full_recovery) if nodes_path.exists() else None
-    catalog = Catalog(settings=settings, nodes=nodes, **parts)
+    catalog = Catalog(settings=settings, nodes=nodes, source=catalog_dir, **parts)
     _check_references(catalog, catalog_dir)
+    _check_unambiguous(catalog, catalog_dir)
     return catalog
 
 
@@ -387,9 +401,13 @@ def _read_nodes(path: Path, require_cost: bool = False) -> list[Node]:
 
 def _check_references(catalog: Catalog, catalog_dir: Path) -> None:
     tenant_ids = [tenant.id for tenant in catalog.tenants]
-    duplicates = {tenant_id for tenant_id in tenant_ids if tenant_ids.count(tenant_id) > 1}
-    if duplicates:
-        raise CatalogError(f"{catalog_dir / 'tenants.yaml'}: duplicate tenant id(s) {duplicates}")
+    for i, tenant_id in enumerate(tenant_ids):
+        first = tenant_ids.index(tenant_id)
+        if first != i:
+            raise CatalogError(
+                f"{catalog_dir / 'tenants.yaml'}: tenants[{i}] ({tenant_id}): field 'id': "
+                f"'{tenant_id}' is already the id of tenants[{first}]"
+            )
     if UNMAPPED_TENANT in tenant_ids:
         raise CatalogError(
             f"{catalog_dir / 'tenants.yaml'}: tenant id '{UNMAPPED_TENANT}' is reserved"
@@ -425,3 +443,174 @@ def _check_sharing_pools(catalog: Catalog, path: Path) -> None:
                         f"{entry}: node {node} is in sharing pool {other} as well "
                         f"('{settings.sharing[other].nodes}')"
                     )
+
+
+def _check_top_level_keys(document: dict, known: tuple[str, ...], path: Path) -> None:
+    """A misspelt key (`tenant:`, `outage:`) would leave its entries silently unread."""
+    for key in document:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+            hint = (
+                f"did you mean '{close[0]}'?"
+                if close
+                else "expected " + " or ".join(f"'{name}'" for name in known)
+            )
+            raise CatalogError(f"{path}: unknown key '{key}' ({hint})")
+
+
+def _check_settings(settings: Settings, path: Path) -> None:
+    """An ISO 4217 currency and timezones that exist: checked on load rather than where a
+    month first converts a time (a ZoneInfoNotFoundError naming no file)."""
+    if settings.currency not in CURRENCY_CODES:
+        upper = settings.currency.strip().upper()
+        hint = f"did you mean '{upper}'?" if upper in CURRENCY_CODES else "e.g. USD, EUR, GBP"
+        raise CatalogError(
+            f"{path}: settings: field 'currency': '{settings.currency}' is not an ISO 4217 "
+            f"currency code ({hint})"
+        )
+    zones = [("billing_timezone", settings.billing_timezone)] + [
+        (f"clusters.{name}.scheduler_timezone", cluster.scheduler_timezone)
+        for name, cluster in settings.clusters.items()
+    ]
+    for field, zone in zones:
+        try:
+            zoneinfo.ZoneInfo(zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):  # OSError: `Europe`
+            raise CatalogError(
+                f"{path}: settings: field '{field}': unknown timezone '{zone}' "
+                f"({_timezone_hint(zone)})"
+            ) from None
+
+
+def _timezone_hint(zone: str) -> str:
+    names = zoneinfo.available_timezones()
+    by_case = {name.lower(): name for name in names}
+    close = difflib.get_close_matches(zone, sorted(names), n=1, cutoff=0.8)
+    if zone.strip().lower() in by_case:
+        close = [by_case[zone.strip().lower()]]
+    return f"did you mean '{close[0]}'?" if close else "an IANA name such as Europe/Berlin, UTC"
+
+
+Validity = tuple[dt.date | None, dt.date | None]  # [valid_from, valid_to), None: open
+
+
+def _overlap(first: Validity, second: Validity) -> Validity | None:
+    """The period two validities share, None when they share none."""
+    start = max(first[0] or dt.date.min, second[0] or dt.date.min)
+    end = min(first[1] or dt.date.max, second[1] or dt.date.max)
+    if start >= end:
+        return None
+    return (None if start == dt.date.min else start, None if end == dt.date.max else end)
+
+
+def _uncovered(period: Validity, covers: list[Validity]) -> list[Validity]:
+    """The parts of `period` outside every one of `covers`."""
+    pieces = [(period[0] or dt.date.min, period[1] or dt.date.max)]
+    for cover_from, cover_to in covers:
+        low, high = cover_from or dt.date.min, cover_to or dt.date.max
+        pieces = [
+            piece
+            for start, end in pieces
+            for piece in ((start, min(end, low)), (max(start, high), end))
+            if piece[0] < piece[1]
+        ]
+    return [
+        (None if start == dt.date.min else start, None if end == dt.date.max else end)
+        for start, end in pieces
+    ]
+
+
+def describe_period(period: Validity) -> str:
+    """`from 2026-11-01 to 2026-11-15` (the end excluded), `from ... on`, `at all times`."""
+    start, end = period
+    if start is None and end is None:
+        return "at all times"
+    if end is None:
+        return f"from {start} on"
+    if start is None:
+        return f"before {end}"
+    return f"from {start} to {end}"
+
+
+def _check_unambiguous(catalog: Catalog, catalog_dir: Path) -> None:
+    """Nothing may be settled by the order of entries: an account name or pattern mapped to two
+    tenants, two rates of one GPU model and cluster, or two quotas of one tenant and pool, in
+    force at the same time; two budgets of one tenant and month. (A model's own rate over the
+    '*' fallback, a cluster's over the all-clusters one, and an exact account name over a glob
+    are precedence, not ambiguity.)"""
+    tenants_path = catalog_dir / "tenants.yaml"
+    claims: dict[str, list[tuple[int, AccountMapping]]] = {}
+    for i, tenant in enumerate(catalog.tenants):
+        for mapping in tenant.mappings():
+            validity = (mapping.valid_from, mapping.valid_to)
+            for j, other in claims.get(mapping.account, []):
+                period = _overlap(validity, (other.valid_from, other.valid_to))
+                if j != i and period:
+                    raise CatalogError(
+                        f"{tenants_path}: tenants[{i}] ({tenant.id}): field 'accounts': "
+                        f"'{mapping.account}' is mapped to tenants[{j}] "
+                        f"({catalog.tenants[j].id}) too, both in force {describe_period(period)}"
+                    )
+            claims.setdefault(mapping.account, []).append((i, mapping))
+
+    rates_path = catalog_dir / "rates.yaml"
+    for i, rate in enumerate(catalog.rates):
+        label = rate.gpu_model + (f" on {rate.cluster}" if rate.cluster else "")
+        for j, other in enumerate(catalog.rates[:i]):
+            period = _overlap((rate.valid_from, rate.valid_to), (other.valid_from, other.valid_to))
+            if (other.gpu_model, other.cluster) == (rate.gpu_model, rate.cluster) and period:
+                raise CatalogError(
+                    f"{rates_path}: rates[{i}] ({label}): field 'valid_from': rates[{j}] prices "
+                    f"{label} too, both in force {describe_period(period)} (end one with "
+                    "valid_to where the other begins)"
+                )
+
+    quotas_path = catalog_dir / "quotas.yaml"
+    for i, quota in enumerate(catalog.quotas):
+        for j, other in enumerate(catalog.quotas[:i]):
+            period = _overlap(
+                (quota.valid_from, quota.valid_to), (other.valid_from, other.valid_to)
+            )
+            if (other.tenant, other.pool) == (quota.tenant, quota.pool) and period:
+                raise CatalogError(
+                    f"{quotas_path}: quotas[{i}] ({quota.tenant}): field 'valid_from': "
+                    f"quotas[{j}] sets pool '{quota.pool}' of {quota.tenant} too, both in force "
+                    f"{describe_period(period)} (end one with valid_to where the other begins)"
+                )
+
+    budgets_path = catalog_dir / "budgets.yaml"
+    for i, budget in enumerate(catalog.budgets):
+        for j, other in enumerate(catalog.budgets[:i]):
+            if (other.tenant, other.month) == (budget.tenant, budget.month):
+                raise CatalogError(
+                    f"{budgets_path}: budgets[{i}] ({budget.tenant}): field 'month': "
+                    f"budgets[{j}] is {budget.tenant}'s budget for {budget.month} too"
+                )
+
+
+def check_account_globs(catalog: Catalog, account: str) -> None:
+    """Raise when glob patterns of two tenants match `account` at the same time, outside the
+    periods an exact mapping of the account settles (an exact name overrides any glob)."""
+    exact: list[Validity] = []
+    globs: list[tuple[int, AccountMapping]] = []
+    for i, tenant in enumerate(catalog.tenants):
+        for mapping in tenant.mappings():
+            if mapping.account == account:
+                exact.append((mapping.valid_from, mapping.valid_to))
+            elif fnmatch.fnmatchcase(account, mapping.account):
+                globs.append((i, mapping))
+    path = Path(catalog.source or ".") / "tenants.yaml"
+    for n, (i, first) in enumerate(globs):
+        for j, second in globs[n + 1 :]:
+            if catalog.tenants[i].id == catalog.tenants[j].id:
+                continue
+            period = _overlap(
+                (first.valid_from, first.valid_to), (second.valid_from, second.valid_to)
+            )
+            for uncovered in _uncovered(period, exact) if period else []:
+                raise CatalogError(
+                    f"{path}: tenants[{j}] ({catalog.tenants[j].id}): field 'accounts': "
+                    f"'{second.account}' matches account '{account}' like '{first.account}' of "
+                    f"tenants[{i}] ({catalog.tenants[i].id}), both in force "
+                    f"{describe_period(uncovered)} (map '{account}' exactly to settle it)"
+                )

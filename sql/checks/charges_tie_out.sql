@@ -2,7 +2,9 @@
 -- not the exact usage minus the exact credits plus the exact unused reservations, each rounded
 -- half up to the cent (plus, in full_recovery, the idle-share and platform lines, whose sum to
 -- the cluster cost cluster_cost_recovered checks), or a line more than a cent from its exact
--- amount (charge_numerator / 15,120,000,000,000 cents, a magnitude).
+-- amount (charge_numerator / 15,120,000,000,000 cents, a magnitude). NULL money (a price
+-- missing upstream) is a violation of its own, level 'null': the sums above skip NULLs, so
+-- without it a month of NULL amounts would tie out.
 -- Parameters: $billing_month.
 with lines as (
     select tenant_id, sum(amount) as amount
@@ -55,6 +57,28 @@ line_ties as (
     where billing_month = $billing_month
         and charge_class is distinct from 'Correction'  -- differences of two rounded lines
         and abs(abs(amount) * 15120000000000 * 100 - charge_numerator) >= 15120000000000
+),
+
+null_money as (
+    select
+        'null' as level,
+        format('charge_lines {}/{}/{}/{}/{}', tenant_id, cluster, gpu_model, charge_type,
+            coalesce(unit_price::varchar, 'no price')) as subject,
+        amount as lines_amount,
+        charge_numerator::double / 1512000000000000 as expected_amount
+    from charge_lines
+    where billing_month = $billing_month and (amount is null or charge_numerator is null)
+    union all
+    select 'null', format('job_gpu_charges {}/{}/{}/{}', cluster, job_id, tenant_id, gpu_model),
+        null, null
+    from job_gpu_charges
+    where billing_month = $billing_month
+        and (unit_price is null or charge_numerator is null or credit_numerator is null)
+    union all
+    select 'null', format('reserved_quota_unused {}/{}/{}', capacity_reservation_id, cluster,
+        gpu_model), null, null
+    from reserved_quota_unused
+    where billing_month = $billing_month and (price_micro is null or charge_numerator is null)
 )
 
 select level, subject, lines_amount::double as lines_amount,
@@ -62,8 +86,10 @@ select level, subject, lines_amount::double as lines_amount,
 from (
     select * from tenant_ties
     union all
-    select * from total_tie where lines_amount <> expected_amount
+    select * from total_tie where lines_amount is distinct from expected_amount
     union all
     select * from line_ties
+    union all
+    select * from null_money
 )
 order by level, subject

@@ -2,6 +2,7 @@
 -- full_recovery month whose charge lines (tenants and platform, credits negative, corrections
 -- included) do not add up to its cost in cost_pools exactly, to the cent; a cluster or pool
 -- with charge lines but no cost counts with cost 0. A rate_card month has no pools: no rows.
+-- A line with a NULL amount is a violation of its own (level 'null'): sums skip NULLs.
 -- Parameters: $billing_month.
 with pools as (
     select cluster, gpu_model, amount from cost_pools where billing_month = $billing_month
@@ -32,8 +33,12 @@ final as (
     union all
     select 'pool', format('{}/{}', cluster, gpu_model), lines_amount, cost_amount
     from by_pool
+    union all
+    select 'null', format('{}/{}/{}/{}', tenant_id, cluster, gpu_model, charge_type), null, null
+    from charge_lines
+    where billing_month = $billing_month and amount is null and exists (select 1 from pools)
 )
 
 select * from final
-where lines_amount <> cost_amount
+where lines_amount <> cost_amount or level = 'null'
 order by level, subject

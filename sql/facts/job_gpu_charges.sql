@@ -1,7 +1,10 @@
 -- One row per job × tenant × GPU model × unit price: the job's allocated time in the billing
 -- month priced at the rate in force (rate_card mode). Each hour segment takes the tenant its
 -- account maps to and the rate valid at the segment's start, so a reorganisation or a rate
--- change at midnight splits the job's hours exactly.
+-- change at midnight splits the job's hours exactly. The rate: the GPU model's own before the
+-- '*' fallback, and of those a rate for the segment's cluster before the all-clusters one
+-- (two rates of one model and cluster in force at once are a catalog error). Time no rate
+-- prices stops the run before this step (checks/job_time_has_a_rate).
 -- full_recovery mode (cost_pools has the month's pools): the time is priced at the derived
 -- rate of its cluster × GPU model pool instead, one rate for the month; time on a GPU model
 -- with no pool (not in the inventory: capacity_buckets_sum_to_capacity fails) keeps the rate
@@ -32,15 +35,17 @@ account_hours as (
 ),
 
 model_hours as (
-    -- the rate of each GPU model and hour: the model's own rate before the '*' fallback
-    select s.gpu_model, s.hour, r.price_per_gpu_hour, r.price_micro
-    from (select distinct gpu_model, hour from segments) as s
+    -- the rate of each cluster, GPU model and hour: the model's own rate before the '*'
+    -- fallback, the cluster's own before the all-clusters one
+    select s.cluster, s.gpu_model, s.hour, r.price_per_gpu_hour, r.price_micro
+    from (select distinct cluster, gpu_model, hour from segments) as s
     left join catalog_rates as r
         on (r.gpu_model = s.gpu_model or r.gpu_model = '*')
+        and (r.cluster = s.cluster or r.cluster is null)
         and s.hour >= r.valid_from and s.hour < r.valid_to
     qualify row_number() over (
-        partition by s.gpu_model, s.hour
-        order by r.gpu_model = '*', r.valid_from desc, r.priority
+        partition by s.cluster, s.gpu_model, s.hour
+        order by r.gpu_model = '*', r.cluster is null, r.valid_from desc, r.priority
     ) = 1
 ),
 
@@ -61,7 +66,7 @@ priced as (
         coalesce(p.price_micro, m.price_micro) as price_micro
     from segments as s
     join account_hours as a using (account, hour)
-    join model_hours as m using (gpu_model, hour)
+    join model_hours as m using (cluster, gpu_model, hour)
     join pool_rates as p using (cluster, gpu_model)
 ),
 

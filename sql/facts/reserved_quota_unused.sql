@@ -9,9 +9,11 @@
 -- Price: a pool that is a GPU model (in nodes.csv, rates.yaml or this month's jobs) is priced
 -- as that model; any other pool is a queue, priced as the GPU model that carried most of the
 -- queue's GPU time in the month (ties: first model by name), or '*' (the fallback rate) when
--- the queue ran nothing. rate_card: the rate in force at each moment (the steps are cut at
--- rate changes). full_recovery (cost_pools has the month): the derived rate of each cluster's
--- pool.
+-- the queue ran nothing. rate_card: the rate in force at each moment and cluster (the steps
+-- are cut at rate changes; as for jobs, a cluster's own rate before the all-clusters one):
+-- the unused units of each rate period (between two changes of the model's or '*' rates on
+-- any cluster) are split over the clusters, then each cluster's part is priced at its rate.
+-- full_recovery (cost_pools has the month): the derived rate of each cluster's pool.
 -- Cluster: a quota spans clusters, so its unused units are split over the clusters holding
 -- its GPU model, pro rata to their capacity GPU-hours in the month (largest remainder in
 -- whole units, ties by cluster name); without capacity for the model (rate_card only) pro
@@ -75,32 +77,35 @@ pool_models as (
     left join queue_models as q using (pool)
 ),
 
-step_rates as (
-    -- the rate card in force at each step: the model's own rate before the '*' fallback
-    select s.tenant_id, s.pool, m.gpu_model, s.unused_units, s.guaranteed_units,
-        r.price_micro, r.price_per_gpu_hour
+rate_edges as (
+    select gpu_model, valid_from as edge from catalog_rates
+    union
+    select gpu_model, valid_to from catalog_rates
+),
+
+step_periods as (
+    -- the rate period of each step: no rate of its model (or '*'), on any cluster, changes
+    -- inside it, so each cluster's rate is one price across it (1900: before every change)
+    select
+        s.tenant_id, s.pool, m.gpu_model, s.step_from, s.unused_units, s.guaranteed_units,
+        coalesce(max(e.edge), '1900-01-01'::timestamp) as rate_period
     from reserved_steps as s
     join pool_models as m using (tenant_id, pool)
-    left join catalog_rates as r
-        on (r.gpu_model = m.gpu_model or r.gpu_model = '*')
-        and s.step_from >= r.valid_from and s.step_from < r.valid_to
-    qualify row_number() over (
-        partition by s.tenant_id, s.pool, s.step_from
-        order by r.gpu_model = '*', r.valid_from desc, r.priority
-    ) = 1
+    left join rate_edges as e
+        on (e.gpu_model = m.gpu_model or e.gpu_model = '*') and e.edge <= s.step_from
+    group by all
 ),
 
 totals as (
-    -- full_recovery prices per cluster below: the rate card does not split the time
+    -- full_recovery prices per cluster pool below: the rate card's periods do not split time
     select
         s.tenant_id,
         s.pool,
         s.gpu_model,
-        case when not f.on_pools then s.price_micro end as rate_micro,
-        case when not f.on_pools then s.price_per_gpu_hour end as rate_price,
+        case when not f.on_pools then s.rate_period end as rate_period,
         sum(s.unused_units) as unused_units,
         sum(s.guaranteed_units) as guaranteed_units
-    from step_rates as s
+    from step_periods as s
     cross join is_full_recovery as f
     group by all
 ),
@@ -128,7 +133,7 @@ split as (
         coalesce(w.cluster, '*') as cluster,
         coalesce(w.weight, 1) as weight,
         sum(coalesce(w.weight, 1)) over (
-            partition by t.tenant_id, t.pool, t.gpu_model, t.rate_micro
+            partition by t.tenant_id, t.pool, t.gpu_model, t.rate_period
         ) as total_weight
     from totals as t
     left join cluster_weights as w using (gpu_model)
@@ -150,41 +155,72 @@ rounded as (
         *,
         unused_floor + case
             when row_number() over (
-                partition by tenant_id, pool, gpu_model, rate_micro
+                partition by tenant_id, pool, gpu_model, rate_period
                 order by unused_remainder desc, cluster
             ) <= unused_units - sum(unused_floor) over (
-                partition by tenant_id, pool, gpu_model, rate_micro
+                partition by tenant_id, pool, gpu_model, rate_period
             ) then 1 else 0
         end as cluster_unused_units,
         guaranteed_floor + case
             when row_number() over (
-                partition by tenant_id, pool, gpu_model, rate_micro
+                partition by tenant_id, pool, gpu_model, rate_period
                 order by guaranteed_remainder desc, cluster
             ) <= guaranteed_units - sum(guaranteed_floor) over (
-                partition by tenant_id, pool, gpu_model, rate_micro
+                partition by tenant_id, pool, gpu_model, rate_period
             ) then 1 else 0
         end as cluster_guaranteed_units
     from floored
 ),
 
-final as (
+cluster_rates as (
+    -- rate_card: the rate of each cluster's part in its rate period: the model's own before
+    -- the '*' fallback, the cluster's own before the all-clusters one (cluster '*': the
+    -- all-clusters rates only)
+    select r.*, c.price_micro as rate_micro, c.price_per_gpu_hour as rate_price
+    from rounded as r
+    left join catalog_rates as c
+        on (c.gpu_model = r.gpu_model or c.gpu_model = '*')
+        and (c.cluster = r.cluster or c.cluster is null)
+        and r.rate_period >= c.valid_from and r.rate_period < c.valid_to
+    qualify row_number() over (
+        partition by r.tenant_id, r.pool, r.gpu_model, r.rate_period, r.cluster
+        order by c.gpu_model = '*', c.cluster is null, c.valid_from desc, c.priority
+    ) = 1
+),
+
+priced as (
     select
-        $billing_month::date as billing_month,
         r.tenant_id,
         r.pool,
-        format('{}/{}', r.tenant_id, r.pool) as capacity_reservation_id,
         r.cluster,
         r.gpu_model,
         coalesce(p.unit_price, r.rate_price)::decimal(18, 6) as unit_price,
         coalesce(p.price_micro, r.rate_micro)::bigint as price_micro,
-        r.cluster_unused_units::bigint as gpu_units,
-        gpu_hours(r.cluster_unused_units) as gpu_hours,
-        r.cluster_guaranteed_units::bigint as guaranteed_units,
-        r.cluster_unused_units * coalesce(p.price_micro, r.rate_micro) as charge_numerator
-    from rounded as r
+        r.cluster_unused_units,
+        r.cluster_guaranteed_units
+    from cluster_rates as r
     left join cost_pools as p
         on p.billing_month = $billing_month and p.cluster = r.cluster
         and p.gpu_model = r.gpu_model
+),
+
+final as (
+    -- rate periods at the same price of a cluster make one row
+    select
+        $billing_month::date as billing_month,
+        tenant_id,
+        pool,
+        format('{}/{}', tenant_id, pool) as capacity_reservation_id,
+        cluster,
+        gpu_model,
+        unit_price,
+        price_micro,
+        sum(cluster_unused_units)::bigint as gpu_units,
+        gpu_hours(sum(cluster_unused_units)) as gpu_hours,
+        sum(cluster_guaranteed_units)::bigint as guaranteed_units,
+        sum(cluster_unused_units * price_micro) as charge_numerator
+    from priced
+    group by all
 )
 
 select * from final

@@ -446,3 +446,28 @@ def test_the_check_finds_a_cluster_that_does_not_recover_its_cost(full_recovery,
         ("pool", "edge/L4", d("1.00"), d("0.00")),
         ("pool", "lab/A100", d("359.99"), d("360.00")),
     ]
+
+
+@pytest.mark.parametrize("full_recovery", ["weighted"], indirect=True)
+def test_the_cost_check_fails_on_a_null_amount(full_recovery, tmp_path):
+    import datetime as dt
+    import shutil
+
+    import duckdb
+
+    from pipelines.defs.resources import prepare_connection
+    from pipelines.sql import run
+
+    _, root, _ = full_recovery
+    copy = tmp_path / "warehouse.duckdb"
+    shutil.copy(root / "warehouse.duckdb", copy)
+    con = prepare_connection(duckdb.connect(str(copy)))
+    month = {"billing_month": dt.date(2026, 11, 1)}
+    # a line priced NULL: the sums skip it, so the pools alone would still recover their cost
+    con.execute(
+        "insert into charge_lines (billing_month, tenant_id, cluster, gpu_model, charge_type, "
+        "amount) values ('2026-11-01', 'gamma', 'lab', 'A100', 'usage', null)"
+    )
+    assert run(con, "checks/cluster_cost_recovered", month).fetchall() == [
+        ("null", "gamma/lab/A100/usage", None, None),
+    ]

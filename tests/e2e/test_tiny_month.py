@@ -23,6 +23,7 @@ A row with gpus='two' and a sample with util 150 are rejected.
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 from pathlib import Path
 
@@ -465,3 +466,53 @@ def test_manifest_records_inputs_outputs_and_run(tiny):
     assert manifest["tables"]["charge_lines"] == 6
     assert len(manifest["catalog"]["version"]) == 64
     assert manifest["dagster_run_id"]
+
+
+def test_gpu_time_with_no_rate_stops_the_month_before_any_report(tmp_path):
+    build_tiny_month(tmp_path)
+    # no '*' fallback: J6's 1.5 h on the H100 (Nov 20, 00:00-01:30) has no rate in force
+    write(tmp_path / "catalog/rates.yaml", "rates:\n  - {gpu_model: A100, price_per_gpu_hour: 2}\n")
+    result = materialize_month(tmp_path, "2026-11-01", raise_on_error=False)
+    assert not result.success
+    failures = [e for e in result.all_events if e.is_step_failure]
+    assert [e.step_key for e in failures] == ["job_gpu_charges"]
+    error = failures[0].step_failure_data.error
+    assert error.cause is not None and error.cause.cls_name == "CatalogError"
+    assert error.cause.message.strip() == (
+        f"pipelines.catalog.CatalogError: {tmp_path}/catalog/rates.yaml: no rate in force for "
+        "GPU model 'H100' on cluster 'tiny' from 2026-11-20 00:00 to 2026-11-20 01:30 UTC "
+        "(1.5 GPU-hours of jobs): add a rate for the model or a '*' fallback"
+    )
+    # stopped before job_gpu_charges was written: no charge with a NULL amount anywhere
+    assert query(
+        tmp_path, "select count(*) from information_schema.tables where table_name like '%charge%'"
+    ) == [(0,)]
+    assert list((tmp_path / "reports").rglob("*.*")) == []  # no workbook, FOCUS CSV, manifest
+
+
+def test_charges_tie_out_fails_on_null_money(tiny, tmp_path):
+    import shutil
+
+    from pipelines.catalog import load_catalog
+    from pipelines.defs.resources import BillingMonth, prepare_connection
+    from pipelines.sql import replace_month, run
+
+    shutil.copy(tiny / "warehouse.duckdb", tmp_path / "warehouse.duckdb")
+    con = prepare_connection(duckdb.connect(str(tmp_path / "warehouse.duckdb")))
+    month = BillingMonth.of(dt.date(2026, 11, 1), "UTC")
+    params = month.params(load_catalog(tiny / "catalog"))
+    assert run(con, "checks/charges_tie_out", params).fetchall() == []
+    # what a price missing upstream gave before the run stopped on it: the H100 time priced
+    # NULL, and the lines and tenant totals built on it, which still add up
+    con.execute(
+        "update job_gpu_charges set unit_price = null, charge_numerator = null, "
+        "credit_numerator = null where gpu_model = 'H100'"
+    )
+    for table in ("computed_charge_lines", "charge_lines", "tenant_month"):
+        replace_month(con, table, f"marts/{table}", params)
+    assert run(con, "checks/charges_tie_out", params).fetchall() == [
+        ("null", "charge_lines beta/tiny/H100/credit/no price", None, None),
+        ("null", "charge_lines beta/tiny/H100/usage/no price", None, None),
+        ("null", "job_gpu_charges tiny/J6/beta/H100", None, None),
+    ]
+    con.close()

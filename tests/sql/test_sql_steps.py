@@ -707,7 +707,7 @@ def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):
         ('cv', 'vision', 0, timestamp '1900-01-01', timestamp '2026-11-15'),
         ('cv', 'robotics', 1, timestamp '2026-11-15', timestamp '9999-12-31')
     ) as v(account, tenant_id, priority, valid_from, valid_to)""")
-    con.execute("""create table catalog_rates as select * from (values
+    con.execute("""create table catalog_rates as select *, null::varchar as cluster from (values
         ('A100', 2.00::decimal(18, 6), 2000000, timestamp '1900-01-01',
          timestamp '2026-11-15', 0),
         ('A100', 2.50::decimal(18, 6), 2500000, timestamp '2026-11-15',
@@ -726,6 +726,140 @@ def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):
         ("robotics", Decimal("2.500000"), 7_200_000, 500),
         ("vision", Decimal("2.000000"), 7_200_000, 400),
     ]
+
+
+def given_rates(con, rows: list[tuple]) -> None:
+    """catalog_rates from (gpu_model, price, cluster, valid_from, valid_to) rows."""
+    con.execute(
+        "create table catalog_rates (gpu_model varchar, price_per_gpu_hour decimal(18, 6), "
+        "price_micro bigint, valid_from timestamp, valid_to timestamp, priority integer, "
+        "cluster varchar)"
+    )
+    for i, (model, price, cluster, valid_from, valid_to) in enumerate(rows):
+        con.execute(
+            "insert into catalog_rates values (?, ?, ?, ?, ?, ?, ?)",
+            [model, price, int(Decimal(price) * 1_000_000), valid_from or T(1900, 1, 1),
+             valid_to or T(9999, 12, 31), i, cluster],
+        )  # fmt: skip
+
+
+def test_a_models_rate_beats_the_fallback_and_a_clusters_rate_the_all_clusters_one(con):
+    # one hour of A100 and one of H100 on each of clusters a, b, c
+    con.execute("""create table stg_jobs as select date '2026-11-01' as billing_month,
+        c as cluster, c || m as job_id, 'acct' as account, 'COMPLETED' as state
+        from unnest(['a', 'b', 'c']) as x(c), unnest(['A100', 'H100']) as y(m)""")
+    con.execute("""create table job_gpu_hours as select billing_month, cluster, job_id,
+        substr(job_id, 2) as gpu_model, timestamp '2026-11-14 10:00' as hour,
+        timestamp '2026-11-14 10:00' as seg_from, (3600000 * 420)::bigint as gpu_units,
+        false as in_outage
+        from stg_jobs""")
+    con.execute("""create table catalog_account_tenants as select 'acct' as account,
+        't' as tenant_id, 0 as priority, timestamp '1900-01-01' as valid_from,
+        timestamp '9999-12-31' as valid_to""")
+    # the cluster rates listed last: the catalog's order decides nothing
+    given_rates(con, [
+        ("A100", "2.00", None, None, None),
+        ("*", "1.00", None, None, None),
+        ("*", "0.50", "c", None, None),
+        ("A100", "3.00", "b", None, None),
+    ])  # fmt: skip
+    given_rate_card_month(con)
+    rows = con.execute(
+        "select cluster, gpu_model, unit_price from (" + _sql("facts/job_gpu_charges") + ") "
+        "order by cluster, gpu_model",
+        {"billing_month": dt.date(2026, 11, 1)},
+    ).fetchall()
+    assert rows == [
+        ("a", "A100", Decimal("2.000000")),  # the model's rate for every cluster
+        ("a", "H100", Decimal("1.000000")),  # the fallback for every cluster
+        ("b", "A100", Decimal("3.000000")),  # b's own A100 rate
+        ("b", "H100", Decimal("1.000000")),
+        ("c", "A100", Decimal("2.000000")),  # the model's rate beats c's own fallback
+        ("c", "H100", Decimal("0.500000")),  # c's own fallback
+    ]
+
+
+def test_job_time_no_rate_prices_is_found_with_its_model_cluster_and_period(con):
+    # a: A100 priced until Nov 10 and from Nov 11 (a gap between), H100 by a's own rate;
+    # b: H100 with no rate for b; p: no rate either, but full_recovery's pool prices it
+    con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
+        cluster, gpu_model, hour, hour as seg_from,
+        least(hour + interval 1 hour, seg_end) as seg_to,
+        (epoch_ms(least(hour + interval 1 hour, seg_end)) - epoch_ms(hour)) * 420 as gpu_units
+        from (values
+            ('a', 'A100', timestamp '2026-11-09 23:00', timestamp '2026-11-10 02:30'),
+            ('a', 'A100', timestamp '2026-11-12 00:00', timestamp '2026-11-12 01:00'),
+            ('a', 'H100', timestamp '2026-11-05 00:00', timestamp '2026-11-05 01:00'),
+            ('b', 'H100', timestamp '2026-11-05 00:00', timestamp '2026-11-05 01:00'),
+            ('p', 'H100', timestamp '2026-11-05 00:00', timestamp '2026-11-05 01:00')
+        ) as v(cluster, gpu_model, seg_start, seg_end),
+        unnest(range(seg_start, seg_end, interval 1 hour)) as t(hour)""")
+    given_rates(con, [
+        ("A100", "2.00", None, None, T(2026, 11, 10)),
+        ("A100", "2.50", None, T(2026, 11, 11), None),
+        ("H100", "1.00", "a", None, None),
+    ])  # fmt: skip
+    con.execute("""create table cost_pools as select date '2026-11-01' as billing_month,
+        'p' as cluster, 'H100' as gpu_model, 1000000::bigint as price_micro""")
+    rows = run(con, "checks/job_time_has_a_rate", NOV).fetchall()
+    assert rows == [
+        ("a", "A100", T(2026, 11, 10, 0), T(2026, 11, 10, 2, 30), 2.5),
+        ("b", "H100", T(2026, 11, 5, 0), T(2026, 11, 5, 1), 1.0),
+    ]
+
+
+def test_unused_reservations_are_priced_at_each_clusters_rate(con):
+    # t reserves 1 A100 all November and uses none; clusters a and b hold the same A100
+    # capacity, so each carries half; b has its own rate, 3.00 until Nov 11, then 4.00
+    con.execute("""create table quota_steps as select date '2026-11-01' as billing_month,
+        't' as tenant_id, 'A100' as pool, step_from,
+        epoch_ms(step_to) - epoch_ms(step_from) as step_ms, 0 as share, true as in_quota,
+        true as reserved, 420.0 as guaranteed_share
+        from (values (timestamp '2026-11-01', timestamp '2026-11-11'),
+                     (timestamp '2026-11-11', timestamp '2026-12-01')) as v(step_from, step_to)""")
+    con.execute("""create table job_gpu_hours (billing_month date, cluster varchar,
+        job_id varchar, gpu_model varchar, gpu_units bigint)""")
+    con.execute("""create table job_usage (billing_month date, cluster varchar,
+        job_id varchar, queue varchar)""")
+    con.execute("create table catalog_nodes as select 'A100' as gpu_model")
+    con.execute("""create table gpu_capacity as select date '2026-11-01' as billing_month,
+        c as cluster, 'A100' as gpu_model, 1000::bigint as capacity_units
+        from unnest(['a', 'b']) as x(c)""")
+    given_rates(con, [
+        ("A100", "2.00", None, None, None),
+        ("A100", "3.00", "b", None, T(2026, 11, 11)),
+        ("A100", "4.00", "b", T(2026, 11, 11), None),
+    ])  # fmt: skip
+    given_rate_card_month(con)
+    con.execute("drop table reserved_quota_unused")
+    rows = run(con, "facts/reserved_quota_unused", NOV).fetchall()
+    columns = ["cluster", "unit_price", "gpu_hours", "charge_numerator"]
+    names = [c[0] for c in run(con, "facts/reserved_quota_unused", NOV).description]
+    picked = [tuple(row[names.index(c)] for c in columns) for row in rows]
+    assert picked == [
+        ("a", Decimal("2.000000"), 360.0, 360 * 2 * 15120000000000 * 100),  # 30 days / 2
+        ("b", Decimal("3.000000"), 120.0, 120 * 3 * 15120000000000 * 100),  # 10 days / 2
+        ("b", Decimal("4.000000"), 240.0, 240 * 4 * 15120000000000 * 100),  # 20 days / 2
+    ]
+
+
+def test_a_reservation_no_rate_prices_stops_the_month(con, tmp_path):
+    from pipelines.catalog import Catalog, CatalogError, Settings
+    from pipelines.defs.costing.assets import stop_on_unpriced_reservations
+
+    # t reserves a queue that ran nothing: priced as '*', and the catalog has no '*' rate
+    con.execute("""create table reserved_quota_unused as select
+        date '2026-11-01' as billing_month, 't/train' as capacity_reservation_id,
+        '*' as cluster, '*' as gpu_model, 720.0 as gpu_hours, null::bigint as price_micro""")
+    catalog = Catalog(settings=Settings(), tenants=[], rates=[], source=tmp_path)
+    with pytest.raises(CatalogError) as error:
+        stop_on_unpriced_reservations(con, "2026-11", NOV, catalog)
+    assert str(error.value) == (
+        f"{tmp_path}/rates.yaml: no rate in force for GPU model '*' on any cluster in 2026-11, "
+        "which prices reserved quota t/train: add a rate for the model or a '*' fallback"
+    )
+    con.execute("update reserved_quota_unused set price_micro = 1000000")
+    stop_on_unpriced_reservations(con, "2026-11", NOV, catalog)  # priced: goes on
 
 
 def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_series(con, tmp_path):

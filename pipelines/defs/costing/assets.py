@@ -1,7 +1,13 @@
 """Costing: priced job time, the charge lines and the per-tenant month."""
 
-import dagster as dg
+import datetime as dt
+from pathlib import Path
+from zoneinfo import ZoneInfo
 
+import dagster as dg
+import duckdb
+
+from pipelines.catalog import Catalog, CatalogError
 from pipelines.defs.attribution.assets import gpu_capacity, job_gpu_hours, job_time_buckets
 from pipelines.defs.monthly import monthly_sql_asset, run_months, sql_description
 from pipelines.defs.partitions import monthly_partition, single_run
@@ -28,8 +34,10 @@ def job_gpu_charges(context: dg.AssetExecutionContext, chargeback: ChargebackRes
             "cost_mode": settings.cost_mode,
             "idle_sharing": settings.idle_sharing,
         }
+        pools = replace_month(con, "cost_pools", "facts/cost_pools", pool_params)
+        stop_on_unpriced_job_time(con, params, catalog)
         return {
-            "cost_pools": replace_month(con, "cost_pools", "facts/cost_pools", pool_params),
+            "cost_pools": pools,
             "job_gpu_charges": replace_month(
                 con, "job_gpu_charges", "facts/job_gpu_charges", params
             ),
@@ -59,6 +67,7 @@ def charge_lines(context: dg.AssetExecutionContext, chargeback: ChargebackResour
         reserved = replace_month(
             con, "reserved_quota_unused", "facts/reserved_quota_unused", params
         )
+        stop_on_unpriced_reservations(con, month.label, params, catalog)
         computed = replace_month(
             con, "computed_charge_lines", "marts/computed_charge_lines", params
         )
@@ -72,6 +81,50 @@ def charge_lines(context: dg.AssetExecutionContext, chargeback: ChargebackResour
         }
 
     return run_months(context, chargeback, step)
+
+
+def stop_on_unpriced_job_time(
+    con: duckdb.DuckDBPyConnection, params: dict, catalog: Catalog
+) -> None:
+    """GPU time no rate prices would be charged NULL: stop the run, naming the GPU model,
+    cluster and period (in the billing timezone), before a charge or report is written."""
+    unpriced = run(con, "checks/job_time_has_a_rate", params).fetchall()
+    if not unpriced:
+        return
+    zone = ZoneInfo(catalog.settings.billing_timezone)
+
+    def local(moment: dt.datetime) -> str:
+        return moment.replace(tzinfo=dt.UTC).astimezone(zone).strftime("%Y-%m-%d %H:%M")
+
+    cluster, model, start, end, gpu_hours = unpriced[0]
+    others = ", ".join(f"{m} on {c}" for c, m, *_ in unpriced[1:])
+    raise CatalogError(
+        f"{_rates_file(catalog)}: no rate in force for GPU model '{model}' on cluster "
+        f"'{cluster}' from {local(start)} to {local(end)} {zone.key} ({gpu_hours:g} GPU-hours "
+        "of jobs): add a rate for the model or a '*' fallback"
+        + (f" (also unpriced: {others})" if others else "")
+    )
+
+
+def stop_on_unpriced_reservations(
+    con: duckdb.DuckDBPyConnection, label: str, params: dict, catalog: Catalog
+) -> None:
+    """An unused reserved quota no rate prices would be charged NULL: stop the run."""
+    unpriced = run(con, "checks/reserved_quotas_have_a_rate", params).fetchall()
+    if not unpriced:
+        return
+    reservation, cluster, model, _ = unpriced[0]
+    where = "any cluster" if cluster == "*" else f"cluster '{cluster}'"
+    raise CatalogError(
+        f"{_rates_file(catalog)}: no rate in force for GPU model '{model}' on {where} in "
+        f"{label}, which prices reserved quota {reservation}: add a rate for the model or a "
+        "'*' fallback"
+        + (f" ({len(unpriced) - 1} more reserved quota parts unpriced)" if unpriced[1:] else "")
+    )
+
+
+def _rates_file(catalog: Catalog) -> Path:
+    return Path(catalog.source or ".") / "rates.yaml"
 
 
 # quota_compliance (governance) is named by key: it depends on job_usage, defined here

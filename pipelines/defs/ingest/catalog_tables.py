@@ -14,7 +14,7 @@ import duckdb
 import hostlist
 import pyarrow as pa
 
-from pipelines.catalog import Catalog, CatalogError
+from pipelines.catalog import Catalog, CatalogError, check_account_globs
 from pipelines.defs.ingest.tables import write_table
 
 BEGINNING = dt.datetime(1900, 1, 1)
@@ -50,13 +50,14 @@ def write_catalog_tables(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> di
                 "valid_from": midnight(r.valid_from, BEGINNING),
                 "valid_to": midnight(r.valid_to, END_OF_TIME),
                 "priority": i,
+                "cluster": r.cluster,
             }
             for i, r in enumerate(catalog.rates)
         ],
         pa.schema([
             ("gpu_model", pa.string()), ("price_per_gpu_hour", PRICE), ("price_micro", pa.int64()),
             ("valid_from", pa.timestamp("us")), ("valid_to", pa.timestamp("us")),
-            ("priority", pa.int32()),
+            ("priority", pa.int32()), ("cluster", pa.string()),
         ]),
     )  # fmt: skip
     counts["catalog_budgets"] = write_table(
@@ -208,8 +209,10 @@ def _naive_utc(moment: dt.datetime) -> dt.datetime:
 def account_tenants(catalog: Catalog, accounts: list[str]) -> list[dict]:
     """For each scheduler account seen, every tenant mapping that matches it, in priority order.
 
-    Exact names come before glob patterns; among equals, the catalog's order decides. The SQL
-    takes the first mapping valid at the moment it prices; no mapping means tenant 'unmapped'.
+    Exact names come before glob patterns. The SQL takes the first mapping valid at the moment
+    it prices; no mapping means tenant 'unmapped'. Two tenants' mappings of one kind (exact or
+    glob) in force at once are a catalog error (exact names on load, globs here, where the
+    accounts are known), so the catalog's order never decides between tenants.
     """
     midnight = _midnights(catalog.settings.billing_timezone)
 
@@ -221,6 +224,7 @@ def account_tenants(catalog: Catalog, accounts: list[str]) -> list[dict]:
     ]
     rows = []
     for account in sorted(set(accounts)):
+        check_account_globs(catalog, account)
         exact = [m for m in mappings if m[1].account == account]
         globbed = [
             m for m in mappings
