@@ -63,18 +63,22 @@ def close_month(
 
 def main(argv: list[str] | None = None) -> int:
     from pipelines.defs.resources import ChargebackResource
+    from pipelines.locking import WarehouseBusy
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--month", required=True, help="YYYY-MM")
     parser.add_argument("--by", default="platform-team", help="who closes it (recorded)")
     args = parser.parse_args(argv)
     billing_month = dt.date.fromisoformat(args.month + "-01")
-    with ChargebackResource.from_env().connect() as con:
-        try:
+    chargeback = ChargebackResource.from_env()
+    try:
+        with chargeback.connect() as con:
             lines, total = close_month(con, billing_month, args.by)
-        except CloseError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
+            # readers see the closed month in the published copy without waiting for a run
+            chargeback.publish_warehouse(con)
+    except (CloseError, WarehouseBusy) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(f"closed {args.month}: {lines} charge lines issued, total {total}")
     return 0
 

@@ -7,6 +7,7 @@ import dagster as dg
 import duckdb
 
 from pipelines.catalog import Catalog
+from pipelines.checkpoints import checkpoint
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.resources import BillingMonth, ChargebackResource
 from pipelines.sql import replace_month, sql_text
@@ -23,12 +24,13 @@ def run_months(
     """Run `step` for each billing month of the run; metadata holds this run's row counts."""
     catalog = chargeback.catalog()
     per_month: dict[str, dict[str, int]] = {}
+    name = context.asset_key.to_user_string()
     with chargeback.connect() as con:
         for month in chargeback.months(context.partition_time_window, catalog):
             per_month[month.label] = step(con, month, month.params(catalog), chargeback, catalog)
-            context.log.info(
-                f"{context.asset_key.to_user_string()} {month.label}: {per_month[month.label]}"
-            )
+            context.log.info(f"{name} {month.label}: {per_month[month.label]}")
+    # between two steps: the warehouse is closed, the run holds only its run lock
+    checkpoint(f"after_{name}")
     totals: dict[str, int] = {}
     for counts in per_month.values():
         for key, value in counts.items():
