@@ -276,7 +276,13 @@ def _failure(result) -> str:
         message = error.message.strip().splitlines()[0] if error.message.strip() else ""
         message = message.removeprefix(f"{error.cls_name}: ")
         message = re.sub(r"^[\w.]+Error: ", "", message)
-        if error.cls_name in ("CatalogError", "LandingError", "Failure", "CloseError"):
+        if error.cls_name in (
+            "CatalogError",
+            "LandingError",
+            "Failure",
+            "CloseError",
+            "WarehouseBusy",
+        ):
             return f"{event.step_key}: {message}"
         return f"{event.step_key}: {error.cls_name}: {message}"
     return "the run failed (see the Dagster run for details)"

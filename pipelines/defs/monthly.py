@@ -8,6 +8,7 @@ import dagster as dg
 import duckdb
 
 from pipelines.catalog import Catalog
+from pipelines.checkpoints import checkpoint
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.resources import BillingMonth, ChargebackResource
 from pipelines.progress import progress
@@ -25,6 +26,7 @@ def run_months(
     """Run `step` for each billing month of the run; metadata holds this run's row counts."""
     catalog = chargeback.catalog()
     per_month: dict[str, dict[str, int]] = {}
+    name = context.asset_key.to_user_string()
     with chargeback.connect() as con:
         for month in chargeback.months(context.partition_time_window, catalog):
             started = time.perf_counter()
@@ -32,9 +34,10 @@ def run_months(
             rows = ", ".join(f"{k} {v:,}" for k, v in per_month[month.label].items())
             progress(
                 context,
-                f"{month.label} {context.asset_key.to_user_string()}: {rows or 'done'} "
-                f"({time.perf_counter() - started:.1f} s)",
+                f"{month.label} {name}: {rows or 'done'} ({time.perf_counter() - started:.1f} s)",
             )
+    # between two steps: the warehouse is closed, the run holds only its run lock
+    checkpoint(f"after_{name}")
     totals: dict[str, int] = {}
     for counts in per_month.values():
         for key, value in counts.items():

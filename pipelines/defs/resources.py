@@ -15,8 +15,12 @@ from zoneinfo import ZoneInfo
 
 import dagster as dg
 import duckdb
+from pydantic import PrivateAttr
 
 from pipelines.catalog import Catalog, load_catalog
+from pipelines.defs.reports.publish import STAGING, clean_staging
+from pipelines.leftovers import owned_name, remove, remove_dead, remove_if_empty
+from pipelines.locking import acquire_run_lock, connect_waiting, release_run_lock
 from pipelines.sql import run
 
 MACROS = (
@@ -93,7 +97,11 @@ class BillingMonth:
 
 
 class ChargebackResource(dg.ConfigurableResource):
-    """Paths of the landing folder, catalog, warehouse and reports, and DuckDB settings."""
+    """Paths of the landing folder, catalog, warehouse and reports, and DuckDB settings.
+
+    Within a run the resource holds the warehouse's run lock from its first `connect()` to the
+    end of the run (pipelines/locking.py), so a second run waits for the whole first one.
+    """
 
     landing_dir: str
     catalog_dir: str
@@ -102,6 +110,12 @@ class ChargebackResource(dg.ConfigurableResource):
     # Under the 2 GiB a run may use: DuckDB spills to disk past it, and Python, Arrow and
     # Dagster need the rest.
     duckdb_memory_limit: str = "1.5GB"
+    # How long a run waits for another run or a reader holding the warehouse before it stops:
+    # long enough for a monthly run ahead of it or a BI query to finish.
+    lock_wait_s: float = 300.0
+
+    _in_run: bool = PrivateAttr(default=False)
+    _holds_run_lock: bool = PrivateAttr(default=False)
 
     @classmethod
     def from_env(cls) -> ChargebackResource:
@@ -112,7 +126,23 @@ class ChargebackResource(dg.ConfigurableResource):
             warehouse=env("CHARGEBACK_WAREHOUSE", "data/warehouse.duckdb"),
             reports_dir=env("CHARGEBACK_REPORTS_DIR", "data/reports"),
             duckdb_memory_limit=env("CHARGEBACK_DUCKDB_MEMORY_LIMIT", "1.5GB"),
+            lock_wait_s=float(env("CHARGEBACK_LOCK_WAIT_S", "300")),
         )
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._in_run = True
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        """The end of a run: release the run lock, and remove the run's unpublished reports (a
+        failed run leaves none behind; a killed one leaves them to `remove_dead_leftovers`)."""
+        self._in_run = False
+        if self._holds_run_lock:
+            self._holds_run_lock = False
+            release_run_lock(Path(self.warehouse))
+        staging = Path(self.reports_dir) / STAGING
+        for folder in staging.glob(f"*.{context.run.run_id}@*"):
+            remove(folder)
+        remove_if_empty(staging)
 
     @property
     def telemetry_dir(self) -> Path:
@@ -132,24 +162,82 @@ class ChargebackResource(dg.ConfigurableResource):
             day = (day.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
         return months
 
+    @property
+    def published_warehouse(self) -> Path:
+        """The read-only copy of the warehouse for BI tools, refreshed after each monthly run."""
+        warehouse = Path(self.warehouse)
+        return warehouse.parent / f"{warehouse.stem}_published.duckdb"
+
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection to the warehouse with UTC session time and the project's macros."""
-        Path(self.warehouse).parent.mkdir(parents=True, exist_ok=True)
-        con = duckdb.connect(self.warehouse)
+        """A connection to the warehouse with UTC session time and the project's macros.
+
+        Waits up to `lock_wait_s` for another run holding the run lock, then as long again for
+        a process (a reader) holding the file. The first connection of a run takes the run
+        lock and removes what dead runs left behind.
+        """
+        warehouse = Path(self.warehouse)
+        warehouse.parent.mkdir(parents=True, exist_ok=True)
+        takes_lock = not self._holds_run_lock
+        if takes_lock:
+            acquire_run_lock(warehouse, self.lock_wait_s)
+            self._holds_run_lock = True
         try:
-            con.execute("set memory_limit = $limit", {"limit": self.duckdb_memory_limit})
-            prepare_connection(con)
-            yield con
+            if takes_lock:
+                self.remove_dead_leftovers()
+            con = connect_waiting(warehouse, self.lock_wait_s)
+            try:
+                con.execute("set memory_limit = $limit", {"limit": self.duckdb_memory_limit})
+                prepare_connection(con)
+                yield con
+            finally:
+                con.close()
         finally:
-            con.close()
+            # outside a run (the close command, tests) the lock lasts one connection
+            if takes_lock and not self._in_run:
+                self._holds_run_lock = False
+                release_run_lock(warehouse)
+
+    def publish_warehouse(self, con: duckdb.DuckDBPyConnection) -> Path:
+        """Copy the warehouse (`con` open on it) to `published_warehouse` for readers.
+
+        A checkpoint first writes every committed change into the file, and no one writes
+        while `con` holds it, so the copy is a consistent database. It is written under a
+        temporary name and renamed: readers never see a partial copy, and one that holds the
+        previous copy open keeps reading it until it reconnects.
+        """
+        con.execute("checkpoint")
+        target = self.published_warehouse
+        partial = target.with_name(owned_name(target.name, ".partial"))
+        shutil.copyfile(self.warehouse, partial)
+        with partial.open("rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(partial, target)
+        return target
+
+    def remove_dead_leftovers(self) -> list[Path]:
+        """Remove the staging folders and temporary files of dead runs (pipelines/leftovers.py):
+        the reports' staging folders, the telemetry's day staging and DuckDB spill folders, the
+        partial conversions and the partial published copy. Returns what was removed."""
+        telemetry = self.telemetry_dir
+        warehouse = Path(self.warehouse)
+        candidates = [
+            *telemetry.glob(".staging/*"),
+            *telemetry.glob(".spill/*"),
+            *telemetry.glob("converted/*/*.partial"),
+            *telemetry.glob("*/*.partial"),
+            *warehouse.parent.glob(f"{self.published_warehouse.name}@*.partial"),
+        ]
+        # the telemetry's staging roots stay: a rollup of another process may be about to
+        # create its folder in them
+        return remove_dead(candidates) + clean_staging(Path(self.reports_dir))
 
     @contextmanager
     def scratch(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """An in-memory DuckDB (not the warehouse: several processes may run at once) that
         spills to its own folder under the telemetry folder; row order is not kept unless a
         statement orders, which lets large copies stream."""
-        spill = self.telemetry_dir / ".spill" / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        spill = self.telemetry_dir / ".spill" / owned_name(uuid.uuid4().hex[:8])
         # DuckDB creates its temp directory when it first spills, but not the parents
         spill.parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect()

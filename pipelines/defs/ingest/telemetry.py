@@ -12,6 +12,9 @@ A day is written to a staging folder and moved into place once complete, so a fa
 the previous output; its quality folder moves last and marks the day as rolled up. The monthly
 `gpu_samples` step (`load_month_telemetry`) loads the rejects and counts of the days a billing
 month overlaps into the warehouse; attribution reads the samples in place.
+
+Staging folders and partial files carry the name of their process (pipelines/leftovers.py):
+each rollup run first removes those of dead runs, e.g. of a rollup killed mid-day.
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.catalog import Catalog
+from pipelines.checkpoints import checkpoint
 from pipelines.defs.ingest.tables import write_table
 from pipelines.defs.partitions import FIRST_DAY
 from pipelines.defs.resources import BillingMonth, ChargebackResource
 from pipelines.landing import ExportFile, decompression_errors, discover
+from pipelines.leftovers import owned_name
 from pipelines.sql import bind, create_table, replace_month, run, sql_text
 
 # Every column a canonical samples file may carry: one empty file with all of them joins every
@@ -92,6 +97,7 @@ def roll_up_days(
     Returns the rows written per day: samples, rejected rows, files with rows that day.
     """
     landing_dir, telemetry_dir = Path(chargeback.landing_dir), chargeback.telemetry_dir
+    chargeback.remove_dead_leftovers()
     sources = sample_sources(landing_dir, telemetry_dir, catalog)
     files = readable_sample_files(telemetry_dir, [source["path"] for source in sources])
     per_day: dict[str, dict[str, int]] = {}
@@ -189,7 +195,8 @@ def _roll_up_day(
     }
     create_table(con, "day_samples", "staging/day_samples", params, temporary=True)
     create_table(con, "ordered_samples", "staging/ordered_samples", params, temporary=True)
-    staging = telemetry_dir / ".staging" / f"day={day.isoformat()}-{uuid.uuid4().hex[:8]}"
+    name = owned_name(f"day={day.isoformat()}-{uuid.uuid4().hex[:8]}")
+    staging = telemetry_dir / ".staging" / name
     staging.parent.mkdir(parents=True, exist_ok=True)
     try:
         counts = {"samples": _copy(con, "staging/gpu_sample_rollup", params, staging, True)}
@@ -204,6 +211,7 @@ def _roll_up_day(
         counts["files"] = _copy(
             con, "staging/day_sample_file_counts", params, quality / "sample_file_counts.parquet"
         )
+        checkpoint("rollup_day_written")
         _publish(staging, telemetry_dir, day)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -347,7 +355,7 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
     if not converted.exists():
         converted.parent.mkdir(parents=True, exist_ok=True)
         # a name of its own: days rolled up in parallel may convert the same file at once
-        partial = converted.with_suffix(f".{uuid.uuid4().hex[:8]}.partial")
+        partial = converted.with_name(owned_name(converted.name, ".partial"))
         with decompression_errors(export.path):
             export.format.to_parquet(export.path, partial, settings)
         partial.replace(converted)
@@ -366,7 +374,7 @@ def _empty_parquet(folder: Path, schema: pa.Schema) -> Path:
     path = folder / f"samples-{digest}.parquet"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{uuid.uuid4().hex[:8]}.partial")
+        partial = path.with_name(owned_name(path.name, ".partial"))
         pq.write_table(schema.empty_table(), partial)
         partial.replace(path)
     return path

@@ -1,4 +1,8 @@
-"""Reports: the data-quality marts and the finance workbook of each billing month."""
+"""Reports: the data-quality marts and the finance workbook of each billing month.
+
+The report assets write into the run's staging folder of the month (`staged_report`);
+`month_manifest`, the last of them, publishes the folder as a whole (publish.py).
+"""
 
 from pathlib import Path
 
@@ -16,6 +20,7 @@ from pipelines.defs.reports.exports import (
     write_focus_csv,
     write_manifest,
 )
+from pipelines.defs.reports.publish import carry_over, month_staging, publish_month
 from pipelines.defs.reports.workbook import write_chargeback_workbook
 from pipelines.defs.resources import ChargebackResource
 from pipelines.landing import discover
@@ -63,7 +68,8 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
             catalog,
             {"landing_dir": chargeback.landing_dir, "catalog_dir": chargeback.catalog_dir},
         )
-        out = report_path(chargeback, month.label, f"chargeback-{month.label}.xlsx")
+        name = f"chargeback-{month.label}.xlsx"
+        out = staged_report(context, chargeback, month.label, name)
         landing = Path(chargeback.landing_dir)
         inputs = [
             {"file": export.name, "cluster": export.cluster, "format": export.format.name,
@@ -75,17 +81,27 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
             con, month.first_day, parameters, out,
             inputs=inputs, catalog_version=catalog_version(Path(chargeback.catalog_dir)),
         )  # fmt: skip
-        context.add_output_metadata({f"path_{month.label}": dg.MetadataValue.path(str(out))})
+        published = Path(chargeback.reports_dir) / month.label / name
+        context.add_output_metadata({f"path_{month.label}": dg.MetadataValue.path(str(published))})
         return {"charge_lines": summary["charge_lines"], "job_lines": summary["job_lines"]}
 
     return run_months(context, chargeback, step)
 
 
-def report_path(chargeback: ChargebackResource, label: str, name: str) -> Path:
-    """`<reports>/YYYY-MM/<name>`, its folder created."""
-    folder = Path(chargeback.reports_dir) / label
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / name
+MONTH_MANIFEST = dg.AssetKey("month_manifest")
+
+
+def staged_report(
+    context: dg.AssetExecutionContext, chargeback: ChargebackResource, label: str, name: str
+) -> Path:
+    """`<name>` in this run's staging folder of month `label`; month_manifest publishes it."""
+    selection = context.run.asset_selection
+    if selection is not None and MONTH_MANIFEST not in selection:
+        context.log.warning(
+            f"{name} of {label} is not published: month_manifest, which publishes a month's "
+            "reports as a whole, is not in this run"
+        )
+    return month_staging(Path(chargeback.reports_dir), label, context.run.run_id) / name
 
 
 @dg.asset(
@@ -101,7 +117,7 @@ def focus_export(context: dg.AssetExecutionContext, chargeback: ChargebackResour
     ChargeCategory, ChargeClass, SubAccountId/Name, ResourceId, SkuPriceId, Tags, ...)."""
 
     def step(con, month, params, chargeback, catalog):
-        out = report_path(chargeback, month.label, f"focus-{month.label}.csv")
+        out = staged_report(context, chargeback, month.label, f"focus-{month.label}.csv")
         return {"focus_rows": write_focus_csv(con, params, out)}
 
     return run_months(context, chargeback, step)
@@ -114,7 +130,8 @@ _MANIFEST_TABLES = (
 
 
 @dg.asset(
-    deps=[chargeback_workbook, focus_export, data_quality],
+    # every report of the month: they must be in the staging folder before it is published
+    deps=[chargeback_workbook, focus_export, "department_reports", data_quality],
     partitions_def=monthly_partition,
     backfill_policy=single_run,
     group_name=GROUP,
@@ -123,7 +140,11 @@ _MANIFEST_TABLES = (
 def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """`<reports>/YYYY-MM/manifest.json`, the audit record of a month's run: every input file
     with its sha256 and row counts, the catalog version, the parameters, the code version, the
-    Dagster run id, the month's table row counts and the checksums of the reports."""
+    Dagster run id, the month's table row counts and the checksums of the reports.
+
+    Written last into the run's staging folder of the month, which it then publishes as a whole
+    in place of `<reports>/YYYY-MM/` (publish.py): the manifest always describes the files
+    beside it. Reports this run did not rebuild are carried over from the published folder."""
 
     def step(con, month, params, chargeback, catalog):
         counts = {
@@ -142,7 +163,9 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
             for area in ("scheduler", "telemetry")
             for export in discover(landing, area)
         ]  # fmt: skip
-        folder = Path(chargeback.reports_dir) / month.label
+        published = Path(chargeback.reports_dir) / month.label
+        folder = month_staging(Path(chargeback.reports_dir), month.label, context.run.run_id)
+        carry_over(published, folder)
         outputs = [
             {"file": name, "sha256": sha256_of(folder / name),
              "bytes": (folder / name).stat().st_size}
@@ -171,6 +194,26 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
             "total_charged": {"amount": str(total), "currency": catalog.settings.currency},
             "outputs": outputs,
         })  # fmt: skip
+        publish_month(folder, published)
         return {"inputs": len(inputs)}
 
     return run_months(context, chargeback, step)
+
+
+@dg.asset(
+    deps=[month_manifest],
+    partitions_def=monthly_partition,
+    backfill_policy=single_run,
+    group_name=GROUP,
+    kinds={"duckdb"},
+)
+def published_warehouse(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
+    """`<warehouse stem>_published.duckdb` beside the warehouse: a copy of every warehouse
+    table for BI tools and analysts, refreshed once the run's reports are published. Readers
+    open it read-only and never block a run; a reader holding the live warehouse makes the
+    monthly run wait (CHARGEBACK_LOCK_WAIT_S), then stop."""
+    with chargeback.connect() as con:
+        path = chargeback.publish_warehouse(con)
+    return dg.MaterializeResult(
+        metadata={"path": dg.MetadataValue.path(str(path)), "bytes": path.stat().st_size}
+    )

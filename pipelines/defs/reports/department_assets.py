@@ -8,6 +8,7 @@ from pipelines.defs.costing.assets import charge_lines, job_usage, tenant_month
 from pipelines.defs.governance.assets import quota_compliance, utilization_daily
 from pipelines.defs.monthly import run_months
 from pipelines.defs.partitions import monthly_partition, single_run
+from pipelines.defs.reports.assets import staged_report
 from pipelines.defs.reports.department import write_department_reports
 from pipelines.defs.reports.exports import report_parameters
 from pipelines.defs.resources import ChargebackResource
@@ -26,13 +27,15 @@ def department_reports(context: dg.AssetExecutionContext, chargeback: Chargeback
     """One page and one workbook per department and billing month, for its business owner:
     `<reports>/YYYY-MM/departments/<slug>.html` (self-contained: spend vs budget, waste by
     bucket, daily allocated GPU-hours, tenants, top idle/zombie jobs, definitions) and
-    `<slug>.xlsx` (Summary, Charges, Job lines, Definitions of that department's tenants)."""
+    `<slug>.xlsx` (Summary, Charges, Job lines, Definitions of that department's tenants).
+    Written into the run's staging folder of the month, published with the others."""
 
     def step(con, month, params, chargeback, catalog):
         parameters = report_parameters(month, catalog)
-        folder = Path(chargeback.reports_dir) / month.label / "departments"
+        folder = staged_report(context, chargeback, month.label, "departments")
         counts = write_department_reports(con, month, parameters, folder)
-        context.add_output_metadata({f"path_{month.label}": dg.MetadataValue.path(str(folder))})
+        published = Path(chargeback.reports_dir) / month.label / "departments"
+        context.add_output_metadata({f"path_{month.label}": dg.MetadataValue.path(str(published))})
         return counts
 
     return run_months(context, chargeback, step)

@@ -32,6 +32,8 @@ from openpyxl.worksheet.table import Table, TableStyleInfo
 from openpyxl.worksheet.worksheet import Worksheet
 from openpyxl.writer.excel import ExcelWriter
 
+from pipelines.checkpoints import checkpoint
+
 SHEET_NAMES = (
     "Summary", "Charges", "Job lines", "Waste", "Quota & Budget", "Queue & Service", "Failures",
     "Capacity", "Data quality", "Definitions", "Audit",
@@ -1900,7 +1902,11 @@ def _write_atomically(data: bytes, out_path: pathlib.Path) -> None:
     tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            half = memoryview(data)[: len(data) // 2]
+            fh.write(half)
+            fh.flush()
+            checkpoint("workbook_half_written")  # the kill tests stop here
+            fh.write(memoryview(data)[len(half) :])
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, out_path)

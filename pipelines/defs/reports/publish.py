@@ -1,0 +1,143 @@
+"""A month's reports switch as a whole: built in a staging folder of the run, then swapped in.
+
+    <reports>/.staging/<YYYY-MM>.<run id>@<host>@<pid>/   this run's reports of the month
+    <reports>/YYYY-MM/                                    the published generation
+
+The report assets write their files into the run's staging folder of the month
+(`month_staging`). `month_manifest` runs last: it carries over from the published folder what
+this run did not rebuild (`carry_over`), checksums the files into manifest.json beside them and
+calls `publish_month`, which exchanges the staging folder with `<reports>/YYYY-MM/` in one
+renameat2(RENAME_EXCHANGE) where the OS has it (Linux 3.15+ on ext4, xfs, btrfs, tmpfs): a
+reader of the month folder, and a kill at any instant, find the whole previous set or the whole
+new one, never a mix. Elsewhere the month folder is renamed aside, then the staging folder into
+place: a kill between those two renames leaves the month folder missing (still never mixed)
+with the previous set aside in `.staging`, and the next run moves it back (`clean_staging`).
+
+A failed or killed run publishes nothing; its staging folder is removed at the end of the run
+(`ChargebackResource.teardown_after_execution`) or, after a kill, by the next run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+from functools import cache
+from pathlib import Path
+
+from pipelines.checkpoints import checkpoint
+from pipelines.leftovers import is_dead, owned_name, owned_stem, remove, remove_if_empty
+
+STAGING = ".staging"
+
+
+def month_staging(reports_dir: Path, label: str, run_id: str) -> Path:
+    """This run's staging folder of month `label`, created by the first report asset."""
+    root = Path(reports_dir) / STAGING
+    stem = f"{label}.{run_id}"
+    for folder in root.glob(f"{stem}@*"):
+        if owned_stem(folder) == stem:
+            return folder
+    folder = root / owned_name(stem)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def carry_over(published: Path, staging: Path) -> list[str]:
+    """Hard-link into `staging` each file and folder of the published month that this run did
+    not write (a run that rebuilds some reports publishes the others unchanged); returns their
+    names. Links are safe because every report is written to a temporary name and renamed,
+    never rewritten in place."""
+    if not published.is_dir():
+        return []
+    carried = []
+    for entry in sorted(published.iterdir()):
+        target = staging / entry.name
+        if target.exists() or entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            shutil.copytree(entry, target, copy_function=_link)
+        else:
+            _link(entry, target)
+        carried.append(entry.name)
+    return carried
+
+
+def _link(source: str | Path, target: str | Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # a file system without hard links
+        shutil.copy2(source, target)
+
+
+def publish_month(staging: Path, month_folder: Path) -> None:
+    """Make the complete `staging` folder the published `month_folder`, as one switch."""
+    checkpoint("before_publish")
+    if not month_folder.exists():
+        staging.rename(month_folder)
+        remove_if_empty(staging.parent)
+        return
+    if _exchange(staging, month_folder):
+        old = staging  # now holds the previous generation, under a dead run's name if killed
+        checkpoint("during_publish")
+    else:
+        old = staging.with_name(owned_name(f"{owned_stem(staging)}.old"))
+        month_folder.rename(old)
+        checkpoint("during_publish")
+        staging.rename(month_folder)
+    remove(old)
+    remove_if_empty(staging.parent)
+
+
+def clean_staging(reports_dir: Path) -> list[Path]:
+    """Remove the staging folders of dead runs; returns them. A previous generation that a dead
+    run had renamed aside while its month folder is missing goes back into place instead."""
+    root = Path(reports_dir) / STAGING
+    if not root.is_dir():
+        return []
+    dead = [folder for folder in sorted(root.iterdir()) if is_dead(folder)]
+    for folder in dead:
+        label, _, rest = owned_stem(folder).partition(".")
+        month_folder = Path(reports_dir) / label
+        if rest.endswith(".old") and not month_folder.exists():
+            folder.rename(month_folder)
+        else:
+            remove(folder)
+    remove_if_empty(root)
+    return dead
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+@cache
+def _renameat2():
+    """libc's renameat2, or None (not Linux, or a C library without it)."""
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    function.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    return function
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths in one atomic rename; False where the OS or file system cannot."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return False
+    paths = os.fsencode(first), os.fsencode(second)
+    if renameat2(_AT_FDCWD, paths[0], _AT_FDCWD, paths[1], _RENAME_EXCHANGE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(error, os.strerror(error), str(first), None, str(second))
