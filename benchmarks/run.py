@@ -331,7 +331,7 @@ def measure_attribution(cfg: dict) -> dict:
             # on the summed rows (clipping, billing days, stitching the runs, the names).
             sql = sql_text("facts/job_sample_time")
             join = sql[: sql.index("clipped as")].rstrip().rstrip(",")
-            join += "\nselect count(*), sum(cover_ms), sum(util_weighted_ms) from stretch_sums"
+            join += "\nselect count(*), sum(cover_ms), sum(util_milli_pct_ms) from stretch_sums"
             began = time.perf_counter()
             con.execute(join, bind(join, params)).fetchall()
             out["join_only_s"] = time.perf_counter() - began

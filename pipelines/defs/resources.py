@@ -28,6 +28,8 @@ MACROS = (
     "macros/to_utc",
     "macros/normal_state",
     "macros/gpu_hours",
+    "macros/gpu_units",
+    "macros/util_milli_pct",
     "macros/cents_half_up",
     "macros/money",
     "macros/charge_type_order",

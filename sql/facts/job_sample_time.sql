@@ -14,6 +14,9 @@
 -- runs of each series-day (run: 0 before the day's first busy sample, then growing at each
 -- busy sample; NULL for busy samples), so runs are summed per piece (job GPU × day × run) and
 -- pieces are stitched across midnight here, with no sample-level window.
+-- util_weighted_units (Σ GPU units × utilisation %) is exact: summed in integers, utilisation
+-- in thousandths of a percent (util_milli_pct, *_milli_pct_* columns), and made a DECIMAL once
+-- at the end, so the same samples give the same value whatever order threads add them in.
 -- Parameters: $billing_month, $month_start, $sample_files, $hour_files (the daily rollup's
 -- samples and sums per series-hour), $zombie_min_ms.
 with job_gpus as (
@@ -91,14 +94,19 @@ stretch_sums as (
         stretch,
         run,
         sum(cover_ms) as cover_ms,
-        sum(util_weighted_ms) as util_weighted_ms,
+        sum(util_milli_pct_ms) as util_milli_pct_ms,
         max(last_ts) as last_ts,
         arg_max(last_cover_ms, last_ts) as last_cover_ms,
-        arg_max(last_util_pct, last_ts) as last_util_pct
+        arg_max(last_util_milli_pct, last_ts) as last_util_milli_pct
     from (
         select
-            g.stretch, h.run, h.cover_ms, h.util_weighted_ms, h.last_ts, h.last_cover_ms,
-            h.last_util_pct
+            g.stretch,
+            h.run,
+            h.cover_ms,
+            (h.util_weighted_ms * 1000)::bigint as util_milli_pct_ms,
+            h.last_ts,
+            h.last_cover_ms,
+            util_milli_pct(h.last_util_pct) as last_util_milli_pct
         from read_parquet($hour_files) as h
         join stretch_parts as g
             on g.whole and g.series_key = h.series_key and g.hour = h.hour
@@ -107,10 +115,10 @@ stretch_sums as (
             g.stretch,
             s.run,
             s.cover_ms,
-            s.cover_ms * s.util_pct,
+            s.cover_ms * util_milli_pct(s.util_pct),
             s.ts,
             s.cover_ms,
-            s.util_pct
+            util_milli_pct(s.util_pct)
         from read_parquet($sample_files) as s
         join stretch_parts as g
             on not g.whole
@@ -145,11 +153,11 @@ day_parts as (
         last_ts,
         cover_ms - clip_ms as cover_ms,
         (cover_ms - clip_ms) * gpu_share as measured_units,
-        (util_weighted_ms - clip_ms * last_util_pct) * gpu_share as util_weighted_units,
+        (util_milli_pct_ms - clip_ms * last_util_milli_pct) * gpu_share as util_milli_pct_units,
         case when in_outage then 0 else (cover_ms - clip_ms) * gpu_share end
             as measured_outside_outage_units,
         spill_ms * gpu_share as spill_units,
-        spill_ms * gpu_share * last_util_pct as spill_util_weighted_units,
+        spill_ms * gpu_share * last_util_milli_pct as spill_util_milli_pct_units,
         case when in_outage then 0 else spill_ms * gpu_share end as spill_outside_outage_units
     from clipped
 ),
@@ -205,8 +213,8 @@ billed as (
     -- each row in its billing day, less what it spills into the next; the spill in that one
     select
         p.job_gpu, p.day_index, c.is_zombie,
-        p.measured_units, p.util_weighted_units, p.measured_outside_outage_units,
-        p.spill_units, p.spill_util_weighted_units, p.spill_outside_outage_units
+        p.measured_units, p.util_milli_pct_units, p.measured_outside_outage_units,
+        p.spill_units, p.spill_util_milli_pct_units, p.spill_outside_outage_units
     from day_parts as p
     left join classified as c using (job_gpu, day, run)
 ),
@@ -217,7 +225,7 @@ job_gpu_days as (
         job_gpu,
         day_index,
         sum(measured_units) as measured_units,
-        sum(util_weighted_units) as util_weighted_units,
+        sum(util_milli_pct_units) as util_milli_pct_units,
         sum(measured_outside_outage_units) as measured_outside_outage_units,
         coalesce(sum(measured_outside_outage_units) filter (is_zombie), 0) as zombie_units,
         coalesce(sum(measured_outside_outage_units) filter (not is_zombie), 0) as idle_units,
@@ -227,14 +235,14 @@ job_gpu_days as (
         select
             job_gpu, day_index, is_zombie,
             measured_units - spill_units as measured_units,
-            util_weighted_units - spill_util_weighted_units as util_weighted_units,
+            util_milli_pct_units - spill_util_milli_pct_units as util_milli_pct_units,
             measured_outside_outage_units - spill_outside_outage_units
                 as measured_outside_outage_units
         from billed
         union all
         select
             job_gpu, day_index + 1, is_zombie,
-            spill_units, spill_util_weighted_units, spill_outside_outage_units
+            spill_units, spill_util_milli_pct_units, spill_outside_outage_units
         from billed
         where spill_units > 0
     )
@@ -249,7 +257,8 @@ final as (
         k.gpu_model,
         ($billing_month::date + d.day_index::int) as day,
         sum(d.measured_units)::bigint as measured_units,
-        sum(d.util_weighted_units) as util_weighted_units,
+        (sum(d.util_milli_pct_units)::decimal(38, 0) * 0.001)::decimal(38, 3)
+            as util_weighted_units,
         sum(d.measured_outside_outage_units)::bigint as measured_outside_outage_units,
         sum(d.zombie_units)::bigint as zombie_units,
         sum(d.idle_units)::bigint as idle_units,

@@ -9,8 +9,10 @@
 --                     −gpu_share at seg_to: a 1g MIG slice is 60)
 --   in_quota          a quota version is in force (of overlapping versions the one valid from
 --                     later; ties: reserved first, then the larger guarantee)
---   guaranteed_share  its guarantee × 420 (0 without a quota); limit_share its limit × 420
---                     (NULL: no limit); reserved its flag
+--   guaranteed_share  its guarantee × 420, to the nearest share (0 without a quota);
+--                     limit_share its limit × 420 (NULL: no limit); reserved its flag. Whole
+--                     shares, so the integrals of quota_compliance are sums of integers, exact
+--                     in any order
 --   day_index         the 24-hour period from $month_start the step lies in
 -- Steps are cut at job segment edges, quota version edges, day boundaries (from $month_start)
 -- and rate changes (catalog_rates), so each lies in one day and one rate period.
@@ -101,8 +103,8 @@ final as (
         (epoch_ms(s.step_from) - epoch_ms($month_start::timestamp)) // 86400000 as day_index,
         s.share,
         q.quota_from is not null as in_quota,
-        coalesce(q.guaranteed_gpus, 0) * 420 as guaranteed_share,
-        q.limit_gpus * 420 as limit_share,
+        round(coalesce(q.guaranteed_gpus, 0) * 420)::bigint as guaranteed_share,
+        round(q.limit_gpus * 420)::bigint as limit_share,
         coalesce(q.reserved, false) as reserved
     from steps as s
     left join quotas as q

@@ -59,10 +59,12 @@ queues as (
 ),
 
 quotas as (
+    -- the tenants' hours summed as whole GPU units (gpu_units), exact in any order
     select
         pool as gpu_model,
-        sum(guaranteed_gpu_hours) as guaranteed_gpu_hours,
-        coalesce(sum(guaranteed_gpu_hours) filter (idle_quota), 0) as idle_quota_gpu_hours
+        gpu_hours(sum(gpu_units(guaranteed_gpu_hours))) as guaranteed_gpu_hours,
+        gpu_hours(coalesce(sum(gpu_units(guaranteed_gpu_hours)) filter (idle_quota), 0))
+            as idle_quota_gpu_hours
     from quota_compliance
     where billing_month = $billing_month
     group by all

@@ -11,6 +11,8 @@
 --   telemetry_labels         per cluster and kind of telemetry_label_checks (agrees,
 --                            label_job_not_in_scheduler, different_job, ...): the GPU-hours of
 --                            labelled samples, and how many samples on how many GPUs
+-- GPU-hours are summed as whole GPU units (gpu_units): exact, whatever order threads add the
+-- rows in.
 -- Parameters: $billing_month.
 with job_files as (
     select
@@ -59,7 +61,7 @@ unmapped as (
         cluster,
         'unmapped_account' as category,
         account as subject,
-        sum(allocated_gpu_hours) as value,
+        gpu_hours(sum(gpu_units(allocated_gpu_hours))) as value,
         format('{} jobs charged to tenant unmapped', count(*)) as detail
     from job_usage
     where billing_month = $billing_month and tenant_id = 'unmapped'
@@ -94,7 +96,7 @@ label_checks as (
         cluster,
         'telemetry_labels' as category,
         kind as subject,
-        sum(gpu_hours) as value,
+        gpu_hours(sum(gpu_units(gpu_hours))) as value,
         format(
             '{} labelled samples on {} GPU(s): {}',
             sum(samples),

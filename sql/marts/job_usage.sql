@@ -1,7 +1,8 @@
 -- One row per job × billing month: every job that held GPUs in the month or was submitted in
 -- it, its allocated hours split into waste buckets, its utilisation and its informational
 -- amount (the job's exact charge less its credit, rounded half up; the bill is charge_lines).
--- tenant_id is the tenant of most of the job's charged time (or of its account at start).
+-- tenant_id is the tenant of most of the job's charged time (its largest job_gpu_charges line;
+-- ties: the first tenant by id), or of its account at start.
 -- Parameters: $billing_month, $currency.
 with buckets as (
     select
@@ -25,7 +26,9 @@ charges as (
     select
         cluster,
         job_id,
-        arg_max(tenant_id, gpu_units) filter (gpu_units > 0) as charged_tenant_id,
+        -- a tie goes to the first tenant by id, not to the row a thread happened to see first
+        first(tenant_id order by gpu_units desc, tenant_id) filter (gpu_units > 0)
+            as charged_tenant_id,
         cents_half_up(sum(charge_numerator - credit_numerator)) as cents
     from job_gpu_charges
     where billing_month = $billing_month

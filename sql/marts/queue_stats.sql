@@ -59,21 +59,30 @@ jobs as (
 ),
 
 measured as (
+    -- waits in whole milliseconds and pending time in GPU units (GPUs to the nearest 1/420,
+    -- as job_gpu_hours counts them): the mean and the sums below add integers, exact in any
+    -- order (a sum of doubles depends on the order threads add the rows in)
     select
         *,
-        case
-            when is_started and submit_at is not null
-                then greatest(epoch_ms(start_at) - epoch_ms(submit_at), 0) / 1000.0
-        end as wait_s,
-        case
-            when submit_at is not null and wait_until is not null then gpus * greatest(
-                epoch_ms(least(wait_until, $month_end::timestamp))
-                - epoch_ms(greatest(submit_at, $month_start::timestamp)),
-                0
-            )
-            else 0
-        end / 3600000.0 as pending_gpu_hours
-    from jobs
+        wait_ms / 1000.0 as wait_s
+    from (
+        select
+            *,
+            case
+                when is_started and submit_at is not null
+                    then greatest(epoch_ms(start_at) - epoch_ms(submit_at), 0)
+            end as wait_ms,
+            case
+                when submit_at is not null and wait_until is not null
+                    then round(gpus * 420)::bigint * greatest(
+                        epoch_ms(least(wait_until, $month_end::timestamp))
+                        - epoch_ms(greatest(submit_at, $month_start::timestamp)),
+                        0
+                    )
+                else 0
+            end as pending_units
+        from jobs
+    )
 ),
 
 grouped as (
@@ -95,9 +104,9 @@ grouped as (
         quantile_cont(wait_s, 0.5) as wait_p50_s,
         quantile_cont(wait_s, 0.9) as wait_p90_s,
         quantile_cont(wait_s, 0.95) as wait_p95_s,
-        avg(wait_s) as wait_mean_s,
+        avg(wait_ms) / 1000.0 as wait_mean_s,
         max(wait_s) as wait_max_s,
-        sum(pending_gpu_hours) as pending_gpu_hours,
+        gpu_hours(sum(pending_units)) as pending_gpu_hours,
         count(*) filter (is_ended) as jobs_ended,
         count(*) filter (is_ended and state = 'COMPLETED') as completed_jobs,
         count(*) filter (is_ended and state = 'FAILED') as failed_jobs,

@@ -267,7 +267,8 @@ grouped as (
         min(first_ts) as first_sample_at,
         max(last_ts) as last_sample_at,
         sum(kind_samples)::bigint as samples,
-        gpu_hours(sum(kind_samples * step_ms * gpu_share)) as gpu_hours
+        -- in whole ms (a median step may be fractional): a sum of integers, exact in any order
+        gpu_hours(sum(round(kind_samples * step_ms)::hugeint * gpu_share)) as gpu_hours
     from kinds
     where kind_samples > 0
     group by all

@@ -1,27 +1,48 @@
--- One row per billing month × tenant: usage and waste (from job_usage), the charge (from
--- charge_lines), the budget and its status: ok, warn (>= 80 % used), over (> 100 %), or
--- 'no budget'. Every catalog tenant appears, used or not; 'unmapped' appears when it has jobs,
--- 'platform' (full_recovery's unrecovered capacity cost) when it has charge lines and the
--- catalog has no tenant of that id.
+-- One row per billing month × tenant: usage and waste (its jobs in job_usage, their GPU units
+-- in job_time_buckets), the charge (from charge_lines), the budget and its status: ok, warn
+-- (>= 80 % used), over (> 100 %), or 'no budget'. Every catalog tenant appears, used or not;
+-- 'unmapped' appears when it has jobs, 'platform' (full_recovery's unrecovered capacity cost)
+-- when it has charge lines and the catalog has no tenant of that id.
 -- quota_flags lists the quota_compliance flags raised, e.g. 'breach (A100-80GB), idle_quota (H100)'.
 -- Parameters: $billing_month, $budget_month, $currency.
-with usage as (
+with job_units as (
+    -- each job's time in GPU units, from job_time_buckets as job_usage sums it: a tenant's
+    -- hours are its jobs' units summed and made hours once (a sum of the jobs' hours, doubles,
+    -- would depend on the order threads add them in)
     select
-        tenant_id,
-        count(*) as jobs,
-        sum(allocated_gpu_hours) as allocated_gpu_hours,
-        sum(measured_gpu_hours) as measured_gpu_hours,
-        sum(productive_gpu_hours) as productive_gpu_hours,
-        sum(idle_gpu_hours) as idle_gpu_hours,
-        sum(zombie_gpu_hours) as zombie_gpu_hours,
-        sum(failed_job_gpu_hours) as failed_job_gpu_hours,
-        sum(failed_infra_gpu_hours) as failed_infra_gpu_hours,
-        sum(unmeasured_gpu_hours) as unmeasured_gpu_hours,
-        sum(mean_util_pct * measured_gpu_hours) / nullif(sum(measured_gpu_hours), 0)
-            as mean_util_pct
-    from job_usage
+        cluster,
+        job_id,
+        sum(allocated_units) as allocated_units,
+        sum(measured_units) as measured_units,
+        sum(util_weighted_units) as util_weighted_units,
+        sum(productive_units) as productive_units,
+        sum(idle_units) as idle_units,
+        sum(zombie_units) as zombie_units,
+        sum(failed_job_units) as failed_job_units,
+        sum(failed_infra_units) as failed_infra_units,
+        sum(unmeasured_units) as unmeasured_units
+    from job_time_buckets
     where billing_month = $billing_month
-    group by tenant_id
+    group by all
+),
+
+usage as (
+    select
+        j.tenant_id,
+        count(*) as jobs,
+        gpu_hours(coalesce(sum(b.allocated_units), 0)) as allocated_gpu_hours,
+        gpu_hours(coalesce(sum(b.measured_units), 0)) as measured_gpu_hours,
+        gpu_hours(coalesce(sum(b.productive_units), 0)) as productive_gpu_hours,
+        gpu_hours(coalesce(sum(b.idle_units), 0)) as idle_gpu_hours,
+        gpu_hours(coalesce(sum(b.zombie_units), 0)) as zombie_gpu_hours,
+        gpu_hours(coalesce(sum(b.failed_job_units), 0)) as failed_job_gpu_hours,
+        gpu_hours(coalesce(sum(b.failed_infra_units), 0)) as failed_infra_gpu_hours,
+        gpu_hours(coalesce(sum(b.unmeasured_units), 0)) as unmeasured_gpu_hours,
+        sum(b.util_weighted_units) / nullif(sum(b.measured_units), 0) as mean_util_pct
+    from job_usage as j
+    left join job_units as b using (cluster, job_id)
+    where j.billing_month = $billing_month
+    group by j.tenant_id
 ),
 
 charges as (

@@ -145,11 +145,12 @@ def test_the_mig_gpu_is_one_sample_of_its_seven_instances(labelled_month):
         "where subject = 'telemetry/k8s/k8s-labels_2026-11-10.json'",
     ) == [(31, 31, 0, 12)]
     # notebook-dana is measured by its GPU: (60 + 40 + 20) / 7 % at 09:00 and (80 + 0 + 20)
-    # / 7 % at 09:30, each sample 30 minutes of 2/7 of the GPU
+    # / 7 % at 09:30, each sample 30 minutes of 2/7 of the GPU; utilisation is summed to the
+    # thousandth of a percent (exact in any order): 120 / 7 % counts 17.143 %, 100 / 7 % 14.286 %
     [(util, measured)] = query(
         root, "select mean_util_pct, measured_gpu_hours from job_usage where job_id = $e", {"e": E}
     )
-    assert util == pytest.approx((120 / 7 + 100 / 7) / 2, abs=1e-9)
+    assert util == pytest.approx((17.143 + 14.286) / 2, abs=1e-9)
     assert measured == pytest.approx(2 / 7)
     # B held gpu-a100-02/0, never /1, where its label was: it is unmeasured
     assert query(root, "select measured_gpu_hours from job_usage where job_id = $b", {"b": B}) == [

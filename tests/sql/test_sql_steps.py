@@ -970,6 +970,40 @@ def test_a_sample_across_midnight_counts_its_time_in_each_day(con, tmp_path):
     ]
 
 
+def test_utilisation_weighted_time_is_exact_in_any_row_order(con, tmp_path):
+    # a job holds the GPU 11-02 10:30 - 12:00: 10:30-11:00 from its samples, 11:00-12:00 from
+    # the rollup's sums of the hour; 60 s samples at utilisations no double holds exactly, the
+    # rollup written in time order and in reverse (as threads may write it)
+    con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'j' as job_id, 'n1' as node, 0 as gpu_index, 'A100' as gpu_model,
+        420 as gpu_share, false as in_outage, h as hour, greatest(h, timestamp '2026-11-02 10:30')
+        as seg_from, h + interval 1 hour as seg_to, timestamp '2026-11-02 12:00' as cover_until
+        from unnest([timestamp '2026-11-02 10:00', timestamp '2026-11-02 11:00']) as t(h)""")
+    utils = [round(33.3 + 0.0101 * i, 4) for i in range(120)]  # 10:00 - 11:59
+    results = []
+    for order in ("asc", "desc"):
+        folder = tmp_path / order / "cluster=c/day=2026-11-02"
+        folder.mkdir(parents=True)
+        hours = write_rollup(
+            con,
+            "select 'n1' as node, 0 as gpu_index, "
+            "timestamp '2026-11-02 10:00' + to_minutes(i) as ts, "
+            "$utils[i + 1] as util_pct, 60000::bigint as cover_ms, null as idle_run "
+            f"from range(120) as r(i) order by ts {order}",
+            folder / "s.parquet",
+            {"utils": utils},
+        )
+        params = {**NOV, "sample_files": [str(folder / "s.parquet")], "hour_files": [hours],
+                  "idle_threshold_pct": 5.0, "zombie_min_ms": 7_200_000}  # fmt: skip
+        cursor = run(con, "facts/job_sample_time", params)
+        row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
+        results.append((row["measured_units"], row["util_weighted_units"]))
+    # utilisation in thousandths of a percent (util_milli_pct), 60 s x 420 units a sample
+    exact = sum(Decimal(str(u)).quantize(Decimal("0.001")) for u in utils[30:]) * 60_000 * 420
+    assert results == [(90 * 60_000 * 420, exact)] * 2
+    assert isinstance(results[0][1], Decimal)
+
+
 def test_telemetry_labels_are_checked_against_the_scheduler(con, tmp_path):
     """Samples every 10 minutes in hour 10 of Nov 2; the scheduler holds n1/0 by J1 (account
     a) until 10:30, n1/1 by J2 (b) all hour, and the MIG GPU n2/0 by pod web-1 (uid u1,

@@ -129,5 +129,8 @@ def _rates_file(catalog: Catalog) -> Path:
 
 # quota_compliance (governance) is named by key: it depends on job_usage, defined here
 tenant_month = monthly_sql_asset(
-    "tenant_month", "marts/tenant_month", [job_usage, charge_lines, "quota_compliance"], GROUP
+    "tenant_month",
+    "marts/tenant_month",
+    [job_usage, job_time_buckets, charge_lines, "quota_compliance"],
+    GROUP,
 )

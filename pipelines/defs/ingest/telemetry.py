@@ -70,9 +70,9 @@ ROLLUP_SCHEMA = pa.schema([
 # The columns of the rollup's sums per series-hour (gpu_sample_hours.sql), for a month without.
 HOURS_SCHEMA = pa.schema([
     ("series_key", pa.uint64()), ("hour", pa.timestamp("us")), ("run", pa.int64()),
-    ("samples", pa.int64()), ("cover_ms", pa.int64()), ("util_weighted_ms", pa.float64()),
-    ("last_ts", pa.timestamp("us")), ("last_cover_ms", pa.int64()),
-    ("last_util_pct", pa.float64()),
+    ("samples", pa.int64()), ("cover_ms", pa.int64()),
+    ("util_weighted_ms", pa.decimal128(18, 3)), ("last_ts", pa.timestamp("us")),
+    ("last_cover_ms", pa.int64()), ("last_util_pct", pa.float64()),
 ])  # fmt: skip
 
 SOURCES_SCHEMA = pa.schema([

@@ -15,6 +15,7 @@ from pipelines.defs.monthly import monthly_sql_asset, run_months
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.reports.exports import (
     catalog_version,
+    folder_name,
     report_parameters,
     sha256_of,
     write_focus_csv,
@@ -66,7 +67,10 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
         parameters = report_parameters(
             month,
             catalog,
-            {"landing_dir": chargeback.landing_dir, "catalog_dir": chargeback.catalog_dir},
+            {
+                "landing_dir": folder_name(chargeback.landing_dir),
+                "catalog_dir": folder_name(chargeback.catalog_dir),
+            },
         )
         name = f"chargeback-{month.label}.xlsx"
         out = staged_report(context, chargeback, month.label, name)
@@ -187,7 +191,7 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
             "dagster_run_id": context.run.run_id,
             "code_version": code_version(),
             "parameters": catalog.settings.model_dump(mode="json"),
-            "catalog": {"dir": chargeback.catalog_dir,
+            "catalog": {"dir": folder_name(chargeback.catalog_dir),
                         "version": catalog_version(Path(chargeback.catalog_dir))},
             "inputs": inputs,
             "tables": tables,

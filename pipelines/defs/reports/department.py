@@ -193,8 +193,13 @@ order by wasted_gpu_hours desc, j.tenant_id, j.cluster, j.job_id
 limit $3
 """
 
+# The daily hours are summed as whole GPU units (1/420 GPU-ms, 1,512,000,000 an hour; as the
+# gpu_units macro does): a sum of integers is exact whatever order threads add the rows in, a sum
+# of doubles is not, and the same month must give the same page.
 _DAILY_FROM_MART_SQL = """
-select u.day, sum(u.allocated_gpu_hours) as allocated_gpu_hours
+select u.day,
+       sum(round(u.allocated_gpu_hours * 1512000000)::hugeint) / 1512000000.0
+           as allocated_gpu_hours
 from utilization_daily as u
 join tenant_month as t on t.billing_month = u.billing_month and t.tenant_id = u.tenant_id
 where u.billing_month = $1 and u.level = 'tenant' and coalesce(t.department, '') = $2
@@ -207,7 +212,7 @@ _DAILY_FROM_JOBS_SQL = """
 select
     $1::date + ((epoch_ms(greatest(j.start_at, $3::timestamp)) - epoch_ms($3::timestamp))
                 // 86400000)::int as day,
-    sum(j.allocated_gpu_hours) as allocated_gpu_hours
+    sum(round(j.allocated_gpu_hours * 1512000000)::hugeint) / 1512000000.0 as allocated_gpu_hours
 from job_usage as j
 join tenant_month as t on t.billing_month = j.billing_month and t.tenant_id = j.tenant_id
 where j.billing_month = $1 and coalesce(t.department, '') = $2 and j.start_at is not null

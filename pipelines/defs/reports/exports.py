@@ -52,6 +52,14 @@ def write_manifest(out: Path, manifest: dict[str, Any]) -> None:
     os.replace(partial, out)
 
 
+def folder_name(path: str) -> str:
+    """A configured folder as reports record it: its name only (`/srv/cb/landing/` and
+    `data/landing` are both `landing`). Where the folder sits is no part of the inputs (their
+    sha256 and the catalog version identify them), so the same inputs in another folder give
+    the same bytes."""
+    return Path(os.path.abspath(path)).name
+
+
 def report_parameters(month, catalog, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The parameters a report's Definitions sheet shows. No run id: the same inputs and code
     must give the same bytes."""

@@ -1164,8 +1164,9 @@ def _write_audit(
         ("Billing month", f"{billing_month:%Y-%m}"),
         ("Code version", parameters.get("code_version") or "unknown"),
         ("Catalog version (sha256 over the catalog files)", audit.catalog_version or "unknown"),
-        ("Catalog folder", parameters.get("catalog_dir") or ""),
-        ("Landing folder", parameters.get("landing_dir") or ""),
+        # by name: the same inputs in other folders give the same workbook
+        ("Catalog folder (name)", parameters.get("catalog_dir") or ""),
+        ("Landing folder (name)", parameters.get("landing_dir") or ""),
     ]
     last = _write_table(ws, 1, cols, rows)
     ws.freeze_panes = "A2"
