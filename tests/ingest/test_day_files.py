@@ -68,6 +68,25 @@ def test_a_month_with_days_rolled_up_by_an_earlier_release_names_them(tmp_path):
     )
 
 
+def test_a_day_whose_hour_sums_are_doubles_is_named(tmp_path):
+    from pipelines.defs.attribution.assets import _check_exact_hour_sums
+
+    con = duckdb.connect()
+    files = []
+    for day, sums in (("2026-11-01", "12.5::decimal(18, 3)"), ("2026-11-02", "12.5::double")):
+        folder = tmp_path / "cluster=c" / f"day={day}"
+        folder.mkdir(parents=True)
+        files.append(str(folder / "hours_0.parquet"))
+        con.execute(f"copy (select {sums} as util_weighted_ms) to '{files[-1]}'")
+    _check_exact_hour_sums(con, files[:1], "November 2026")  # exact sums pass
+    with pytest.raises(ValueError) as error:
+        _check_exact_hour_sums(con, files, "November 2026")
+    assert str(error.value) == (
+        "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (utilisation "
+        "summed as a double): materialise gpu_sample_rollup for these days again"
+    )
+
+
 def test_of_equal_samples_the_export_last_by_name_wins(tmp_path):
     # one GPU read at 10:00 by two exports: the rollup keeps the reading of the export last by
     # landing name (whatever order the files are found in) and counts the other as folded

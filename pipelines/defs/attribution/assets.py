@@ -25,13 +25,11 @@ job_gpu_hours = monthly_sql_asset("job_gpu_hours", "facts/job_gpu_hours", [stg_j
 def job_time_buckets(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     def step(con, month, params, chargeback, catalog):
         files = month_sample_files(chargeback.telemetry_dir, params)
+        hour_files = month_hour_files(chargeback.telemetry_dir, params)
         _check_rollup_format(con, files, month.label)
+        _check_exact_hour_sums(con, hour_files, month.label)
         _check_idle_threshold(con, files, params["idle_threshold_pct"], month.label)
-        sample_params = {
-            **params,
-            "sample_files": files,
-            "hour_files": month_hour_files(chargeback.telemetry_dir, params),
-        }
+        sample_params = {**params, "sample_files": files, "hour_files": hour_files}
         return {
             "job_sample_time": replace_month(
                 con, "job_sample_time", "facts/job_sample_time", sample_params
@@ -65,6 +63,25 @@ def _check_rollup_format(con, files: list[str], label: str) -> None:
             f"telemetry of {label}: {days} rolled up by an earlier release (without the columns "
             f"{', '.join(ROLLUP_COLUMNS_ADDED)}): materialise gpu_sample_rollup for these days "
             "again"
+        )
+
+
+def _check_exact_hour_sums(con, hour_files: list[str], label: str) -> None:
+    """Days rolled up before the sums per series-hour became exact (utilisation-weighted time
+    as a DECIMAL, not a DOUBLE whose sums depend on the order of rows) would make the month's
+    figures differ in the last digits from run to run: name them."""
+    old = [path for (path,) in con.execute(
+        "select distinct file_name from parquet_schema($files) "
+        "where name = 'util_weighted_ms' and type = 'DOUBLE' order by 1",
+        {"files": hour_files},
+    ).fetchall()]  # fmt: skip
+    if old:
+        days = ", ".join(
+            sorted({part for path in old for part in path.split("/") if part.startswith("day=")})
+        )
+        raise ValueError(
+            f"telemetry of {label}: {days} rolled up by an earlier release (utilisation summed "
+            "as a double): materialise gpu_sample_rollup for these days again"
         )
 
 
