@@ -75,7 +75,7 @@ class SacctTraits:
     gid: int
     name: str
     gres_style: str  # 'both' (untyped total + typed), 'typed' or 'untyped'
-    gres_type: str  # lower-case Slurm GPU type: a100 / h100
+    gres_type: str  # lower-case Slurm GPU type: a100 / h100, a MIG instance a100_1g.10gb
     numbered_steps: int  # 0: no srun step, 1: `.0`, 2: `.0` and `.1`; -1: no steps at all
     cancelled_by: int  # uid in `CANCELLED by <uid>`
 

@@ -1,15 +1,17 @@
 """The demo generator: determinism, every promised case in the real export formats, and a
 consistent schedule and telemetry in the canonical format.
 
-Everything runs on the small demo (atlas: 4 nodes, ~350 jobs; kube: 2 nodes, ~170 pods) written
-under tmp_path. The real-format files are read back with the pipeline's own readers, so a case
-counts only if the pipeline can see it.
+Everything runs on the small demo (atlas: 6 nodes, two of them MIG-partitioned, ~590 jobs;
+kube: 3 nodes, one MIG-partitioned and one time-sliced, ~300 pods) written under tmp_path.
+The real-format files are read back with the pipeline's own readers, so a case counts only if
+the pipeline can see it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import Counter, defaultdict
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -21,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from pipelines.catalog import ClusterSettings, load_catalog
+from pipelines.catalog import ClusterSettings, GpuSharing, load_catalog
 from pipelines.demo import generate_demo
 from pipelines.formats import kubernetes, slurm
 from pipelines.landing import discover
@@ -103,13 +105,29 @@ def test_every_file_is_recognised_as_its_real_format(demo: Path) -> None:
 def test_the_catalog_loads_and_covers_both_clusters(demo: Path) -> None:
     catalog = load_catalog(demo / "catalog")
     assert {n.cluster for n in catalog.nodes} == {"atlas", "kube"}
-    assert [n.node for n in catalog.nodes if n.cluster == "kube"] == ["kube-h01", "kube-m01"]
+    assert [n.node for n in catalog.nodes if n.cluster == "atlas"] == [
+        "gpu-a01", "gpu-a02", "gpu-h01", "gpu-h02", "gpu-m01", "gpu-m02"
+    ]  # fmt: skip
+    assert [n.node for n in catalog.nodes if n.cluster == "kube"] == [
+        "kube-h01", "kube-m01", "kube-ts01"
+    ]  # fmt: skip
+    shared = ("gpu-m01", "gpu-m02", "kube-m01", "kube-ts01")  # MIG and time-sliced: A100s
+    assert {n.gpu_model for n in catalog.nodes if n.node in shared} == {"A100-80GB"}
     assert catalog.settings.clusters["atlas"].gpu_models == {
         "a100": "A100-80GB", "h100": "H100-80GB"
     }  # fmt: skip
     assert catalog.settings.clusters["kube"].gpu_models == {
-        "NVIDIA-A100-SXM4-80GB": "A100-80GB", "NVIDIA-H100-80GB-HBM3": "H100-80GB"
-    }  # fmt: skip
+        "NVIDIA-A100-SXM4-80GB": "A100-80GB",
+        "NVIDIA-A100-SXM4-80GB-SHARED": "A100-80GB",  # the time-sliced node's product label
+        "NVIDIA-H100-80GB-HBM3": "H100-80GB",
+    }
+    # kube-ts01 is a time-sliced pool of 4 replicas per GPU; MIG needs no declaration
+    kube = catalog.cluster("kube")
+    assert kube.sharing == [GpuSharing(nodes="kube-ts*", mode="time-slicing", replicas=4)]
+    assert [kube.sharing_of(n) is not None for n in ("kube-h01", "kube-m01", "kube-ts01")] == [
+        False, False, True
+    ]  # fmt: skip
+    assert catalog.cluster("atlas").sharing == [] and catalog.mig_profiles == {}
     assert {o.cluster for o in catalog.outages} == {"atlas"}
 
 
@@ -133,7 +151,7 @@ def sacct(demo: Path) -> duckdb.DuckDBPyConnection:
     con.execute(f"""
         create view jobs as
         select
-            * replace (gpus::integer as gpus),
+            * replace (gpus::double as gpus),
             try_strptime(submit_time, '{TS_FORMAT}') as submit_at,
             try_strptime(start_time, '{TS_FORMAT}') as start_at,
             case when state not in ('RUNNING', 'PENDING')
@@ -175,6 +193,16 @@ SLURM_CASES = {
     "typed gres only": "raw like '%gres/gpu:a100=%' and raw not like '%gres/gpu=%'",
     "untyped gres only": "gpus > 0 and gpu_model is null and start_at is not null",
     "UTF-8 job name": "raw like '%推理-bench%'",
+    # a MIG instance: the untyped count is of instances, the typed profile decides the GPU-eq
+    "1g.10gb instance": (
+        "gpus = 1 / 7 and gpu_model = 'a100' and nodes = 'gpu-m01' "
+        "and raw like '%|billing=16,cpu=16,gres/gpu:a100_1g.10gb=1,gres/gpu=1,mem=120G,node=1|%'"
+    ),
+    "3g.40gb instance": (
+        "gpus = 3 / 7 and gpu_model = 'a100' and nodes = 'gpu-m02' "
+        "and raw like '%|billing=16,cpu=16,gres/gpu:a100_3g.40gb=1,gres/gpu=1,mem=120G,node=1|%'"
+    ),
+    "1g.10gb notebook session": "gpus = 1 / 7 and queue = 'interactive'",
 }
 
 
@@ -309,12 +337,14 @@ def test_the_dump_of_the_20th_holds_three_malformed_lines(
 
 @pytest.fixture(scope="module")
 def pods(demo: Path) -> list[dict]:
-    """Every pod row of every snapshot, with the snapshot's file name."""
+    """Every pod row of every snapshot, with the snapshot's file name, read with the demo
+    catalog's settings of kube (its time-sliced pool)."""
     folder = demo / "landing" / "scheduler" / "kube"
+    settings = load_catalog(demo / "catalog").cluster("kube")
     return [
         {**row, "file": path.name}
         for path in sorted(folder.iterdir())
-        for row in kubernetes.read_rows(path, ClusterSettings())
+        for row in kubernetes.read_rows(path, settings)
     ]
 
 
@@ -357,6 +387,19 @@ KUBE_CASES = {
     ),
     "started before the month": lambda r: r["gpus"] != "0" and (r["start_time"] or "9") < "2026-11",
     "failed": lambda r: r["state"] == "FAILED" and r["exit_code"] == "1",
+    # one nvidia.com/gpu on the time-sliced node is a replica: 1/4 of a GPU
+    "time-sliced replica": lambda r: (
+        r["gpus"] == "0.25"
+        and r["nodes"] == "kube-ts01"
+        and r["gpu_model"] == "NVIDIA-A100-SXM4-80GB-SHARED"
+        and r["account"] == "jupyter"
+    ),
+    "time-sliced deployment replica running at the export": lambda r: (
+        r["gpus"] == "0.25"
+        and r["account"] == "genai-serve"
+        and r["state"] == "RUNNING"
+        and (r["start_time"] or "9") < "2026-11"
+    ),
 }
 
 
@@ -393,9 +436,25 @@ def test_atlas_dcgm_files_one_metric_a_day(demo: Path) -> None:
         for name, series in day.items()
     }
     assert hosts["dcgm_dev_gpu_util"] == {("DCGM_FI_DEV_GPU_UTIL", "gpu-a01")}
-    # gpu-h02 enters service on the 10th: no series before
-    assert hosts["dcgm_prof_gr_engine_active"] == {("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gpu-h01")}
-    assert {h for _, h in hosts["dcgm_dev_fb_used"]} == {"gpu-a01", "gpu-h01"}
+    # gpu-h02 enters service on the 10th: no series before; DCGM has no GPU_UTIL for MIG GPUs
+    assert hosts["dcgm_prof_gr_engine_active"] == {
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", host) for host in ("gpu-h01", "gpu-m01", "gpu-m02")
+    }
+    assert {h for _, h in hosts["dcgm_dev_fb_used"]} == {"gpu-a01", "gpu-h01", "gpu-m01", "gpu-m02"}
+    # atlas's MIG GPUs are reported per GPU (one series each), not per GPU instance
+    for series in day["dcgm_prof_gr_engine_active"] + day["dcgm_dev_fb_used"]:
+        assert "GPU_I_ID" not in series["metric"] and len(series["values"]) == 288
+    mig = Counter(
+        (name, s["metric"]["Hostname"])
+        for name, series in day.items()
+        for s in series
+        if s["metric"]["Hostname"].startswith("gpu-m")
+    )
+    assert mig == {
+        (name, host): 8
+        for name in ("dcgm_prof_gr_engine_active", "dcgm_dev_fb_used")
+        for host in ("gpu-m01", "gpu-m02")
+    }
     series = day["dcgm_prof_gr_engine_active"][0]
     assert len(series["values"]) == 288 and series["values"][0][0] == 1793491200
     assert all(0 <= float(v) <= 1 for _, v in series["values"])
@@ -418,6 +477,10 @@ def test_kube_dcgm_series_carry_the_pod_holding_the_gpu(demo: Path, pods: list[d
     h01 = [s for s in series if s["metric"]["hostname"] == "kube-h01"]
     moments = sorted({t for s in h01 for t, _ in s["values"]})
     assert len(moments) == 288 - 3 * 12
+    # a time-sliced GPU is one series, of no pod: the exporter cannot tell its replicas apart
+    shared = [s["metric"] for s in series if s["metric"]["hostname"] == "kube-ts01"]
+    assert sorted(int(m["gpu"]) for m in shared) == list(range(8))
+    assert not any({"pod", "namespace", "GPU_I_ID"} & set(m) for m in shared)
 
 
 def test_nvidia_smi_log_of_the_outage_node(demo: Path) -> None:
@@ -464,7 +527,7 @@ def con(canonical: Path) -> duckdb.DuckDBPyConnection:
             try_strptime(submit_time, '{TS_FORMAT}') as submit_at,
             try_strptime(start_time, '{TS_FORMAT}') as start_at,
             try_strptime(end_time, '{TS_FORMAT}') as end_at,
-            try_cast(gpus as integer) is null
+            try_cast(gpus as double) is null
                 or (submit_time is not null and submit_at is null)
                 or (start_time is not null and start_at is null)
                 or (end_time is not null and end_at is null)
@@ -473,7 +536,7 @@ def con(canonical: Path) -> duckdb.DuckDBPyConnection:
     """)
     db.execute("""
         create view jobs as
-        select * replace (gpus::integer as gpus)
+        select * replace (gpus::double as gpus)
         from records
         where not is_bad
         qualify row_number() over (partition by job_id order by part desc) = 1
@@ -496,39 +559,84 @@ def test_canonical_same_seed_gives_byte_identical_files(canonical: Path, tmp_pat
     assert _digests(tmp_path) == digests
 
 
-def test_no_gpu_is_held_by_two_jobs_at_once(con: duckdb.DuckDBPyConnection) -> None:
-    spans = f"""
-        select a.job_id, a.node, a.gpu_index, j.start_at,
-               coalesce(j.end_at, timestamp '{EXPORT_AT}') as end_at
-        from allocations as a join jobs as j using (job_id)
-        where j.start_at is not null
-    """
-    assert _count(con, spans) == _count(con, "select * from allocations") > 1000
-    clashes = f"""
-        with spans as ({spans})
-        select * from spans as x join spans as y
-            on x.node = y.node and x.gpu_index = y.gpu_index and x.job_id < y.job_id
-            and x.start_at < y.end_at and y.start_at < x.end_at
-    """
-    assert _count(con, clashes) == 0
+# Each allocation row with the share of its GPU the job holds, in 1/420ths (a whole GPU 420, a
+# 1g.10gb instance 60, a 3g.40gb one 180), as the pipeline reads it (exported_job_gpus.sql).
+SHARES = f"""
+    select a.job_id, a.node, a.gpu_index, j.start_at,
+           coalesce(j.end_at, timestamp '{EXPORT_AT}') as end_at,
+           round(420 * j.gpus / count(*) over (partition by a.job_id))::integer as share
+    from allocations as a join jobs as j using (job_id)
+    where j.start_at is not null
+"""
+
+
+def test_no_gpu_is_held_beyond_a_whole_gpu(con: duckdb.DuckDBPyConnection) -> None:
+    """A whole GPU is held by one job at a time; a MIG GPU's instances fill it at most: seven
+    1g.10gb (7 x 60), or two 3g.40gb, which leave a seventh of it unused (2 x 180)."""
+    assert _count(con, SHARES) == _count(con, "select * from allocations") > 1000
+    most = con.execute(f"""
+        with held as ({SHARES}),
+        steps as (
+            select node, gpu_index, start_at as t, share as delta from held
+            union all
+            select node, gpu_index, end_at, -share from held
+        ),
+        levels as (
+            -- ends sort before starts at the same instant: a GPU handed over is not held twice
+            select node, sum(delta) over (
+                partition by node, gpu_index order by t, delta rows unbounded preceding
+            ) as level
+            from steps
+        )
+        select node, max(level) from levels group by all order by all
+    """).fetchall()
+    assert most == [
+        ("gpu-a01", 420), ("gpu-a02", 420), ("gpu-h01", 420), ("gpu-h02", 420),
+        ("gpu-m01", 7 * 60), ("gpu-m02", 2 * 180),
+    ]  # fmt: skip
+
+
+def test_mig_jobs_hold_one_instance_of_their_profile(con: duckdb.DuckDBPyConnection) -> None:
+    """Jobs on the MIG nodes ask for one instance: 1g.10gb (1/7 of a GPU) on gpu-m01, 3g.40gb
+    (3/7) on gpu-m02; no other job runs there."""
+    rows = con.execute(f"""
+        select node, share, count(distinct job_id), count(*) from ({SHARES})
+        where node like 'gpu-m%' or share < 420
+        group by all order by all
+    """).fetchall()
+    assert [(node, share) for node, share, *_ in rows] == [("gpu-m01", 60), ("gpu-m02", 180)]
+    assert all(jobs == allocations > 10 for *_, jobs, allocations in rows)
+    [(fractions,)] = con.execute(
+        "select list(distinct gpus order by gpus) from jobs where gpus < 1 and gpus > 0"
+    ).fetchall()
+    assert fractions == [1 / 7, 3 / 7]
 
 
 def test_gpu_indices_are_lowest_free_first_in_start_order(con: duckdb.DuckDBPyConnection) -> None:
     """The rule the pipeline applies when an export has no indices (loading.py): checked here
-    independently, so that sacct and pod-list telemetry land on the GPUs the pipeline picks."""
+    independently, so that sacct and pod-list telemetry land on the GPUs the pipeline picks.
+    In start order, each share goes to the lowest GPU with room for it: a whole GPU to the
+    lowest free one, a MIG instance to the lowest GPU not yet full."""
     held = con.execute(f"""
-        select j.job_id, a.node, list(a.gpu_index order by a.gpu_index), j.start_at,
-               coalesce(j.end_at, timestamp '{EXPORT_AT}')
-        from jobs as j join allocations as a using (job_id)
-        where j.start_at is not null
+        select job_id, node, list(gpu_index order by gpu_index), any_value(share), start_at,
+               end_at
+        from ({SHARES})
         group by all
-        order by j.start_at, j.job_id
+        order by start_at, job_id
     """).fetchall()
     busy: dict[str, list] = defaultdict(list)
-    for job_id, node, indices, start, end in held:
-        taken = {i for e, got in busy[node] if e > start for i in got}
-        assert indices == [i for i in range(8) if i not in taken][: len(indices)], job_id
-        busy[node].append((end, indices))
+    for job_id, node, indices, share, start, end in held:
+        load = Counter()
+        for e, got, held_share in busy[node]:
+            if e > start:
+                load.update(dict.fromkeys(got, held_share))
+        expected: list[int] = []
+        for _ in indices:
+            expected.append(
+                next(i for i in range(8) if i not in expected and load[i] + share <= 420)
+            )
+        assert indices == expected, job_id
+        busy[node].append((end, indices, share))
 
 
 def test_every_started_job_holds_exactly_its_gpus(con: duckdb.DuckDBPyConnection) -> None:
@@ -541,7 +649,8 @@ def test_every_started_job_holds_exactly_its_gpus(con: duckdb.DuckDBPyConnection
     """).fetchall()
     assert sum(started for _, _, _, started, *_ in held) > 250
     for job_id, gpus, nodes, started, allocated, alloc_nodes, indices_ok in held:
-        assert allocated == (gpus if started else 0), job_id
+        # a MIG instance is one allocation row: its GPU
+        assert allocated == (math.ceil(gpus) if started else 0), job_id
         assert indices_ok, job_id
         if started:
             assert sorted(hostlist.expand_hostlist(nodes)) == alloc_nodes, job_id
@@ -578,8 +687,9 @@ def test_telemetry_files_have_the_canonical_shape(canonical: Path) -> None:
         ("mem_used_mib", "double"),
         ("power_w", "double"),
     ]
-    # Day one has no gaps: every in-service GPU reports every 5 minutes, free ones at 0 %.
-    assert table.num_rows == 3 * 8 * 288
+    # Day one has no gaps: every in-service GPU reports every 5 minutes, free ones at 0 %; a MIG
+    # GPU as one device (the canonical format has no GPU instances). gpu-h02 comes on the 10th.
+    assert table.num_rows == 5 * 8 * 288
     keys = ["node", "gpu_index", "ts"]
     assert table.select(keys).equals(table.select(keys).sort_by([(k, "ascending") for k in keys]))
 

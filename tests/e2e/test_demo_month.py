@@ -1,12 +1,14 @@
 """End to end on the small demo month in the real export formats (sacct dumps, pod lists, DCGM
-and nvidia-smi telemetry for `atlas` and `kube`): every invariant of DESIGN.md holds."""
+and nvidia-smi telemetry for `atlas` and `kube`): every invariant of DESIGN.md holds, MIG
+instances (Slurm and Kubernetes) and time-sliced replicas included."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
-from decimal import Decimal
+from collections import Counter
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import duckdb
@@ -22,6 +24,7 @@ CORE_CHECKS = {
     "capacity_buckets_sum_to_capacity": True,
     "charges_tie_out": True,
     "every_account_mapped": False,  # contractor-x, on purpose
+    "gpus_never_oversubscribed": True,  # MIG and time-sliced GPUs are shared, never beyond 1
     "rows_reconcile": True,
     "telemetry_labels_agree_with_scheduler": True,
 }
@@ -61,12 +64,13 @@ def test_buckets_sum_exactly_to_capacity(demo):
     ]  # fmt: skip
     for *_, buckets, capacity in rows:
         assert buckets == capacity
-    # capacity from the inventory: atlas 2 A100 nodes all month, 1 H100 node all month and one
-    # from day 10 (21 days); kube one node of each (the A100 one MIG-partitioned); 8 GPUs each
+    # capacity from the inventory: atlas 4 A100 nodes (two MIG-partitioned) all month, 1 H100
+    # node all month and one from day 10 (21 days); kube 2 A100 nodes (one MIG-partitioned, one
+    # time-sliced) and an H100 node; 8 GPUs each, however they are shared
     assert [capacity for *_, capacity in rows] == [
-        2 * 8 * 720 * GPU_HOUR_UNITS,
+        4 * 8 * 720 * GPU_HOUR_UNITS,
         (8 * 720 + 8 * 21 * 24) * GPU_HOUR_UNITS,
-        8 * 720 * GPU_HOUR_UNITS,
+        2 * 8 * 720 * GPU_HOUR_UNITS,
         8 * 720 * GPU_HOUR_UNITS,
     ]
 
@@ -138,9 +142,10 @@ def test_repeated_records_are_folded_not_counted(demo):
 
 def test_each_jobs_samples_are_its_own(demo):
     """The demo places GPUs by the rule the pipeline assigns them with (lowest free first in
-    start order) and a held GPU always reads some memory, a free one none: so a sample the
-    pipeline attributes to a job reads memory, and a sample it attributes to nobody reads
-    none, on every GPU that is not MIG-partitioned."""
+    start order; a share to the lowest GPU with room) and a held GPU always reads some memory,
+    a free one none: so a sample the pipeline attributes to a job reads memory, and a sample it
+    attributes to nobody reads none, on every GPU the exports report whole (atlas's MIG GPUs
+    and kube's time-sliced ones too: one held slot makes the GPU read memory)."""
     root, _ = demo
     plain = {key: n for key, n in _held_vs_memory(root).items() if not key[1]}
     assert set(plain) == {
@@ -289,6 +294,7 @@ def test_mig_pods_are_billed_as_fractions(demo):
                                 - greatest(start_at, timestamp '2026-11-01')) / 3600)
         from job_usage
         where cluster = 'kube' and gpus < 1 and gpus > 0 and start_at is not null
+            and job_id in (select job_id from job_gpus where node = 'kube-m01')
         group by 1 order by 1
         """,
     )
@@ -300,9 +306,118 @@ def test_mig_pods_are_billed_as_fractions(demo):
         "select count(*), sum(gpu_hours), sum(amount) from charge_lines "
         "where cluster = 'kube' and gpu_model = 'A100-80GB' and charge_category = 'Usage'",
     )
-    # the MIG node's usage at the A100 rate; each line is rounded to the cent once
-    assert 0 < hours < 8 * 720
+    # the MIG and time-sliced nodes' usage at the A100 rate; each line is rounded to the cent
+    assert 0 < hours < 2 * 8 * 720
     assert abs(amount - Decimal("2.10") * Decimal(hours)) <= Decimal("0.005") * lines
+
+
+# Shared GPUs of the small demo: node -> each job's share of its GPU, in 1/420ths
+SHARED_NODES = {"gpu-m01": 60, "gpu-m02": 180, "kube-ts01": 105}  # 1g.10gb, 3g.40gb, a replica
+
+
+def _jobs_on_shared_gpus(root: Path) -> list[tuple]:
+    """(node, job_id, gpus, gpu_share, held from, held to (epoch s, clipped to the month),
+    allocated, measured and unmeasured GPU-hours, amount, state) of every job of the month
+    holding a shared GPU."""
+    return query(
+        root,
+        """
+        select g.node, j.job_id, j.gpus, g.gpu_share,
+               epoch(greatest(j.start_at, timestamp '2026-11-01'))::bigint,
+               epoch(least(j.held_until, timestamp '2026-12-01'))::bigint,
+               u.allocated_gpu_hours, u.measured_gpu_hours, u.unmeasured_gpu_hours, u.amount,
+               u.state
+        from stg_jobs as j
+        join job_gpus as g using (billing_month, cluster, job_id)
+        join job_usage as u using (billing_month, cluster, job_id)
+        where g.node in ('gpu-m01', 'gpu-m02', 'kube-ts01')
+            and j.start_at < '2026-12-01' and j.held_until > '2026-11-01'
+        order by all
+        """,
+    )
+
+
+def test_slurm_mig_jobs_are_billed_their_gpu_equivalents(demo):
+    """A job on gpu-m01 asked for one 1g.10gb instance (`gres/gpu=1,gres/gpu:a100_1g.10gb=1`):
+    1/7 of a GPU, so its GPU-hours are its hours / 7; on gpu-m02 a 3g.40gb: 3/7. Each is one
+    share of one GPU, charged at the A100 rate (its exact charge rounded half up to the cent)."""
+    root, _ = demo
+    rows = [row for row in _jobs_on_shared_gpus(root) if row[0].startswith("gpu-m")]
+    assert Counter(node for node, *_ in rows).keys() == {"gpu-m01", "gpu-m02"}
+    assert min(Counter(node for node, *_ in rows).values()) > 10
+    for node, job_id, gpus, share, held_from, held_to, allocated, _, _, amount, _ in rows:
+        assert (gpus, share) == ((1 / 7, 60) if node == "gpu-m01" else (3 / 7, 180)), job_id
+        assert allocated == pytest.approx(share / 420 * (held_to - held_from) / 3600, rel=1e-12)
+        charge = Decimal("2.10") * share * (held_to - held_from) / (420 * 3600)
+        assert amount == charge.quantize(Decimal("0.01"), ROUND_HALF_UP), job_id
+    # a 1g.10gb job's GPU-hours are exactly its hours / 7
+    node, job_id, _, _, held_from, held_to, allocated, *_ = rows[0]
+    assert node == "gpu-m01" and allocated == pytest.approx((held_to - held_from) / 3600 / 7)
+
+
+def test_time_sliced_pods_are_billed_a_quarter_of_a_gpu(demo):
+    """On kube-ts01 (a time-slicing pool of 4 replicas per GPU in settings.yaml) each
+    `nvidia.com/gpu: 1` is a replica: 1/4 of a GPU, billed as such."""
+    root, _ = demo
+    rows = [row for row in _jobs_on_shared_gpus(root) if row[0] == "kube-ts01"]
+    assert len(rows) > 50
+    for _, job_id, gpus, share, held_from, held_to, allocated, *_ in rows:
+        assert (gpus, share) == (0.25, 105), job_id
+        assert allocated == pytest.approx((held_to - held_from) / 3600 / 4, rel=1e-12), job_id
+
+
+def test_shared_gpus_fill_up_and_never_beyond(demo):
+    """At its fullest a GPU of gpu-m01 holds seven 1g.10gb jobs, one of kube-ts01 four pods
+    (a whole GPU each), one of gpu-m02 two 3g.40gb jobs (6/7: a seventh never allocated); no
+    GPU ever holds more than itself (the check gpus_never_oversubscribed agrees)."""
+    root, _ = demo
+    most = query(
+        root,
+        """
+        with held as (
+            select g.node, g.gpu_index, g.gpu_share,
+                   greatest(j.start_at, timestamp '2026-11-01') as held_from,
+                   least(j.held_until, timestamp '2026-12-01') as held_to
+            from stg_jobs as j join job_gpus as g using (billing_month, cluster, job_id)
+            where j.start_at < '2026-12-01' and j.held_until > '2026-11-01'
+        ),
+        steps as (
+            select node, gpu_index, held_from as t, gpu_share as delta from held
+            union all
+            select node, gpu_index, held_to, -gpu_share from held
+        ),
+        levels as (
+            -- ends sort before starts at the same instant
+            select node, sum(delta) over (
+                partition by node, gpu_index order by t, delta rows unbounded preceding
+            ) as level
+            from steps
+        )
+        select node, max(level) from levels group by all order by all
+        """,
+    )
+    assert {node: level for node, level in most if node in SHARED_NODES} == {
+        "gpu-m01": 7 * 60, "gpu-m02": 2 * 180, "kube-ts01": 4 * 105
+    }  # fmt: skip
+    assert max(level for _, level in most) == 420
+
+
+def test_the_samples_of_a_shared_gpu_are_split_by_the_shares(demo):
+    """A shared GPU reports one sample every 5 minutes without gaps (atlas's MIG GPUs and the
+    time-sliced ones one series per GPU). Each sample's time goes to every holder times its
+    share, so a job is measured for its share of the time from its first sample to its end,
+    never for the whole GPU: four pods on a time-sliced GPU are measured a quarter each. The
+    time before a job's first sample is unmeasured (a failed job's time is all failed_job)."""
+    root, _ = demo
+    rows = _jobs_on_shared_gpus(root)
+    assert len(rows) > 200
+    for row in rows:
+        _, job_id, _, share, held_from, held_to, allocated, measured, unmeasured, _, state = row
+        first_sample = -(-held_from // 300) * 300
+        expected = share / 420 * max(0, held_to - first_sample) / 3600
+        assert measured == pytest.approx(expected, rel=1e-12, abs=1e-12), job_id
+        if state not in ("FAILED", "OUT_OF_MEMORY"):
+            assert unmeasured == pytest.approx(allocated - expected, rel=1e-9, abs=1e-12), job_id
 
 
 def test_pod_states_come_through(demo):
@@ -416,10 +531,10 @@ def test_the_demo_recovers_each_clusters_cost_in_full_recovery(demo, tmp_path):
     assert evaluations["cluster_cost_recovered"] and evaluations["charges_tie_out"]
     costs = dict(query(root, "select cluster, sum(amount) from cost_pools group by 1"))
     charged = dict(query(root, "select cluster, sum(amount) from charge_lines group by 1"))
-    # small demo: atlas 2 A100 nodes (14,000.00) and 1 H100 node (26,000.00) all month, one
-    # H100 node from day 10 (21 of 30 days: 18,200.00), overhead 6,000.00; kube one node of
-    # each kind, overhead 2,500.00
-    assert costs == charged == {"atlas": Decimal("78200.00"), "kube": Decimal("42500.00")}
+    # small demo: atlas 4 A100 nodes (14,000.00 each, MIG-partitioned or not) and 1 H100 node
+    # (26,000.00) all month, one H100 node from day 10 (21 of 30 days: 18,200.00), overhead
+    # 6,000.00; kube 2 A100 nodes and an H100 node, overhead 2,500.00
+    assert costs == charged == {"atlas": Decimal("106200.00"), "kube": Decimal("56500.00")}
     types = {t for (t,) in query(root, "select distinct charge_type from charge_lines")}
     assert {"usage", "reserved_unused"} <= types
     # weighted shares the idle capacity among the tenants
