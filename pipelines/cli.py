@@ -316,8 +316,9 @@ def _summary(chargeback, months, evaluations, failed, currency: str) -> str:
     )  # fmt: skip
     folders = [str(Path(chargeback.reports_dir) / label) + "/" for label in labels]
     where = folders[0] if len(folders) == 1 else f"{folders[0]} .. {folders[-1]}"
+    tenants_text = f"{tenants} tenant" + ("s" if tenants != 1 else "")
     return (
-        f"{_label(months)}: charged {currency} {total:,.2f} to {tenants} tenants; {checks}; "
+        f"{_label(months)}: charged {currency} {total:,.2f} to {tenants_text}; {checks}; "
         f"reports in {where}"
     )
 
