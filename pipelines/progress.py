@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-import dagster as dg
+if TYPE_CHECKING:  # the command imports this before it needs Dagster
+    import dagster as dg
 
 PROGRESS = logging.getLogger("chargeback.progress")
 
