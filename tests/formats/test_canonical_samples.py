@@ -219,9 +219,9 @@ def test_csv_samples_roll_up_exactly_as_the_same_parquet(tmp_path, demo_parquet)
         lambda source, target: _as_csv(source, target, crlf_bom=target.name == "nov-03.csv"),
     )
     assert parquet["counts"] == csv["counts"]
-    assert csv["counts"] == {
-        "2026-11-01": {"samples": 6912, "rejected": 3, "files": 2},
-        "2026-11-02": {"samples": 6912, "rejected": 2, "files": 2},
+    assert csv["counts"] == {  # 40 GPUs of the small demo's atlas x 288 five-minute samples
+        "2026-11-01": {"samples": 11520, "rejected": 3, "files": 2},
+        "2026-11-02": {"samples": 11520, "rejected": 2, "files": 2},
     }
     assert parquet["samples"] == csv["samples"]
     assert parquet["hours"] == csv["hours"]
