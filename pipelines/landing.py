@@ -3,7 +3,8 @@
 `landing/scheduler/<cluster>/...` and `landing/telemetry/<cluster>/...`: the folder names the
 cluster. A file that is not recognised stops the run with one line naming it, unless it matches
 an ignore pattern (`.ignore` or hidden files, README*, *.md, *.txt; also when gzipped).
-A gzip file is recognised by what it holds once decompressed.
+A gzip file is recognised by what it holds once decompressed. A file with no bytes, or blank
+lines only, is an export without rows (`pipelines/formats/empty.py`), not an unknown file.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.formats import ExportFormat, open_binary, registered_formats, without_gz
+from pipelines.formats import ExportFormat, empty, open_binary, registered_formats, without_gz
 
 IGNORED = ("README*", "*.md", "*.txt", ".*", "*.ignore")
 
@@ -75,5 +76,7 @@ def _recognise(path: Path, area: str) -> ExportFormat:
     for export_format in candidates:
         if export_format.sniff(path, head):
             return export_format
+    if empty.FORMATS[area].sniff(path, head):
+        return empty.FORMATS[area]
     expected = "; or ".join(f.expected for f in candidates)
     raise LandingError(f"{path}: line 1: unrecognised export, expected {expected}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +39,9 @@ SAMPLE_COLUMNS = ("ts", "node", "gpu_index", "util_pct", "mem_used_mib", "power_
 OPTIONAL_SAMPLE_COLUMNS = ("job_id", "gpu_uuid", "gpu_model")
 _REQUIRED_SAMPLE_COLUMNS = {"ts", "node", "gpu_index", "util_pct"}
 _REQUIRED_JOB_COLUMNS = {"job_id", "account", "gpus", "start_time", "end_time", "state"}
+# csv's default field size limit (128 KiB) raises mid-file: a field of any size is a field,
+# and a row holding a 1 MB one is loaded or rejected like any other (the limit is module-wide)
+csv.field_size_limit(2**31 - 1)
 
 
 def header_of(path: Path) -> list[str]:
@@ -68,40 +72,105 @@ def read_rows(path: Path, columns: tuple[str, ...]) -> Iterator[dict[str, str | 
     """Yield each data row as text: the wanted columns plus `line`, `raw` and `parse_error`.
 
     A row with a wrong field count is still yielded (with `parse_error`) so it reaches the
-    rejects table instead of disappearing.
+    rejects table instead of disappearing. A quoted field may hold line breaks; but a quote
+    that never closes would make the rest of the file one field of one rejected row, so a
+    record over several lines that runs to the end of the file inside quotes, or has the wrong
+    field count, is read line by line instead, and a line whose quote never closes is rejected.
     """
     if without_gz(path).suffix == ".parquet":
         yield from _read_parquet_rows(path, columns)
         return
     with open_text(path, newline="") as handle:
-        reader = csv.reader(handle)
-        header = [name.strip().lower() for name in next(reader, [])]
+        # the first line alone: a stray quote in the header must not swallow the rows
+        header = [name.strip().lower() for name in _fields(handle.readline())]
         positions = [(name, header.index(name)) for name in columns if name in header]
-        line = reader.line_num
-        for fields in reader:
-            first_line, line = line + 1, reader.line_num
-            if not fields:
-                continue
-            # a blank field is NULL
-            row: dict[str, str | None] = {
-                name: (fields[i].strip() or None) if i < len(fields) else None
-                for name, i in positions
-            }
-            row["line"] = first_line
-            row["raw"] = ",".join(fields)
-            row["parse_error"] = (
-                f"expected {len(header)} fields, found {len(fields)}"
-                if len(fields) != len(header)
-                else None
+        texts: list[str] = []  # the lines of the record being read
+
+        def recorded() -> Iterator[str]:
+            for text in handle:
+                texts.append(text)
+                yield text
+
+        line = 1
+        for fields in csv.reader(recorded()):
+            first_line, lines, texts[:] = line + 1, texts[:], []
+            line += len(lines)
+            # a quote that never closes runs to the end of the file, taking the line end of
+            # the last line (if it has one) into the field
+            suspect = (
+                len(lines) > 1
+                or not lines[-1].endswith(("\n", "\r"))
+                or (fields[-1] if fields else "").endswith(("\n", "\r"))
             )
-            yield row
+            unclosed = suspect and _ends_inside_quotes("".join(lines))
+            if unclosed or (len(lines) > 1 and len(fields) != len(header)):
+                records = [
+                    (first_line + k, _fields(text.rstrip("\r\n")), text)
+                    for k, text in enumerate(lines)
+                ]
+            else:
+                records = [(first_line, fields, None)]
+            for number, values, text in records:
+                if not (text if text is not None else "".join(lines)).strip():
+                    continue  # a blank line, spaces or not, is no row
+                yield _csv_row(number, values, text, header, positions)
+
+
+def _csv_row(
+    number: int,
+    fields: list[str],
+    text: str | None,
+    header: list[str],
+    positions: list[tuple[str, int]],
+) -> dict[str, str | None]:
+    """The row of one record; `text`, its one line when the record was read line by line
+    (then it may end inside quotes)."""
+    # a blank field is NULL
+    row: dict[str, str | None] = {
+        name: (fields[i].strip() or None) if i < len(fields) else None for name, i in positions
+    }
+    row["line"] = number
+    row["raw"] = ",".join(fields)
+    if text is not None and _ends_inside_quotes(text):
+        at = len(fields) - 1
+        name = header[at] if at < len(header) else f"{at + 1}"
+        row["parse_error"] = f"field {name}: its opening quote never closes (a stray '\"'?)"
+    elif len(fields) != len(header):
+        row["parse_error"] = f"expected {len(header)} fields, found {len(fields)}"
+    else:
+        row["parse_error"] = None
+    return row
+
+
+def _fields(text: str) -> list[str]:
+    """The fields of one line of CSV (a quote that does not close runs to its end)."""
+    return next(csv.reader([text]), [])
+
+
+# a quoted field, its quotes doubled inside; and the rest of a field up to its end
+_QUOTED = re.compile(r'"[^"]*(?:""[^"]*)*"')
+_FIELD_REST = re.compile(r"[^,\r\n]*")
+
+
+def _ends_inside_quotes(text: str) -> bool:
+    """Whether CSV `text` ends inside a quoted field: its opening quote never closes. (Python's
+    csv reader, not strict, then returns the rest of the file as that field.)"""
+    at = 0
+    while at < len(text):
+        if text.startswith('"', at):
+            quoted = _QUOTED.match(text, at)
+            if quoted is None:
+                return True
+            at = quoted.end()
+        at = _FIELD_REST.match(text, at).end() + 1  # past the separator or line end
+    return False
 
 
 def read_table(path: Path, columns: tuple[str, ...]) -> pa.Table | None:
     """The rows `read_rows` yields, as one table of text columns (`line` int64), parsed by
     Arrow's CSV reader; None, for the row reader to read it, unless every line after the header
     is blank or one well-formed row (no field count errors, no line breaks inside quotes, no
-    lone carriage returns), so that rows and lines pair up exactly."""
+    quote left open, no lone carriage returns), so that rows and lines pair up exactly."""
     if without_gz(path).suffix != ".csv":
         return None
     with open_binary(path) as handle:
@@ -111,7 +180,11 @@ def read_table(path: Path, columns: tuple[str, ...]) -> pa.Table | None:
     if "\r" in text or "\ufffd" in text or "\0" in text:
         return None
     lines = text.split("\n")
-    numbers = [n for n in range(2, len(lines) + 1) if lines[n - 1]]
+    numbers = [n for n in range(2, len(lines) + 1) if lines[n - 1].strip()]
+    # Arrow takes a quote that never closes on the last line as closed at the end of the file
+    # (elsewhere the rows and lines stop pairing up): the row reader rejects that line
+    if numbers and _ends_inside_quotes(lines[numbers[-1] - 1]):
+        return None
     names = next(csv.reader([lines[0]]), [])
     header = [name.strip().lower() for name in names]
     if not header or len(set(names)) < len(names):
@@ -170,7 +243,7 @@ _SAMPLE_TEXT_SCHEMA = pa.schema(
     + [("line", pa.int64()), ("parse_error", pa.string())]
 )
 # the columns of telemetry.SAMPLE_SCHEMA a samples CSV can fill
-_SAMPLE_PARQUET_SCHEMA = pa.schema([
+SAMPLE_PARQUET_SCHEMA = pa.schema([
     ("ts", pa.timestamp("us")), ("node", pa.string()), ("gpu_index", pa.int32()),
     ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
     ("source_line", pa.int64()), ("job_id", pa.string()), ("gpu_uuid", pa.string()),
@@ -215,12 +288,12 @@ def samples_to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
     rows_written = 0
     con = duckdb.connect()
     try:
-        with pq.ParquetWriter(out, _SAMPLE_PARQUET_SCHEMA) as writer:
+        with pq.ParquetWriter(out, SAMPLE_PARQUET_SCHEMA) as writer:
             for chunk in _sample_text_chunks(path):
                 con.register("chunk", chunk)
                 typed = con.sql(_TYPE_SAMPLES).to_arrow_table()
                 con.unregister("chunk")
-                writer.write_table(typed.cast(_SAMPLE_PARQUET_SCHEMA))
+                writer.write_table(typed.cast(SAMPLE_PARQUET_SCHEMA))
                 rows_written += typed.num_rows
     finally:
         con.close()

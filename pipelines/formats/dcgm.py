@@ -32,7 +32,10 @@ metrics has a point:
   Prometheus caps a series at 11,000 points per query). A row takes the line of its
   utilisation point, else of its first point. (A body is usually one line, so the real line
   number would say nothing.)
-- ts: Prometheus timestamps are Unix seconds, so UTC whatever the cluster's time zone.
+- ts: Prometheus timestamps are Unix seconds, so UTC whatever the cluster's time zone. A point
+  stamped before 1970, in 2100 or later, in another unit or not at all has no ts and a
+  `parse_error` naming its value (`field values[4][0]: 1762000000000 is not a Unix time in
+  seconds (milliseconds?)`): the rollup rejects its row (sql/staging/day_samples.sql).
 
 The choice of utilisation metric, and the pivot, happen within one file. Exported one query
 per metric, a file of `DCGM_FI_DEV_FB_USED` or `DCGM_FI_DEV_POWER_USAGE` alone gives rows
@@ -50,6 +53,7 @@ import duckdb
 
 from pipelines.catalog import ClusterSettings
 from pipelines.formats import ExportFormat, is_gzip, open_binary
+from pipelines.landing import LandingError
 from pipelines.sql import bind
 
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
@@ -170,9 +174,34 @@ valued as (
         * exclude (point, point_no, epoch_s, raw_value),
         series_no * $points_per_series + point_no as source_line,
         case
-            when isfinite(epoch_s) and abs(epoch_s) < 1e11
+            when epoch_s >= 0 and epoch_s < $year_2100_s
                 then make_timestamp(round(epoch_s * 1e6)::bigint)
         end as ts,
+        -- a point stamped before 1970, after 2099 or in another unit is no sample of any day:
+        -- its row is rejected (by the day that owns the file's unreadable rows), not lost
+        case
+            when epoch_s >= 0 and epoch_s < $year_2100_s then null
+            when epoch_s is null or not isfinite(epoch_s) then format(
+                'field values[{}][0]: {} is not a Unix time',
+                point_no - 1,
+                coalesce(format('''{}''', point[1]), 'null')
+            )
+            else format(
+                'field values[{}][0]: {} {}',
+                point_no - 1,
+                regexp_replace(point[1]::varchar, '\\.0$', ''),
+                case
+                    when epoch_s < 0 then 'is before 1970 (Unix time in seconds)'
+                    when epoch_s >= 1e11 and epoch_s < $year_2100_s * 1e3
+                        then 'is not a Unix time in seconds (milliseconds?)'
+                    when epoch_s >= 1e14 and epoch_s < $year_2100_s * 1e6
+                        then 'is not a Unix time in seconds (microseconds?)'
+                    when epoch_s >= 1e17 and epoch_s < $year_2100_s * 1e9
+                        then 'is not a Unix time in seconds (nanoseconds?)'
+                    else 'is after 2099 (Unix time in seconds)'
+                end
+            )
+        end as parse_error,
         case
             when isnan(raw_value) then null
             when kind = 'util' and metric = $gr_engine_active then round(raw_value * 100, 10)
@@ -208,7 +237,8 @@ select
     namespace,
     util_metric,
     gpu_instance,
-    gpu_instance_slices
+    gpu_instance_slices,
+    parse_error
 from valued
 """
 )
@@ -250,7 +280,9 @@ select
     min(namespace) as namespace,
     any_value(util_metric) as util_metric,
     any_value(gpu_instance) as gpu_instance,
-    any_value(gpu_instance_slices) as gpu_instance_slices
+    any_value(gpu_instance_slices) as gpu_instance_slices,
+    -- of a point without a timestamp, alone in its row
+    min(parse_error) as parse_error
 from copies
 group by device_key, ts, copy_no
 """
@@ -357,6 +389,7 @@ _PARAMS = {
     "fb_used": FB_USED,
     "power_usage": POWER_USAGE,
     "points_per_series": POINTS_PER_SERIES,
+    "year_2100_s": 4_102_444_800,  # 2100-01-01 in Unix seconds
     "host_port": r"^(?:\[([^\]]*)\]|([^:]*)):\d+$",
 }
 
@@ -383,10 +416,10 @@ def _read_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         except duckdb.Error as error:
             if point_type != _POINT_TYPES[-1] and "transform error" in str(error):
                 continue  # a point that is not a number: read them as text
-            raise ValueError(_json_error(path, error)) from None
+            raise LandingError(_json_error(path, error)) from None
     bodies = con.execute("select count(*) from body").fetchone()[0]
     if bodies != 1:
-        raise ValueError(
+        raise LandingError(
             f"{path}: line {_line_of(path, STATUS_KEY)}: field status: expected one "
             f"query_range body, found {bodies} JSON values"
         )
@@ -395,12 +428,12 @@ def _read_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     ).fetchone()
     if status != "success":
         detail = f" ({error_type}: {error})" if error_type or error else ""
-        raise ValueError(
+        raise LandingError(
             f"{path}: line {_line_of(path, STATUS_KEY)}: field status: {status!r}{detail}, "
             "expected 'success' (a Prometheus /api/v1/query_range response body)"
         )
     if result_type != "matrix":
-        raise ValueError(
+        raise LandingError(
             f"{path}: line {_line_of(path, RESULT_TYPE_KEY)}: field data.resultType: "
             f"{result_type!r}, expected 'matrix' (a Prometheus /api/v1/query_range response body)"
         )
@@ -425,18 +458,18 @@ def _check_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         {"metrics": list(METRICS)},
     ).fetchone()
     if unnamed is not None:
-        raise ValueError(
+        raise LandingError(
             f"{path}: line {_line_of(path, METRIC_KEY)}: field "
             f"data.result[{unnamed - 1}].metric.__name__: missing; export the DCGM metrics "
             "themselves, not an expression over them"
         )
     if total and not known:
-        raise ValueError(
+        raise LandingError(
             f"{path}: line {_line_of(path, RESULT_KEY)}: field data.result: no "
             f"{', '.join(METRICS)} series (found {names})"
         )
     if longest is not None and longest >= POINTS_PER_SERIES:
-        raise ValueError(
+        raise LandingError(
             f"{path}: line {_line_of(path, VALUES_KEY)}: field data.result[].values: a series "
             f"of {longest} points; split the export into ranges under {POINTS_PER_SERIES}"
         )

@@ -140,6 +140,8 @@ def _items(path: Path) -> Iterator[tuple[int, Any]]:
             return decoder.raw_decode(text, pos)
         except json.JSONDecodeError as error:
             raise LandingError(f"{path}: line {error.lineno}: invalid JSON ({error.msg})") from None
+        except RecursionError:  # the decoder recurses per level: a value nested absurdly deep
+            raise fail(pos, "invalid JSON (nested too deeply to read)") from None
 
     def skip(pos: int) -> int:
         return _JSON_SPACE.match(text, pos).end()

@@ -40,6 +40,7 @@ import pyarrow as pa
 
 from pipelines.catalog import ClusterSettings
 from pipelines.formats import ExportFormat, open_text, without_gz
+from pipelines.landing import LandingError
 
 DEFAULT_FIELDS = (
     "timestamp", "index", "uuid", "name", "utilization.gpu", "memory.used", "power.draw",
@@ -199,7 +200,7 @@ def _header_row(names: list[str], number: int, path: Path, line: int) -> dict[st
     """Where the wanted columns sit (1-based, None: absent) in the lines below a header."""
     for required in _REQUIRED:
         if required not in names:
-            raise ValueError(
+            raise LandingError(
                 f"{path}: line {line}: field {required}: missing from the header "
                 f"({', '.join(names)})"
             )
@@ -227,7 +228,7 @@ def to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
     try:
         ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(
+        raise LandingError(
             f"{path}: line 1: field timestamp: local times in {zone!r}, which is not a known "
             "time zone (scheduler_timezone in the catalog's settings.yaml)"
         ) from None

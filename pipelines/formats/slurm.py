@@ -176,6 +176,9 @@ def _row(
     except _TresError as error:
         row["parse_error"] = f"field {source}: {error}"
         return row
+    except hostlist.BadHostlist:  # shards are priced by the nodes' pools: it must expand
+        row["parse_error"] = f"field nodes: '{row['nodes']}' is not a hostlist"
+        return row
     row["gpus"] = gpu_text(gpus)
     row["gpu_model"] = model
     return row

@@ -3,8 +3,8 @@
 --                            rejected) and duplicates folded (records of a job or sample that
 --                            another record of it superseded: also a pending array record
 --                            whose tasks are listed, and the instance rows of a MIG GPU
---                            folded into its sample); an export without rows is listed
---                            with 0
+--                            folded into its sample); an export without rows (empty, or a
+--                            header alone) is listed with 0 in every month
 --   unmapped_account         an account that maps to no tenant, with its GPU-hours
 --   telemetry_coverage       measured share of allocated GPU time per cluster
 --   overlapping_allocations  a GPU jobs held beyond its whole, with the excess GPU-hours
@@ -54,6 +54,14 @@ sample_files as (
         rows_read, rows_loaded, rows_rejected, duplicates_folded
     from sample_file_counts
     where billing_month = $billing_month
+),
+
+empty_telemetry_files as (
+    -- likewise a telemetry export without rows, which no rolled-up day counts
+    select cluster, 'file' as category, file as subject,
+        0 as rows_read, 0 as rows_loaded, 0 as rows_rejected, 0 as duplicates_folded
+    from stg_telemetry_files
+    where rows_read = 0
 ),
 
 unmapped as (
@@ -120,6 +128,7 @@ final as (
     union all by name select * from allocation_files
     union all by name select * from empty_scheduler_files
     union all by name select * from sample_files
+    union all by name select * from empty_telemetry_files
     union all by name select * from unmapped
     union all by name select * from coverage
     union all by name select * from overlapping_gpus

@@ -1,7 +1,9 @@
 -- One row per telemetry row of the UTC day [$day_start, $day_end), typed, with the reason it is
 -- rejected (NULL when valid) and the billing month it counts in; plus the rows without a
--- readable timestamp of the files in $owned_files (a file's unreadable rows belong to the day of
--- its first readable sample, so they count once).
+-- plausible timestamp of the files in $owned_files (a file's unreadable rows belong to the day
+-- of its first plausible sample, so they count once), rejected, their timestamp NULL.
+-- Plausible: within the file's window in sample_file_spans (sample_file_spans.sql: from 1970
+-- to 2099, and within 365 days of the file's median sample day).
 -- $files are canonical samples Parquet: exports read in place and conversions of other formats,
 -- each named in sample_sources with its landing file, cluster and file_id (source_line points
 -- into the original file when converted).
@@ -17,8 +19,8 @@
 -- midnight exactly as if the days were one.
 -- billing_month: $billing_month, or $next_billing_month from $next_billing_month_at on (a
 -- billing timezone other than UTC starts a month inside a UTC day).
--- Parameters: $files, $owned_files, $day_start, $day_end, $billing_month, $next_billing_month,
--- $next_billing_month_at.
+-- Reads sample_sources and sample_file_spans. Parameters: $files, $owned_files, $day_start,
+-- $day_end, $billing_month, $next_billing_month, $next_billing_month_at.
 with typed as not materialized (
     select
         src.cluster,
@@ -36,18 +38,31 @@ with typed as not materialized (
             when 'none' then 0
             else 1
         end as util_rank,
-        s.parse_error as source_error
+        s.parse_error as source_error,
+        src.median_day,
+        src.ts_from,
+        src.ts_until
     from read_parquet($files, filename = true, file_row_number = true, union_by_name = true)
         as s
-    join sample_sources as src on src.path = s.filename
+    join (from sample_sources left join sample_file_spans using (path)) as src
+        on src.path = s.filename
 ),
 
 checked as not materialized (
     select
-        * exclude (source_error),
+        * exclude (source_error, median_day, ts_from, ts_until),
+        ts >= ts_from and ts < ts_until as in_window,
         case
             when source_error is not null then source_error
             when ts is null then 'field ts: missing or not a timestamp'
+            when ts < timestamp '1970-01-01' then format('field ts: {} is before 1970', ts)
+            when ts >= timestamp '2100-01-01' then format('field ts: {} is in 2100 or later', ts)
+            when ts < ts_from or ts >= ts_until then format(
+                'field ts: {} is more than 365 days from {}, the median day of the file''s '
+                || 'samples (a clock or unit error?)',
+                ts,
+                median_day
+            )
             when node is null then 'field node: missing'
             when gpu_index is null or gpu_index < 0 then 'field gpu_index: not a GPU index'
             when util_rank > 0 and util_pct is null then 'field util_pct: missing'
@@ -58,11 +73,11 @@ checked as not materialized (
 ),
 
 day_rows as (
-    select * from checked
-    where ts >= $day_start::timestamp and ts < $day_end::timestamp
+    select * exclude (in_window) from checked
+    where ts >= $day_start::timestamp and ts < $day_end::timestamp and in_window
     union all
-    select * from checked
-    where ts is null and list_contains($owned_files::varchar[], path)
+    select * exclude (in_window) replace (null::timestamp as ts) from checked
+    where in_window is not true and list_contains($owned_files::varchar[], path)
 ),
 
 series as (

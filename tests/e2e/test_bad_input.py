@@ -3,9 +3,15 @@ and field, and the month completes (issue 16)."""
 
 from __future__ import annotations
 
+import codecs
+import gzip
+import json
 from decimal import Decimal
 
-from tests.conftest import materialize_month, query
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tests.conftest import materialize_month, query, write
 from tests.e2e.test_tiny_month import build_tiny_month
 
 ABSURD_JOBS = [
@@ -109,3 +115,125 @@ def test_an_empty_or_header_only_export_is_listed_with_no_rows(tmp_path):
         ("scheduler/tiny/jobs-empty.csv", 0, 0, 0),
         ("scheduler/tiny/jobs.csv", 8, 7, 1),
     ]
+
+
+NOV_20 = 1_795_132_800  # 2026-11-20 00:00:00 UTC in Unix seconds
+
+
+def test_telemetry_stamped_outside_every_month_is_rejected_by_the_files_month(tmp_path):
+    """Points stamped in 2030, before 1970 or in milliseconds were read by no rolled-up day
+    (the rows vanished from the counts), and the pre-1970 one made 1969-12-31 the owner of the
+    file's unreadable rows. Each is a reject of the month of the file's plausible samples."""
+    build_tiny_month(tmp_path)
+    telemetry = tmp_path / "landing/telemetry/tiny"
+    series = {
+        "metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "n2", "gpu": "0"},
+        "values": [
+            *([NOV_20 + 600 * i, "20"] for i in range(4)),
+            [1_900_000_000, "40"],  # 2030-03-17
+            [-600, "50"],  # 1969-12-31 23:50
+            [(NOV_20 + 2400) * 1000, "60"],  # milliseconds
+        ],
+    }
+    body = {"status": "success", "data": {"resultType": "matrix", "result": [series]}}
+    (telemetry / "dcgm-n2.json").write_text(json.dumps(body))
+    write(
+        telemetry / "n2.csv",
+        """
+        timestamp, index, utilization.gpu [%]
+        2026/11/20 00:30:00.000, 0, 40 %
+        1969/12/31 23:00:00.000, 0, 41 %
+        2030/03/17 00:00:00.000, 0, 42 %
+        2026/11/20 00:50:00.000, 0, 40 %
+        2026/11/20 01:10:00.000, 0, 40 %
+        """,
+    )
+    write(
+        telemetry / "samples.csv",
+        """
+        ts,node,gpu_index,util_pct
+        2026-11-20 00:40:00,n2,0,50
+        2099-12-31 23:59:59,n2,0,51
+        2100-01-01 00:00:00,n2,0,52
+        2026-11-20 01:00:00,n2,0,50
+        2026-11-20 01:20:00,n2,0,50
+        """,
+    )
+    result = materialize_month(tmp_path, "2026-11-01")
+    assert result.success
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks["rows_reconcile"] is True
+    assert query(
+        tmp_path,
+        "select subject, rows_read, rows_loaded, rows_rejected from data_quality "
+        "where category = 'file' and subject like 'telemetry/tiny/%' order by subject",
+    ) == [
+        ("telemetry/tiny/a.parquet", 32, 32, 0),
+        ("telemetry/tiny/b.parquet", 2, 1, 1),
+        ("telemetry/tiny/dcgm-n2.json", 7, 4, 3),
+        ("telemetry/tiny/n2.csv", 5, 3, 2),
+        ("telemetry/tiny/samples.csv", 5, 3, 2),
+    ]
+    median = "the median day of the file's samples (a clock or unit error?)"
+    assert query(
+        tmp_path,
+        "select file, line, reason from rejects where file similar to "
+        "'telemetry/tiny/(dcgm-n2.json|n2.csv|samples.csv)' order by file, line",
+    ) == [
+        ("telemetry/tiny/dcgm-n2.json", 1_000_005,
+         f"field ts: 2030-03-17 17:46:40 is more than 365 days from 2026-11-20, {median}"),
+        ("telemetry/tiny/dcgm-n2.json", 1_000_006,
+         "field values[5][0]: -600 is before 1970 (Unix time in seconds)"),
+        ("telemetry/tiny/dcgm-n2.json", 1_000_007,
+         "field values[6][0]: 1795135200000 is not a Unix time in seconds (milliseconds?)"),
+        ("telemetry/tiny/n2.csv", 3, "field ts: 1969-12-31 23:00:00 is before 1970"),
+        ("telemetry/tiny/n2.csv", 4,
+         f"field ts: 2030-03-17 00:00:00 is more than 365 days from 2026-11-20, {median}"),
+        ("telemetry/tiny/samples.csv", 3,
+         f"field ts: 2099-12-31 23:59:59 is more than 365 days from 2026-11-20, {median}"),
+        ("telemetry/tiny/samples.csv", 4, "field ts: 2100-01-01 00:00:00 is in 2100 or later"),
+    ]  # fmt: skip
+
+
+def test_empty_and_header_only_exports_are_listed_and_do_not_stop_the_month(tmp_path):
+    """An exporter with nothing to export writes no bytes, blank lines or a header alone: the
+    file is an input of the month with 0 rows (it once stopped the run as an unrecognised
+    export, or, in telemetry, was missing from data quality)."""
+    build_tiny_month(tmp_path)
+    scheduler, telemetry = tmp_path / "landing/scheduler/tiny", tmp_path / "landing/telemetry/tiny"
+    (scheduler / "sacct-2026-11-30.log").write_bytes(b"")
+    (scheduler / "sacct-2026-12-01.log.gz").write_bytes(gzip.compress(b"\n \r\n", mtime=0))
+    (telemetry / "gpu-z9.csv").write_bytes(b"")
+    (telemetry / "gpu-z8.log").write_bytes(codecs.BOM_UTF8 + b"\n\n")
+    write(telemetry / "gpu-z7.csv", "timestamp, index, utilization.gpu [%]\n")
+    write(telemetry / "samples-empty.csv", "ts,node,gpu_index,util_pct\n")
+    body = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+    (telemetry / "dcgm-empty.json").write_text(json.dumps(body))
+    pq.write_table(
+        pa.table({"ts": pa.array([], pa.timestamp("us")), "node": pa.array([], pa.string()),
+                  "gpu_index": pa.array([], pa.int32()), "util_pct": pa.array([], pa.float64())}),
+        telemetry / "samples-empty.parquet",
+    )  # fmt: skip
+    result = materialize_month(tmp_path, "2026-11-01")
+    assert result.success
+    assert query(
+        tmp_path,
+        "select subject, rows_read, rows_loaded, rows_rejected from data_quality "
+        "where category = 'file' and rows_read = 0 order by subject",
+    ) == [
+        ("scheduler/tiny/sacct-2026-11-30.log", 0, 0, 0),
+        ("scheduler/tiny/sacct-2026-12-01.log.gz", 0, 0, 0),
+        ("telemetry/tiny/dcgm-empty.json", 0, 0, 0),
+        ("telemetry/tiny/gpu-z7.csv", 0, 0, 0),
+        ("telemetry/tiny/gpu-z8.log", 0, 0, 0),
+        ("telemetry/tiny/gpu-z9.csv", 0, 0, 0),
+        ("telemetry/tiny/samples-empty.csv", 0, 0, 0),
+        ("telemetry/tiny/samples-empty.parquet", 0, 0, 0),
+    ]
+    # and in every month's run: the file is an input whatever the month
+    assert materialize_month(tmp_path, "2026-10-01").success
+    assert query(
+        tmp_path,
+        "select count(*) from data_quality where billing_month = '2026-10-01' "
+        "and category = 'file' and rows_read = 0 and subject like 'telemetry/%'",
+    ) == [(6,)]

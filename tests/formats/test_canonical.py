@@ -56,3 +56,64 @@ def test_files_whose_rows_and_lines_do_not_pair_up_go_to_the_row_reader(tmp_path
     path.write_bytes(text.encode())
     assert canonical.read_table(path, COLUMNS) is None
     assert rows_of_reader(path)[0]["job_id"] == "1"
+
+
+# Found by tests/formats/test_reader_properties.py: each once lost or crashed on rows.
+
+
+def test_a_1_mb_field_is_a_field_not_a_crash(tmp_path):
+    # csv's default limit (128 KiB) raised `field larger than field limit` mid-file
+    path = tmp_path / "allocations.csv"
+    path.write_text(f"job_id,node,gpu_index\n1,n1,0\n2,{'x' * 2**20},1\n3,n3,2\n")
+    rows = rows_of_reader(path)
+    assert [(row["line"], row["node"], row["parse_error"]) for row in rows] == [
+        (2, "n1", None),
+        (3, "x" * 2**20, None),
+        (4, "n3", None),
+    ]
+    table = canonical.read_table(path, COLUMNS)
+    assert table is None or table.to_pylist() == rows
+
+
+def test_a_line_of_spaces_is_blank_not_a_rejected_row(tmp_path):
+    # it was a row of one field ("expected 3 fields, found 1"), unlike a blank line
+    path = tmp_path / "allocations.csv"
+    path.write_text("job_id,node,gpu_index\n1,n1,0\n   \n\t\n2,n2,1\n")
+    assert [(row["line"], row["job_id"]) for row in rows_of_reader(path)] == [(2, "1"), (5, "2")]
+    assert canonical.read_table(path, COLUMNS) is None  # Arrow would see a row there
+
+
+NEVER_CLOSES = "its opening quote never closes (a stray '\"'?)"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # the quote took every later line into one field of one rejected row
+        ("job_id,node,gpu_index\n1,n1,0\n2,\"n2,1\n3,n3,2\n4,n4,3\n",
+         [(2, None), (3, f"field node: {NEVER_CLOSES}"), (4, None), (5, None)]),
+        # in the last column the swallowing row had the header's field count
+        ("job_id,node,gpu_index\n1,n1,\"0\n2,n2,1\n",
+         [(2, f"field gpu_index: {NEVER_CLOSES}"), (3, None)]),
+        # on the last line, with or without its line end
+        ("job_id,node,gpu_index\n1,n1,0\n2,n2,\"1\n",
+         [(2, None), (3, f"field gpu_index: {NEVER_CLOSES}")]),
+        ("job_id,node,gpu_index\n1,n1,0\n2,n2,\"1",
+         [(2, None), (3, f"field gpu_index: {NEVER_CLOSES}")]),
+        ("job_id,node,gpu_index\n1,n1,0\n\"", [(2, None), (3, f"field job_id: {NEVER_CLOSES}")]),
+        # in the header: the header is its first line, the rows still come line by line
+        ("job_id,\"node,gpu_index\n1,n1,0\n2,n2,1\n",
+         [(2, "expected 2 fields, found 3"), (3, "expected 2 fields, found 3")]),
+        # a line break inside a closed quoted field stays one row
+        ("job_id,node,gpu_index\n1,\"n\n1\",0\n2,n2,1\n", [(2, None), (4, None)]),
+    ],
+    ids=["a middle field", "the last field", "the last line", "the last line without its end",
+         "a quote alone", "the header", "a closed quote"],
+)  # fmt: skip
+def test_a_stray_quote_rejects_its_line_not_the_rest_of_the_file(tmp_path, text, expected):
+    path = tmp_path / "allocations.csv"
+    path.write_text(text)
+    rows = rows_of_reader(path)
+    assert [(row["line"], row["parse_error"]) for row in rows] == expected
+    table = canonical.read_table(path, COLUMNS)  # Arrow closed a quote left open at the end
+    assert table is None or table.to_pylist() == rows

@@ -216,9 +216,9 @@ def test_a_large_gzipped_dcgm_body_is_read_whole(tmp_path):
 def test_a_malformed_gzipped_dcgm_body_names_file_and_line_as_the_plain_one(tmp_path):
     source = FIXTURES / "dcgm/truncated.json"
     path = write_variant(source, tmp_path, "gz")
-    with pytest.raises(ValueError) as plain:
+    with pytest.raises(LandingError) as plain:
         dcgm.to_parquet(source, tmp_path / "a.parquet", UTC)
-    with pytest.raises(ValueError) as gzipped:
+    with pytest.raises(LandingError) as gzipped:
         dcgm.to_parquet(path, tmp_path / "b.parquet", UTC)
     assert str(gzipped.value) == str(plain.value).replace(str(source), str(path))
     assert str(gzipped.value).startswith(f"{path}: line ")

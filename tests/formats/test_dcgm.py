@@ -235,6 +235,40 @@ def test_unreadable_timestamps_stay_rows_of_their_own(tmp_path):
     ]
 
 
+def test_points_stamped_before_1970_after_2099_or_in_another_unit_name_their_value(tmp_path):
+    # such a point was a sample of 1969 or 2099 (no rolled-up day reads it, so no month ever
+    # counted it), or a row without a timestamp and without a reason
+    path = tmp_path / "clock.json"
+    path.write_text(
+        _body(
+            _series(
+                UTIL,
+                '[[1793491200,"1"],[-600,"2"],[1793491200000,"3"],'
+                '[1793491200000000,"4"],[4102444800,"5"],[4102444799,"6"]]',
+            ),
+            _series(dcgm.FB_USED, '[["soon","10"],[null,"20"]]'),
+        )
+    )
+    out = tmp_path / "out.partial"
+    dcgm.to_parquet(path, out, UTC)
+    rows = duckdb.execute(
+        "select source_line, ts, parse_error from read_parquet(?) order by source_line",
+        [str(out)],
+    ).fetchall()
+    assert rows == [
+        (1_000_001, at(0), None),
+        (1_000_002, None, "field values[1][0]: -600 is before 1970 (Unix time in seconds)"),
+        (1_000_003, None,
+         "field values[2][0]: 1793491200000 is not a Unix time in seconds (milliseconds?)"),
+        (1_000_004, None,
+         "field values[3][0]: 1793491200000000 is not a Unix time in seconds (microseconds?)"),
+        (1_000_005, None, "field values[4][0]: 4102444800 is after 2099 (Unix time in seconds)"),
+        (1_000_006, dt.datetime(2099, 12, 31, 23, 59, 59), None),
+        (2_000_001, None, "field values[0][0]: 'soon' is not a Unix time"),
+        (2_000_002, None, "field values[1][0]: null is not a Unix time"),
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     # an error body and a cut-off body are recognised, so that their error message is shown
     "name",
@@ -295,7 +329,7 @@ def test_an_unrecognised_file_stops_with_one_line_naming_it(tmp_path, text):
 def test_a_malformed_export_stops_with_file_line_and_field(tmp_path, text, message):
     path = tmp_path / "export.json"
     path.write_text(text)
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(LandingError) as error:  # the landing error, not any ValueError
         dcgm.to_parquet(path, tmp_path / "out.partial", UTC)
     assert str(error.value) == f"{path}: {message}"
 

@@ -443,6 +443,15 @@ def test_a_malformed_file_stops_with_file_and_line(tmp_path, text, message):
     assert str(error.value) == f"{path}: {message}"
 
 
+def test_an_item_nested_too_deeply_stops_with_file_and_line_not_a_recursion_error(tmp_path):
+    # the standard decoder recurses per level: 100,000 levels raised RecursionError, no file
+    path = tmp_path / "pods.json"
+    path.write_text('{"kind": "List",\n"items": [' + "[" * 100_000 + "]" * 100_000 + "]}")
+    with pytest.raises(LandingError) as error:
+        list(kubernetes.read_rows(path, UTC))
+    assert str(error.value) == f"{path}: line 2: invalid JSON (nested too deeply to read)"
+
+
 # ---- end to end ---------------------------------------------------------------------------
 
 

@@ -157,7 +157,7 @@ def test_windows_line_ends_and_a_byte_order_mark(tmp_path):
 def test_a_malformed_log_stops_with_file_line_and_field(tmp_path, text, settings, message):
     path = tmp_path / "gpu-a01.csv"
     path.write_text(text)
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(LandingError) as error:  # the landing error, not any ValueError
         nvidia_smi.to_parquet(path, tmp_path / "out.partial", settings)
     assert str(error.value) == f"{path}: {message}"
 

@@ -112,6 +112,11 @@ def test_gpu_equivalents_of_mig_slices_and_shards(tres, expected):
         ("Unknown", "gres/shard=2", "None assigned", None,
          "field reqtres: gres/shard=2 over pools of [2, 4] replicas: a job's shards must be of "
          "one size"),
+        # shards on a hostlist that is none: python-hostlist's own error once ended the load
+        ("2026-11-02T00:00:00", "gres/shard=2", "s[1-", None,
+         "field nodes: 's[1-' is not a hostlist"),
+        ("2026-11-02T00:00:00", "gres/shard=2", "s[1-9999999]", None,
+         "field nodes: 's[1-9999999]' is not a hostlist"),
     ],
 )  # fmt: skip
 def test_shards_are_a_fraction_of_the_nodes_gpu(tmp_path, start, tres, nodes, gpus, error):

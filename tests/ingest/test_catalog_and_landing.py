@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import codecs
+import gzip
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
-from pipelines.catalog import CatalogError, load_catalog
+from pipelines.catalog import CatalogError, ClusterSettings, load_catalog
 from pipelines.defs.ingest.catalog_tables import account_tenants, outage_windows
 from pipelines.landing import LandingError, discover
 from tests.conftest import write
@@ -157,6 +160,34 @@ def test_an_unknown_file_stops_with_one_line_naming_it(tmp_path):
     message = str(error.value)
     assert message.startswith(f"{landing}/scheduler/c1/mystery.csv: line 1: unrecognised export")
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("area", ["scheduler", "telemetry"])
+def test_a_file_of_no_bytes_or_blank_lines_is_an_export_without_rows(tmp_path, area):
+    # an exporter with nothing to export writes that; it once stopped the run as unrecognised
+    folder = tmp_path / "landing" / area / "c1"
+    folder.mkdir(parents=True)
+    (folder / "a.csv").write_bytes(b"")
+    (folder / "b.log").write_bytes(codecs.BOM_UTF8 + b" \r\n\n\t\n")
+    (folder / "c.json.gz").write_bytes(gzip.compress(b"", mtime=0))
+    (folder / "d.parquet").write_bytes(b"")
+    # blank for its first 64 KiB (all a format sees), but not blank: still unrecognised
+    (folder / "e.csv").write_bytes(b"\n" * 70_000 + b"a,b,c\n")
+    with pytest.raises(LandingError) as error:
+        discover(tmp_path / "landing", area)
+    assert str(error.value).startswith(f"{folder}/e.csv: line 1: unrecognised export, expected ")
+    (folder / "e.csv").unlink()
+    found = discover(tmp_path / "landing", area)
+    assert [(f.name, f.format.name) for f in found] == [
+        (f"{area}/c1/{name}", "empty") for name in ("a.csv", "b.log", "c.json.gz", "d.parquet")
+    ]
+    for export in found:
+        if area == "scheduler":
+            assert list(export.format.read_rows(export.path, ClusterSettings())) == []
+        else:
+            out = tmp_path / f"{export.path.name}.parquet"
+            assert export.format.to_parquet(export.path, out, ClusterSettings()) == 0
+            assert pq.read_table(out).num_rows == 0
 
 
 def test_telemetry_conversions_are_cached_by_content_converter_and_settings(tmp_path):

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.defs.ingest.telemetry import files_of_day, sample_file_spans
+from pipelines.defs.ingest.telemetry import FileSpan, files_of_day, sample_file_spans
 
 
 def _samples(path, timestamps: list[str | None]) -> str:
@@ -114,3 +114,61 @@ def test_of_equal_samples_the_export_last_by_name_wins(tmp_path):
         ("telemetry/c1/a-early.parquet", 1, 1, 1),
         ("telemetry/c1/b-late.parquet", 1, 1, 0),
     ]
+
+
+def test_timestamps_far_from_the_files_median_day_are_unreadable_rows(tmp_path):
+    # a point in 2030 made every day up to 2030 read the file, and 1969's made 1969-12-31 the
+    # owner of its unreadable rows: neither day is ever rolled up, so the rows vanished
+    clock = _samples(tmp_path / "clock.parquet", [
+        "2026-11-02 10:00:00", "2026-11-03 10:00:00", "2026-11-03 11:00:00",
+        "2025-11-03 00:00:00", "2027-11-03 23:59:59",  # 365 days from the median day: kept
+        "2025-11-02 23:59:59", "2027-11-04 00:00:00",  # 366 days from it
+        "2030-03-17 00:00:00", "1969-12-31 23:00:00", "2100-01-01 00:00:00", "never",
+    ])  # fmt: skip
+    schema = _samples(tmp_path / "schema.parquet", [])
+    con = duckdb.connect()
+    spans = sample_file_spans(con, [clock, schema])
+    assert spans == {
+        clock: FileSpan(dt.datetime(2025, 11, 3), dt.datetime(2027, 11, 3, 23, 59, 59), 6)
+    }
+    assert con.execute(
+        "select median_day, ts_from, ts_until from sample_file_spans"
+    ).fetchall() == [(dt.date(2026, 11, 3), dt.datetime(2025, 11, 3), dt.datetime(2027, 11, 4))]
+    assert files_of_day([clock, schema], spans, dt.date(2027, 11, 4), []) == [schema]
+    assert files_of_day([clock, schema], spans, dt.date(2030, 3, 17), []) == [schema]
+
+
+def test_a_day_owns_the_rows_stamped_outside_every_month_and_rejects_them(tmp_path):
+    # canonical Parquet, read in place: no converter sees its timestamps, the rollup does
+    from pipelines.catalog import load_catalog
+    from pipelines.defs.ingest.telemetry import roll_up_days
+    from tests.conftest import resource_for
+    from tests.ingest.test_catalog_and_landing import catalog_dir
+
+    folder = tmp_path / "landing/telemetry/c1"
+    folder.mkdir(parents=True)
+    stamps = ["2026-11-02 10:00", "2026-11-02 10:10", "2026-11-02 10:20", "2030-03-17 00:00",
+              "1969-07-20 20:17", "2100-01-01 00:00"]  # fmt: skip
+    pq.write_table(
+        pa.table({
+            "ts": pa.array([dt.datetime.fromisoformat(s) for s in stamps], pa.timestamp("us")),
+            "node": ["n1"] * 6, "gpu_index": [0] * 6, "util_pct": [50.0] * 6,
+        }),
+        folder / "samples.parquet",
+    )  # fmt: skip
+    chargeback = resource_for(tmp_path)
+    counts = roll_up_days(chargeback, load_catalog(catalog_dir(tmp_path)), [dt.date(2026, 11, 2)])
+    assert counts == {"2026-11-02": {"samples": 3, "rejected": 3, "files": 1}}
+    quality = chargeback.telemetry_dir / "quality/day=2026-11-02"
+    assert duckdb.sql(
+        f"select billing_month, file, rows_read, rows_loaded, rows_rejected "
+        f"from '{quality}/sample_file_counts.parquet'"
+    ).fetchall() == [(dt.date(2026, 11, 1), "telemetry/c1/samples.parquet", 6, 3, 3)]
+    assert duckdb.sql(
+        f"select line, reason from '{quality}/sample_rejects.parquet' order by line"
+    ).fetchall() == [
+        (4, "field ts: 2030-03-17 00:00:00 is more than 365 days from 2026-11-02, the median "
+            "day of the file's samples (a clock or unit error?)"),
+        (5, "field ts: 1969-07-20 20:17:00 is before 1970"),
+        (6, "field ts: 2100-01-01 00:00:00 is in 2100 or later"),
+    ]  # fmt: skip

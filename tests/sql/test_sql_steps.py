@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.defs.ingest.loading import write_node_lists
-from pipelines.defs.ingest.telemetry import readable_sample_files
+from pipelines.defs.ingest.telemetry import readable_sample_files, sample_file_spans
 from pipelines.defs.resources import prepare_connection
 from pipelines.sql import bind, create_table, run, sql_text
 
@@ -335,6 +335,7 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
         [str(tmp_path / "a.parquet")],
     )
     given_declared_steps(con)
+    sample_file_spans(con, [str(tmp_path / "a.parquet")])  # the file's window of timestamps
     con.execute(
         "create table day_samples as " + _sql("staging/day_samples"),
         {"files": [str(tmp_path / "a.parquet")], "owned_files": [],
@@ -883,6 +884,7 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
         [str(tmp_path)],
     )
     files = [str(tmp_path / f"{n}.parquet") for n in ("util", "engine", "fb")]
+    sample_file_spans(con, files)  # the files' windows of timestamps
     con.execute(
         "create table day_samples as " + _sql("staging/day_samples"),
         {"files": files, "owned_files": [], "day_start": T(2026, 11, 2),

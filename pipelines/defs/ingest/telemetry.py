@@ -42,7 +42,7 @@ from pipelines.defs.partitions import FIRST_DAY
 from pipelines.defs.resources import BillingMonth, ChargebackResource
 from pipelines.landing import ExportFile, decompression_errors, discover
 from pipelines.leftovers import owned_name
-from pipelines.sql import bind, create_table, replace_month, run, sql_text
+from pipelines.sql import bind, create_table, replace_month, sql_text
 
 # Every column a canonical samples file may carry: one empty file with all of them joins every
 # read, so that optional columns exist (as NULL) even when no export has them.
@@ -130,8 +130,10 @@ def declared_steps(sources: list[dict], catalog: Catalog) -> list[dict]:
 
 @dataclass(frozen=True)
 class FileSpan:
-    """A samples file's first and last readable timestamp (None: it has none) and its rows
-    without a readable timestamp."""
+    """A samples file's first and last plausible timestamp (None: it has none) and its rows
+    without one: no readable timestamp, or one outside the file's plausible window (before
+    1970, after 2099, or more than 365 days from its median sample day; see
+    sql/staging/sample_file_spans.sql)."""
 
     first_ts: dt.datetime | None
     last_ts: dt.datetime | None
@@ -140,8 +142,13 @@ class FileSpan:
 
 def sample_file_spans(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, FileSpan]:
     """The span of every file of `files` that has rows, in one read of their timestamp column
-    (a file without rows has no span, and no day reads it)."""
-    rows = run(con, "staging/sample_file_spans", {"files": files}).fetchall()
+    (a file without rows has no span, and no day reads it). Leaves the temporary table
+    sample_file_spans, whose windows of plausible timestamps day_samples.sql reads."""
+    create_table(con, "sample_file_spans", "staging/sample_file_spans", {"files": files},
+                 temporary=True)  # fmt: skip
+    rows = con.execute(
+        "select path, first_ts, last_ts, unreadable_rows from sample_file_spans order by path"
+    ).fetchall()
     return {path: FileSpan(first, last, unreadable) for path, first, last, unreadable in rows}
 
 
@@ -263,11 +270,13 @@ def _publish(staging: Path, telemetry_dir: Path, day: dt.date) -> None:
 def unreadable_row_owners(
     spans: dict[str, FileSpan], landing_dir: Path, sources: list[dict]
 ) -> dict[str, dt.date]:
-    """The UTC day that counts the rows without a readable timestamp of each samples file that
-    has some: the day of the file's first readable sample; for a file without any, the day its
-    landing file was last modified.
+    """The UTC day that counts the rows without a plausible timestamp (unreadable, or outside
+    the file's window) of each samples file that has some: the day of the file's first
+    plausible sample; for a file without any, the day its landing file was last modified.
 
-    So each such row is counted (and rejected) once, by a day its file belongs to.
+    So each such row is counted (and rejected) once, by a day its file belongs to, never by a
+    day that no run rolls up (before plausibility, a point of 1969 made 1969-12-31 the owner,
+    and the rows it owned vanished with it).
     """
     landing = {source["path"]: landing_dir / source["file"] for source in sources}
     return {
@@ -288,10 +297,14 @@ def load_month_telemetry(
     catalog: Catalog,
 ) -> dict[str, int]:
     """The month's telemetry in the warehouse: sample_sources (every canonical samples file),
-    and the month's rows of sample_rejects and sample_file_counts from the daily rollups of the
-    UTC days the month overlaps. Stops when one of those days is not rolled up."""
+    stg_telemetry_files (every export and its rows, all months), and the month's rows of
+    sample_rejects and sample_file_counts from the daily rollups of the UTC days the month
+    overlaps. Stops when one of those days is not rolled up."""
     sources = sample_sources(landing_dir, telemetry_dir, catalog)
     write_table(con, "sample_sources", sources, SOURCES_SCHEMA)
+    # every export, so that data quality lists one without rows (no day counts it) with its 0
+    files = readable_sample_files(telemetry_dir, [source["path"] for source in sources])
+    create_table(con, "stg_telemetry_files", "staging/stg_telemetry_files", {"files": files})
     days = [day for day in month.utc_days() if day >= dt.date.fromisoformat(FIRST_DAY)]
     quality = [telemetry_dir / "quality" / f"day={day.isoformat()}" for day in days]
     missing = [day.isoformat() for day, folder in zip(days, quality, strict=True)
