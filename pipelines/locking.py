@@ -28,6 +28,8 @@ from typing import TypeVar
 import dagster as dg
 import duckdb
 
+from pipelines.progress import PROGRESS
+
 T = TypeVar("T")
 _POLL_S = 0.5
 _DUCKDB_LOCKED = "Could not set lock on file"
@@ -128,7 +130,7 @@ def wait_for(
             )
         if holder not in announced:
             announced.append(holder)
-            dg.get_dagster_logger().warning(
-                f"warehouse {warehouse} is in use by pid {holder}; waiting up to {wait_s:g} s"
-            )
+            message = f"warehouse {warehouse} is in use by pid {holder}; waiting up to {wait_s:g} s"
+            dg.get_dagster_logger().warning(message)  # the run's log in the Dagster UI
+            PROGRESS.warning(message)  # the terminal of `chargeback run`
         time.sleep(min(_POLL_S, max(0.0, deadline - time.monotonic())))

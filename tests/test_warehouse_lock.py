@@ -65,8 +65,11 @@ def test_a_held_warehouse_stops_the_connection_with_one_line(tmp_path, warehouse
         f"warehouse {warehouse} is still in use by pid {holder.pid} after 1 s: stopped "
         "(CHARGEBACK_LOCK_WAIT_S sets the wait)"
     )
-    assert caplog.messages == [
-        f"warehouse {warehouse} is in use by pid {holder.pid}; waiting up to 1 s"
+    # once in the run's log (Dagster's logger), once on the terminal of `chargeback run`
+    waiting = f"warehouse {warehouse} is in use by pid {holder.pid}; waiting up to 1 s"
+    assert [(r.name, r.message) for r in caplog.records] == [
+        ("dagster.builtin", waiting),
+        ("chargeback.progress", waiting),
     ]
     # released, the warehouse opens at once
     with chargeback.connect() as con:
@@ -81,6 +84,9 @@ def test_a_warehouse_released_within_the_wait_opens(tmp_path, warehouse, script,
     with chargeback.connect() as con:
         assert holder.poll() == 0  # it opened only once the holder had gone
         con.execute("create table t as select 1 as x")
-    assert caplog.messages == [
-        f"warehouse {warehouse} is in use by pid {holder.pid}; waiting up to 60 s"
+    # once in the run's log (Dagster's logger), once on the terminal of `chargeback run`
+    waiting = f"warehouse {warehouse} is in use by pid {holder.pid}; waiting up to 60 s"
+    assert [(r.name, r.message) for r in caplog.records] == [
+        ("dagster.builtin", waiting),
+        ("chargeback.progress", waiting),
     ]
