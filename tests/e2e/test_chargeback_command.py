@@ -165,9 +165,9 @@ def test_a_refused_input_or_a_blocking_check_is_one_line(tmp_path):
     write(tmp_path / "landing/scheduler/tiny/notes.dat", "nothing a scheduler wrote\n")
     refused = chargeback(["run", "--month", "2026-11"], env_for(tmp_path))
     assert (refused.returncode, refused.stdout) == (1, "")
-    assert refused.stderr == (
+    assert refused.stderr.startswith(
         f"chargeback: {tmp_path}/landing/scheduler/tiny/notes.dat: line 1: unrecognised export, "
-        + refused.stderr.split("unrecognised export, ", 1)[1]
+        "expected "
     )
     assert len(refused.stderr.splitlines()) == 1
     (tmp_path / "landing/scheduler/tiny/notes.dat").unlink()
