@@ -9,8 +9,11 @@ The checkpoints: `after_<asset>` after each monthly asset, between two steps of 
 (e.g. `after_stg_jobs`, `after_charge_lines`: pipelines/defs/monthly.py); `rollup_day_written`
 (a telemetry day complete in its staging folder, not yet moved into place);
 `workbook_half_written` (half of a workbook's or page's bytes in its temporary file);
-`before_publish` (the month's reports complete in staging) and `during_publish` (switched, the
-previous generation not yet removed: pipelines/defs/reports/publish.py).
+`before_commit` (the month's reports complete in staging, the commit record written aside but
+not yet in place: pipelines/commit.py), `before_publish` and `during_publish` (the record in
+place; a month folder about to switch, and switched with the previous generation not yet
+removed: pipelines/defs/reports/publish.py), `during_commit` (the reports switched, the
+warehouse not yet).
 """
 
 import os

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import logging
 import os
 import re
@@ -114,6 +115,7 @@ def _run(instance, chargeback, catalog, exports, months, days, label) -> int:
     """The two runs of `run_months` on `instance`; returns the exit code."""
     import dagster as dg
 
+    from pipelines.commit import failed_copy
     from pipelines.definitions import all_assets
     from pipelines.defs.checks import checks
     from pipelines.defs.schedules import ROLLUP
@@ -154,14 +156,44 @@ def _run(instance, chargeback, catalog, exports, months, days, label) -> int:
             if blocked
             else _failure(monthly)
         )
+        kept = failed_copy(Path(chargeback.warehouse))
+        if kept.exists():  # the run's tables, to look into (pipelines/commit.py)
+            reason += f"; the run's tables are in {kept}"
         print(f"chargeback: {label}: {reason} (Dagster run {monthly.run_id})", file=sys.stderr)
+        return EXIT_FAILED
+    unpublished = _unpublished(chargeback, months, monthly.run_id)
+    if unpublished:
+        print(
+            f"chargeback: {label}: the run succeeded but did not publish {unpublished} "
+            f"(its commit failed: see Dagster run {monthly.run_id})",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     print(_summary(chargeback, months, evaluations, failed, catalog.settings.currency))
     return 0
 
 
+def _unpublished(chargeback, months: list[dt.date], run_id: str) -> str | None:
+    """What a successful run left unpublished (None: all): the run commits at its very end
+    (pipelines/commit.py), where a failure is only logged by Dagster."""
+    from pipelines.commit import record_path
+
+    if record_path(Path(chargeback.warehouse)).exists():
+        return "its warehouse and reports"
+    for month in months:
+        manifest = Path(chargeback.reports_dir) / month.strftime("%Y-%m") / "manifest.json"
+        try:
+            published_by = json.loads(manifest.read_text(encoding="utf-8"))["dagster_run_id"]
+        except (OSError, ValueError, KeyError):
+            published_by = None
+        if published_by != run_id:
+            return f"{manifest.parent}/"
+    return None
+
+
 def close_month(month: dt.date, closed_by: str) -> int:
     """Issue `month`'s charge lines through `close_month_job` (recorded in DAGSTER_HOME)."""
+    from pipelines.commit import record_path
     from pipelines.definitions import defs
     from pipelines.defs.resources import ChargebackResource
 
@@ -182,6 +214,10 @@ def close_month(month: dt.date, closed_by: str) -> int:
         )
     if not result.success:
         print(f"chargeback: {_failure(result)}", file=sys.stderr)
+        return EXIT_FAILED
+    if record_path(Path(chargeback.warehouse)).exists():
+        print(f"chargeback: closing {label} was not committed (see Dagster run {result.run_id})",
+              file=sys.stderr)  # fmt: skip
         return EXIT_FAILED
     lines, total = result.output_for_node("close_billing_month")
     print(f"closed {label} by {closed_by}: {lines} charge lines issued, total {total}")

@@ -96,12 +96,15 @@ def _pid_in(path: Path) -> int | None:
         return None
 
 
-def connect_waiting(warehouse: Path, wait_s: float) -> duckdb.DuckDBPyConnection:
-    """`duckdb.connect(warehouse)`, waiting up to `wait_s` while another process has it open."""
+def connect_waiting(
+    warehouse: Path, wait_s: float, read_only: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """`duckdb.connect(warehouse)`, waiting up to `wait_s` while another process holds it (any
+    process for a writer; a writer for a reader)."""
 
     def attempt() -> tuple[duckdb.DuckDBPyConnection | None, int | None]:
         try:
-            return duckdb.connect(str(warehouse)), None
+            return duckdb.connect(str(warehouse), read_only=read_only), None
         except duckdb.IOException as error:
             if _DUCKDB_LOCKED not in str(error):
                 raise

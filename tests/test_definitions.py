@@ -12,7 +12,6 @@ EXPECTED_ASSETS = {
     "tenant_month", "rejects", "data_quality", "chargeback_workbook", "focus_export",
     "month_manifest", "department_reports", "quota_compliance", "queue_stats", "failure_stats",
     "capacity_evidence", "utilization_daily", "telemetry_label_checks", "gpu_sample_rollup",
-    "published_warehouse",
 }  # fmt: skip
 DAILY_ASSETS = {"gpu_sample_rollup"}
 
@@ -63,14 +62,10 @@ def test_every_asset_is_monthly_but_the_telemetry_rollup_and_backfills_in_one_ru
     # (rooted at the monthly catalog) rolls up their days before the monthly assets
     assert graph.get(dg.AssetKey("gpu_samples")).parent_keys >= {dg.AssetKey("gpu_sample_rollup")}
     assert graph.get(dg.AssetKey("gpu_sample_rollup")).parent_keys == {dg.AssetKey("catalog")}
-    # month_manifest publishes the month's reports as a whole: after every report is written,
-    # and before the readers' copy of the warehouse is refreshed
+    # month_manifest describes the month's reports as a whole: after every report is written
     reports = {"chargeback_workbook", "focus_export", "department_reports"}
     assert graph.get(dg.AssetKey("month_manifest")).parent_keys >= {
         dg.AssetKey(name) for name in reports
-    }
-    assert graph.get(dg.AssetKey("published_warehouse")).parent_keys == {
-        dg.AssetKey("month_manifest")
     }
 
 

@@ -18,8 +18,17 @@ import duckdb
 from pydantic import PrivateAttr
 
 from pipelines.catalog import Catalog, load_catalog
+from pipelines.commit import (
+    MANIFEST,
+    commit,
+    finish_commit,
+    keep_failed,
+    record_path,
+    start_working_copy,
+    working_copies,
+)
 from pipelines.defs.reports.publish import STAGING, clean_staging
-from pipelines.leftovers import owned_name, remove, remove_dead, remove_if_empty
+from pipelines.leftovers import owned_name, owned_stem, remove, remove_dead, remove_if_empty
 from pipelines.locking import acquire_run_lock, connect_waiting, release_run_lock
 from pipelines.sql import run
 
@@ -40,6 +49,9 @@ MACROS = (
 def prepare_connection(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """UTC session time and the project's SQL macros: what every SQL file expects."""
     con.execute("set TimeZone = 'UTC'")
+    # a table missing from the warehouse is an error naming it, not a Python variable of the
+    # calling module that happens to have its name (DuckDB's replacement scans)
+    con.execute("set python_enable_replacements = false")
     for macro in MACROS:
         run(con, macro)
     return con
@@ -102,7 +114,10 @@ class ChargebackResource(dg.ConfigurableResource):
     """Paths of the landing folder, catalog, warehouse and reports, and DuckDB settings.
 
     Within a run the resource holds the warehouse's run lock from its first `connect()` to the
-    end of the run (pipelines/locking.py), so a second run waits for the whole first one.
+    end of the run (pipelines/locking.py), so a second run waits for the whole first one, and
+    every connection of the run opens the run's working copy of the warehouse, which the end of
+    the run commits together with the month reports, or keeps aside if a step failed
+    (pipelines/commit.py).
     """
 
     landing_dir: str
@@ -112,12 +127,12 @@ class ChargebackResource(dg.ConfigurableResource):
     # Under the 2 GiB a run may use: DuckDB spills to disk past it, and Python, Arrow and
     # Dagster need the rest.
     duckdb_memory_limit: str = "1.5GB"
-    # How long a run waits for another run or a reader holding the warehouse before it stops:
-    # long enough for a monthly run ahead of it or a BI query to finish.
+    # How long a run waits for another run or a writer holding the warehouse before it stops:
+    # long enough for a monthly run ahead of it to finish.
     lock_wait_s: float = 300.0
 
-    _in_run: bool = PrivateAttr(default=False)
-    _holds_run_lock: bool = PrivateAttr(default=False)
+    _run_id: str | None = PrivateAttr(default=None)
+    _working_copy: Path | None = PrivateAttr(default=None)
 
     @classmethod
     def from_env(cls) -> ChargebackResource:
@@ -132,19 +147,33 @@ class ChargebackResource(dg.ConfigurableResource):
         )
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._in_run = True
+        self._run_id = context.run.run_id if context.run else None
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        """The end of a run: release the run lock, and remove the run's unpublished reports (a
-        failed run leaves none behind; a killed one leaves them to `remove_dead_leftovers`)."""
-        self._in_run = False
-        if self._holds_run_lock:
-            self._holds_run_lock = False
-            release_run_lock(Path(self.warehouse))
+        """The end of a run. If it worked on the warehouse: commit its working copy and its
+        complete month reports when every step succeeded, else keep the copy aside
+        (pipelines/commit.py). Then release the run lock and remove the run's unpublished
+        staging folders (a killed run leaves its leftovers to `remove_dead_leftovers`)."""
+        warehouse, work, run_id = Path(self.warehouse), self._working_copy, self._run_id
+        self._run_id, self._working_copy = None, None
         staging = Path(self.reports_dir) / STAGING
-        for folder in staging.glob(f"*.{context.run.run_id}@*"):
-            remove(folder)
-        remove_if_empty(staging)
+        try:
+            if work is not None:
+                if _run_succeeded(context.instance, run_id):
+                    months = [
+                        (folder, Path(self.reports_dir) / owned_stem(folder).partition(".")[0])
+                        for folder in sorted(staging.glob(f"*.{run_id}@*"))
+                        if (folder / MANIFEST).exists()
+                    ]
+                    commit(warehouse, work, months, run_id)
+                else:
+                    keep_failed(warehouse, work)
+        finally:
+            if work is not None:
+                release_run_lock(warehouse)
+            for folder in staging.glob(f"*.{run_id}@*"):
+                remove(folder)
+            remove_if_empty(staging)
 
     @property
     def telemetry_dir(self) -> Path:
@@ -164,30 +193,33 @@ class ChargebackResource(dg.ConfigurableResource):
             day = (day.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
         return months
 
-    @property
-    def published_warehouse(self) -> Path:
-        """The read-only copy of the warehouse for BI tools, refreshed after each monthly run."""
-        warehouse = Path(self.warehouse)
-        return warehouse.parent / f"{warehouse.stem}_published.duckdb"
-
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection to the warehouse with UTC session time and the project's macros.
+        """A connection with UTC session time and the project's macros: in a run, to the run's
+        working copy of the warehouse; outside one (the tests, a look between runs), to the
+        live warehouse.
 
-        Waits up to `lock_wait_s` for another run holding the run lock, then as long again for
-        a process (a reader) holding the file. The first connection of a run takes the run
-        lock and removes what dead runs left behind.
+        The first connection of a run (each connection outside one) takes the run lock,
+        waiting up to `lock_wait_s` for another run, completes a commit a killed run left
+        half done and removes what dead runs left behind.
         """
         warehouse = Path(self.warehouse)
-        warehouse.parent.mkdir(parents=True, exist_ok=True)
-        takes_lock = not self._holds_run_lock
-        if takes_lock:
-            acquire_run_lock(warehouse, self.lock_wait_s)
-            self._holds_run_lock = True
+        in_run = self._run_id is not None
+        if not in_run:
+            self._take_run_lock()
+            database = warehouse
+        elif self._working_copy is None:
+            self._take_run_lock()  # released at the end of the run
+            try:
+                self._working_copy = start_working_copy(warehouse, self._run_id, self.lock_wait_s)
+            except BaseException:
+                release_run_lock(warehouse)
+                raise
+            database = self._working_copy
+        else:
+            database = self._working_copy
         try:
-            if takes_lock:
-                self.remove_dead_leftovers()
-            con = connect_waiting(warehouse, self.lock_wait_s)
+            con = connect_waiting(database, self.lock_wait_s)
             try:
                 con.execute("set memory_limit = $limit", {"limit": self.duckdb_memory_limit})
                 prepare_connection(con)
@@ -195,32 +227,25 @@ class ChargebackResource(dg.ConfigurableResource):
             finally:
                 con.close()
         finally:
-            # outside a run (the close command, tests) the lock lasts one connection
-            if takes_lock and not self._in_run:
-                self._holds_run_lock = False
+            if not in_run:
                 release_run_lock(warehouse)
 
-    def publish_warehouse(self, con: duckdb.DuckDBPyConnection) -> Path:
-        """Copy the warehouse (`con` open on it) to `published_warehouse` for readers.
-
-        A checkpoint first writes every committed change into the file, and no one writes
-        while `con` holds it, so the copy is a consistent database. It is written under a
-        temporary name and renamed: readers never see a partial copy, and one that holds the
-        previous copy open keeps reading it until it reconnects.
-        """
-        con.execute("checkpoint")
-        target = self.published_warehouse
-        partial = target.with_name(owned_name(target.name, ".partial"))
-        shutil.copyfile(self.warehouse, partial)
-        with partial.open("rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(partial, target)
-        return target
+    def _take_run_lock(self) -> None:
+        warehouse = Path(self.warehouse)
+        warehouse.parent.mkdir(parents=True, exist_ok=True)
+        acquire_run_lock(warehouse, self.lock_wait_s)
+        try:
+            finish_commit(warehouse)
+            self.remove_dead_leftovers()
+        except BaseException:
+            release_run_lock(warehouse)
+            raise
 
     def remove_dead_leftovers(self) -> list[Path]:
         """Remove the staging folders and temporary files of dead runs (pipelines/leftovers.py):
-        the reports' staging folders, the telemetry's day staging and DuckDB spill folders, the
-        partial conversions and the partial published copy. Returns what was removed."""
+        the reports' staging folders, the warehouse's working copies, the telemetry's day
+        staging and DuckDB spill folders and the partial conversions. Returns what was
+        removed."""
         telemetry = self.telemetry_dir
         warehouse = Path(self.warehouse)
         candidates = [
@@ -228,7 +253,8 @@ class ChargebackResource(dg.ConfigurableResource):
             *telemetry.glob(".spill/*"),
             *telemetry.glob("converted/*/*.partial"),
             *telemetry.glob("*/*.partial"),
-            *warehouse.parent.glob(f"{self.published_warehouse.name}@*.partial"),
+            *working_copies(warehouse),
+            *warehouse.parent.glob(f"{record_path(warehouse).name}@*.partial"),
         ]
         # the telemetry's staging roots stay: a rollup of another process may be about to
         # create its folder in them
@@ -252,3 +278,25 @@ class ChargebackResource(dg.ConfigurableResource):
         finally:
             con.close()
             shutil.rmtree(spill, ignore_errors=True)
+
+
+def _run_succeeded(instance: dg.DagsterInstance | None, run_id: str | None) -> bool:
+    """Whether every step the run started succeeded and the run is not being cancelled: the
+    condition for committing it."""
+    if instance is None or run_id is None:
+        return False
+    run = instance.get_run_by_id(run_id)
+    if run is None or run.status in (dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED):
+        return False
+    step = dg.DagsterEventType
+    events = instance.all_logs(
+        run_id, of_type={step.STEP_START, step.STEP_SUCCESS, step.STEP_FAILURE}
+    )
+    steps_with = {
+        kind: {e.step_key for e in events if e.dagster_event_type == kind}
+        for kind in (step.STEP_START, step.STEP_SUCCESS, step.STEP_FAILURE)
+    }
+    return (
+        not steps_with[step.STEP_FAILURE]
+        and steps_with[step.STEP_START] == steps_with[step.STEP_SUCCESS]
+    )

@@ -3,6 +3,7 @@ console script in a subprocess, its own folders and DAGSTER_HOME under tmp_path.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 from decimal import Decimal
@@ -187,6 +188,29 @@ def test_a_refused_input_or_a_blocking_check_is_one_line(tmp_path):
     assert blocked.stderr.startswith(
         "chargeback: 2026-11: check capacity_buckets_sum_to_capacity failed: 1 violation(s); "
     )
-    assert "; the month's reports were not written (Dagster run " in blocked.stderr
+    assert (
+        "; the month's reports were not written; the run's tables are in "
+        f"{tmp_path}/warehouse_failed.duckdb (Dagster run "
+    ) in blocked.stderr
     assert len(blocked.stderr.splitlines()) == 1
     assert not (tmp_path / "reports/2026-11/chargeback-2026-11.xlsx").exists()
+
+
+def test_a_run_whose_commit_failed_is_found_unpublished(tmp_path):
+    """The run commits at its very end, where Dagster only logs a failure: `chargeback run`
+    checks that the month's manifest is the run's and no commit is left half done."""
+    from pipelines.cli import _unpublished
+    from pipelines.defs.resources import ChargebackResource
+
+    chargeback = ChargebackResource(
+        landing_dir="l", catalog_dir="c", warehouse=str(tmp_path / "warehouse.duckdb"),
+        reports_dir=str(tmp_path / "reports"),
+    )  # fmt: skip
+    november = [dt.date(2026, 11, 1)]
+    manifest = tmp_path / "reports/2026-11/manifest.json"
+    assert _unpublished(chargeback, november, "run-b") == f"{manifest.parent}/"
+    write(manifest, '{"dagster_run_id": "run-a"}\n')  # the previous run's reports
+    assert _unpublished(chargeback, november, "run-b") == f"{manifest.parent}/"
+    assert _unpublished(chargeback, november, "run-a") is None
+    write(tmp_path / "warehouse.duckdb.commit.json", "{}\n")
+    assert _unpublished(chargeback, november, "run-a") == "its warehouse and reports"

@@ -1,6 +1,6 @@
 """Killed, failed and concurrent runs lose nothing: real `dagster asset materialize` processes
 killed (SIGKILL) or paused (SIGSTOP) at named checkpoints (CHARGEBACK_TEST_KILL_AT,
-pipelines/checkpoints.py).
+pipelines/checkpoints.py); a run's warehouse and reports switch as one (pipelines/commit.py).
 
 Every dataset here is a copy of one history of the hand-computed tiny month: run at the A100
 rate of 3.00 (the reference: an uninterrupted run of the inputs the tests then run), then at
@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ class History:
     root: Path
     old: dict[str, bytes]  # the published reports: run at 2.0133, the last run
     new: dict[str, bytes]  # an uninterrupted run at 3.00
-    published_warehouse: bytes  # the copy for readers after the last run
+    warehouse: bytes  # the live warehouse after the last run
 
 
 def resource() -> ChargebackResource:
@@ -124,9 +125,9 @@ def history(tmp_path_factory) -> History:
     new = reports_of(root)
     set_a100_rate(root, "2.0133")
     assert run_month_in_process(root).success
-    assert total(root / "warehouse_published.duckdb") == OLD_TOTAL
+    assert total(root / "warehouse.duckdb") == OLD_TOTAL
     set_a100_rate(root, "3.00")
-    return History(root, reports_of(root), new, (root / "warehouse_published.duckdb").read_bytes())
+    return History(root, reports_of(root), new, (root / "warehouse.duckdb").read_bytes())
 
 
 @pytest.fixture
@@ -192,53 +193,56 @@ def wait_until(condition, timeout: float = 240.0, what: str = "") -> None:
         time.sleep(0.2)
 
 
-# what a kill at each checkpoint leaves published: the whole previous generation, or (once the
-# switch is made) the whole new one
+# What a kill at each checkpoint leaves (pipelines/commit.py): before the commit record, the
+# previous reports and the live warehouse untouched; after it, a commit the next run finishes.
 KILLS = {
     "after_stg_jobs": "old",  # during the monthly assets
     "workbook_half_written": "old",
-    "before_publish": "old",  # every report in staging
-    "during_publish": "new",  # switched, the previous generation not yet removed
+    "before_commit": "old",  # every report in staging, the record written aside
+    "during_publish": "committed",  # the reports switched, the previous ones not yet removed
+    "during_commit": "committed",  # the reports switched, the warehouse not yet
 }
+
+
+def leftovers(root: Path) -> list[str]:
+    """What runs leave beside the warehouse and in the reports folder besides the month."""
+    return sorted(
+        [p.name for p in root.iterdir() if p.name.startswith("warehouse.")]
+        + [p.relative_to(root).as_posix() for p in (root / "reports").glob(".*/*")]
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", KILLS)
-def test_a_killed_run_leaves_a_whole_generation_and_a_rerun_repairs_it(history, dataset, point):
+def test_a_killed_run_leaves_the_last_generation_or_a_commit_to_finish(history, dataset, point):
     killed = start(dataset, MONTHLY, CHARGEBACK_TEST_KILL_AT=point)
     assert killed.finish() == -signal.SIGKILL, killed.output()[-3000:]
+    warehouse, record = dataset / "warehouse.duckdb", dataset / "warehouse.duckdb.commit.json"
 
-    reports = reports_of(dataset)
+    # the live warehouse is the last run's, to the byte, until a commit record says otherwise
+    assert warehouse.read_bytes() == history.warehouse
+    assert record.exists() == (KILLS[point] == "committed")
+    work = f"warehouse.run-*@{socket.gethostname()}@{killed.pid}.duckdb"
     if KILLS[point] == "old":
-        assert reports == history.old  # the same bytes, and no other file
+        assert reports_of(dataset) == history.old  # the same bytes, and no other file
+        assert len(list(dataset.glob(work))) == 1  # the dead run's working copy
     else:
-        assert without_run_id(reports) == without_run_id(history.new)
-    # readers' copy of the warehouse: untouched (it is refreshed after the reports)
-    assert (dataset / "warehouse_published.duckdb").read_bytes() == history.published_warehouse
-    # what the dead run left: nothing in the month folder, its staging folder beside it
-    staging = sorted((dataset / "reports" / ".staging").glob("*"))
-    if point == "after_stg_jobs":  # before the first report
-        assert staging == []
-    else:
-        [folder] = staging
-        assert folder.name.startswith("2026-11.") and folder.name.endswith(f"@{killed.pid}")
-        left = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
-        if point == "workbook_half_written":
-            tmp = f".chargeback-2026-11.xlsx.{killed.pid}.tmp"
-            assert left == {"focus-2026-11.csv", tmp}
-            assert (folder / tmp).stat().st_size == len(history.new["chargeback-2026-11.xlsx"]) // 2
-        elif point == "before_publish":
-            staged = {name: (folder / name).read_bytes() for name in left}
-            assert without_run_id(staged) == without_run_id(history.new)
-        else:  # the previous generation, swapped out
-            assert {name: (folder / name).read_bytes() for name in left} == history.old
+        assert without_run_id(reports_of(dataset)) == without_run_id(history.new)
+
+    # the next use of the warehouse (here a look between runs) finishes the commit, or removes
+    # what the dead run left
+    with contextlib.chdir(dataset), resource().connect() as con:
+        [(amount,)] = con.execute(TOTAL_SQL).fetchall()
+    assert amount == (NEW_TOTAL if KILLS[point] == "committed" else OLD_TOTAL)
+    assert leftovers(dataset) == ["warehouse.duckdb", "warehouse.duckdb.lock"]
+    if KILLS[point] == "old":
+        assert reports_of(dataset) == history.old
 
     rerun = run_month_in_process(dataset)
     assert rerun.success
     assert without_run_id(reports_of(dataset)) == without_run_id(history.new)
-    assert not (dataset / "reports" / ".staging").exists()
     assert sorted(p.name for p in (dataset / "reports").iterdir()) == ["2026-11"]
-    assert total(dataset / "warehouse_published.duckdb") == NEW_TOTAL
+    assert total(warehouse) == NEW_TOTAL
 
 
 @pytest.mark.slow
@@ -313,7 +317,10 @@ def test_a_run_that_fails_leaves_the_previous_reports_whole(history, dataset):
     assert "focus_export" in ran and "chargeback_workbook" not in ran
     assert reports_of(dataset) == history.old
     assert not (dataset / "reports" / ".staging").exists()  # the run removed its staging
-    assert (dataset / "warehouse_published.duckdb").read_bytes() == history.published_warehouse
+    # the live warehouse as it was; the failed run's tables kept aside to look into
+    assert (dataset / "warehouse.duckdb").read_bytes() == history.warehouse
+    assert total(dataset / "warehouse_failed.duckdb") == Decimal("30.00")  # J9: 0.25 h x 3.00
+    assert leftovers(dataset) == ["warehouse.duckdb", "warehouse.duckdb.lock"]
 
 
 @pytest.mark.slow
@@ -341,12 +348,12 @@ def test_a_second_run_of_the_month_waits_for_the_first_or_stops_with_one_line(hi
     )
     assert "IOException" not in stop and "Could not set lock" not in stop  # no DuckDB trace
     assert without_run_id(reports_of(dataset)) == without_run_id(history.new)
-    assert total(dataset / "warehouse_published.duckdb") == NEW_TOTAL
+    assert total(dataset / "warehouse.duckdb") == NEW_TOTAL
 
 
 HOLD = """
 import sys, duckdb
-con = duckdb.connect(sys.argv[1], read_only=True)
+con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "read")
 sql = "select sum(amount)::varchar from charge_lines where billing_month = '2026-11-01'"
 print(con.execute(sql).fetchone()[0], flush=True)
 for _ in sys.stdin:
@@ -354,14 +361,14 @@ for _ in sys.stdin:
 """
 
 
-def open_read_only(database: Path) -> subprocess.Popen:
-    """A reader (a BI tool) with the database open: prints the month's total when opened and
-    at each line sent to it, until its stdin closes."""
-    reader = subprocess.Popen(
-        [str(DAGSTER.with_name("python")), "-c", HOLD, str(database)],
+def open_database(database: Path, mode: str) -> subprocess.Popen:
+    """A process with the database open (`read`: a BI tool; `write`: a session that may
+    write): prints the month's total when opened and at each line sent to it, until its
+    stdin closes."""
+    return subprocess.Popen(
+        [str(DAGSTER.with_name("python")), "-c", HOLD, str(database), mode],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
-    return reader
 
 
 def read_total(reader: subprocess.Popen, ask: bool = True) -> Decimal:
@@ -372,27 +379,29 @@ def read_total(reader: subprocess.Popen, ask: bool = True) -> Decimal:
 
 
 @pytest.mark.slow
-def test_a_reader_delays_the_run_and_the_published_copy_serves_readers(dataset):
-    warehouse, published = dataset / "warehouse.duckdb", dataset / "warehouse_published.duckdb"
-    live_reader = open_read_only(warehouse)
-    assert read_total(live_reader, ask=False) == OLD_TOTAL
+def test_a_writer_delays_the_run_and_a_reader_never_does(dataset):
+    warehouse = dataset / "warehouse.duckdb"
+    writer = open_database(warehouse, "write")
+    assert read_total(writer, ask=False) == OLD_TOTAL
     run = start(dataset, MONTHLY, CHARGEBACK_TEST_KILL_AT="after_charge_lines:SIGSTOP")
-    waiting = f"warehouse {warehouse} is in use by pid {live_reader.pid}; waiting up to 300 s"
+    waiting = f"warehouse {warehouse} is in use by pid {writer.pid}; waiting up to 300 s"
     try:
-        wait_until(lambda: waiting in run.output(), what="the run to wait for the reader")
+        wait_until(lambda: waiting in run.output(), what="the run to wait for the writer")
     finally:
-        live_reader.stdin.close()
-        assert live_reader.wait(timeout=30) == 0
-    # the reader gone, the run goes on: paused with the month's charge lines rebuilt
+        writer.stdin.close()
+        assert writer.wait(timeout=30) == 0
+    # the writer gone, the run goes on: paused with the month's charge lines rebuilt in its
+    # working copy; a reader opens the live warehouse meanwhile and holds it to the end
     wait_until(run.stopped, what="the run to pause")
-    published_reader = open_read_only(published)
+    reader = open_database(warehouse, "read")
     try:
-        assert read_total(published_reader, ask=False) == OLD_TOTAL
+        assert read_total(reader, ask=False) == OLD_TOTAL
         os.kill(run.pid, signal.SIGCONT)
         assert run.finish() == 0, run.output()[-3000:]
-        # the run replaced the copy under the open reader: it reads the copy it opened
-        assert read_total(published_reader) == OLD_TOTAL
+        # the run renamed the new warehouse over the one the reader holds: it reads the
+        # generation it opened until it reconnects
+        assert read_total(reader) == OLD_TOTAL
     finally:
-        published_reader.stdin.close()
-        published_reader.wait(timeout=30)
-    assert total(published) == NEW_TOTAL
+        reader.stdin.close()
+        reader.wait(timeout=30)
+    assert total(warehouse) == NEW_TOTAL

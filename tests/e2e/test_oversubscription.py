@@ -5,8 +5,10 @@ import datetime as dt
 import duckdb
 
 from pipelines.sql import run
-from tests.conftest import materialize_month, query, write
+from tests.conftest import materialize_month, write
 from tests.e2e.test_tiny_month import ALLOCATIONS, build_tiny_month
+
+FAILED = "warehouse_failed.duckdb"  # where a failed run's tables are kept (pipelines/commit.py)
 
 
 def test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path):
@@ -28,22 +30,32 @@ def test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path):
     assert outcomes["capacity_buckets_sum_to_capacity"].passed is False
     # blocking: the workbook of a month whose buckets do not add up is not written
     assert not (tmp_path / "reports/2026-11/chargeback-2026-11.xlsx").exists()
-    assert query(
-        tmp_path,
-        "select subject, value from data_quality where category = 'overlapping_allocations'",
-    ) == [("n1/gpu1", 0.25)]  # J7 and J9 both held it 10:15-10:30
+    # nor the warehouse committed: the failed run's tables are kept aside to look into
+    assert not (tmp_path / "warehouse.duckdb").exists()
+    con = duckdb.connect(str(tmp_path / FAILED), read_only=True)
+    try:
+        assert con.execute(
+            "select subject, value from data_quality where category = 'overlapping_allocations'"
+        ).fetchall() == [("n1/gpu1", 0.25)]  # J7 and J9 both held it 10:15-10:30
+    finally:
+        con.close()
 
 
 def test_a_check_run_without_partition_tags_checks_every_month(tmp_path):
     import dagster as dg
 
     from pipelines.defs.checks import gpus_never_oversubscribed
+    from pipelines.defs.resources import ChargebackResource
     from tests.conftest import resource_for
 
     test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path)
+    # the failed run's copy, checked as a warehouse of its own
+    failed = ChargebackResource(**{
+        **resource_for(tmp_path).model_dump(), "warehouse": str(tmp_path / FAILED)
+    })  # fmt: skip
     result = dg.materialize(
         [gpus_never_oversubscribed],
-        resources={"chargeback": resource_for(tmp_path)},
+        resources={"chargeback": failed},
         selection=dg.AssetSelection.checks(gpus_never_oversubscribed),
         raise_on_error=False,
     )
@@ -54,7 +66,7 @@ def test_a_check_run_without_partition_tags_checks_every_month(tmp_path):
 
 def test_the_check_names_the_gpu_and_the_jobs_that_overlapped(tmp_path):
     test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path)
-    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
+    con = duckdb.connect(str(tmp_path / FAILED), read_only=True)
     try:
         rows = run(con, "checks/gpus_never_oversubscribed", {"billing_month": "2026-11-01"})
         assert rows.fetchall() == [

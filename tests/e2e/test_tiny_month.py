@@ -483,10 +483,14 @@ def test_gpu_time_with_no_rate_stops_the_month_before_any_report(tmp_path):
         "GPU model 'H100' on cluster 'tiny' from 2026-11-20 00:00 to 2026-11-20 01:30 UTC "
         "(1.5 GPU-hours of jobs): add a rate for the model or a '*' fallback"
     )
-    # stopped before job_gpu_charges was written: no charge with a NULL amount anywhere
-    assert query(
-        tmp_path, "select count(*) from information_schema.tables where table_name like '%charge%'"
-    ) == [(0,)]
+    # a failed run commits nothing: no warehouse yet (this was the first run); its working
+    # copy is kept aside, stopped before job_gpu_charges was written: no NULL charge anywhere
+    assert not (tmp_path / "warehouse.duckdb").exists()
+    failed = duckdb.connect(str(tmp_path / "warehouse_failed.duckdb"), read_only=True)
+    tables = "select count(*) from information_schema.tables where table_name like '%charge%'"
+    assert failed.execute(tables).fetchall() == [(0,)]
+    assert failed.execute("select count(*) from stg_jobs").fetchall() == [(6,)]  # the month's
+    failed.close()
     assert list((tmp_path / "reports").rglob("*.*")) == []  # no workbook, FOCUS CSV, manifest
 
 

@@ -23,7 +23,6 @@ def close_billing_month(
         lines, total = close_month(
             con, dt.date.fromisoformat(config.month + "-01"), config.closed_by
         )
-        chargeback.publish_warehouse(con)
     context.log.info(f"closed {config.month}: {lines} charge lines issued, total {total}")
     return lines, total
 

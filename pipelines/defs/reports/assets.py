@@ -21,7 +21,7 @@ from pipelines.defs.reports.exports import (
     write_focus_csv,
     write_manifest,
 )
-from pipelines.defs.reports.publish import carry_over, month_staging, publish_month
+from pipelines.defs.reports.publish import carry_over, month_staging
 from pipelines.defs.reports.workbook import write_chargeback_workbook
 from pipelines.defs.resources import ChargebackResource
 from pipelines.landing import discover
@@ -98,7 +98,7 @@ MONTH_MANIFEST = dg.AssetKey("month_manifest")
 def staged_report(
     context: dg.AssetExecutionContext, chargeback: ChargebackResource, label: str, name: str
 ) -> Path:
-    """`<name>` in this run's staging folder of month `label`; month_manifest publishes it."""
+    """`<name>` in this run's staging folder of month `label`, published with its manifest."""
     selection = context.run.asset_selection
     if selection is not None and MONTH_MANIFEST not in selection:
         context.log.warning(
@@ -146,9 +146,10 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
     with its sha256 and row counts, the catalog version, the parameters, the code version, the
     Dagster run id, the month's table row counts and the checksums of the reports.
 
-    Written last into the run's staging folder of the month, which it then publishes as a whole
-    in place of `<reports>/YYYY-MM/` (publish.py): the manifest always describes the files
-    beside it. Reports this run did not rebuild are carried over from the published folder."""
+    Written last into the run's staging folder of the month: when the run ends with every step
+    succeeded, the folder replaces `<reports>/YYYY-MM/` as a whole, together with the run's
+    warehouse (pipelines/commit.py), so the manifest always describes the files beside it.
+    Reports this run did not rebuild are carried over from the published folder."""
 
     def step(con, month, params, chargeback, catalog):
         counts = {
@@ -198,26 +199,6 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
             "total_charged": {"amount": str(total), "currency": catalog.settings.currency},
             "outputs": outputs,
         })  # fmt: skip
-        publish_month(folder, published)
         return {"inputs": len(inputs)}
 
     return run_months(context, chargeback, step)
-
-
-@dg.asset(
-    deps=[month_manifest],
-    partitions_def=monthly_partition,
-    backfill_policy=single_run,
-    group_name=GROUP,
-    kinds={"duckdb"},
-)
-def published_warehouse(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
-    """`<warehouse stem>_published.duckdb` beside the warehouse: a copy of every warehouse
-    table for BI tools and analysts, refreshed once the run's reports are published. Readers
-    open it read-only and never block a run; a reader holding the live warehouse makes the
-    monthly run wait (CHARGEBACK_LOCK_WAIT_S), then stop."""
-    with chargeback.connect() as con:
-        path = chargeback.publish_warehouse(con)
-    return dg.MaterializeResult(
-        metadata={"path": dg.MetadataValue.path(str(path)), "bytes": path.stat().st_size}
-    )

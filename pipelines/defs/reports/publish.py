@@ -5,16 +5,17 @@
 
 The report assets write their files into the run's staging folder of the month
 (`month_staging`). `month_manifest` runs last: it carries over from the published folder what
-this run did not rebuild (`carry_over`), checksums the files into manifest.json beside them and
-calls `publish_month`, which exchanges the staging folder with `<reports>/YYYY-MM/` in one
-renameat2(RENAME_EXCHANGE) where the OS has it (Linux 3.15+ on ext4, xfs, btrfs, tmpfs): a
-reader of the month folder, and a kill at any instant, find the whole previous set or the whole
-new one, never a mix. Elsewhere the month folder is renamed aside, then the staging folder into
-place: a kill between those two renames leaves the month folder missing (still never mixed)
-with the previous set aside in `.staging`, and the next run moves it back (`clean_staging`).
+this run did not rebuild (`carry_over`) and checksums the files into manifest.json beside them.
+The run's commit (pipelines/commit.py) then calls `publish_month`, which exchanges the staging
+folder with `<reports>/YYYY-MM/` in one renameat2(RENAME_EXCHANGE) where the OS has it (Linux
+3.15+ on ext4, xfs, btrfs, tmpfs): a reader of the month folder, and a kill at any instant,
+find the whole previous set or the whole new one, never a mix. Elsewhere the month folder is
+renamed aside, then the staging folder into place: a kill between those two renames leaves the
+month folder missing (still never mixed), and the next run finishes the commit.
 
-A failed or killed run publishes nothing; its staging folder is removed at the end of the run
-(`ChargebackResource.teardown_after_execution`) or, after a kill, by the next run.
+A failed run, or one killed before its commit, publishes nothing; its staging folder is
+removed at the end of the run (`ChargebackResource.teardown_after_execution`) or, after a
+kill, by the next run.
 """
 
 from __future__ import annotations
