@@ -77,12 +77,12 @@ def _resource(root: Path, memory_limit: str):
     )
 
 
-def _month_params(chargeback) -> dict[str, Any]:
-    from pipelines.defs.resources import BillingMonth
+def _month_params(chargeback):
+    """The benchmark month's MonthParams (pipelines/months.py)."""
+    from pipelines.months import BillingMonth
 
-    catalog = chargeback.catalog()
-    month = BillingMonth.of(dt.date.fromisoformat(PARTITION), catalog.settings.billing_timezone)
-    return month.params(catalog)
+    settings = chargeback.catalog().settings
+    return BillingMonth.parse(PARTITION, settings.billing_timezone).params(settings)
 
 
 def _rollup_files(root: Path, chargeback, days: list[str] | None, hours: bool = False) -> list[str]:
@@ -105,8 +105,8 @@ def measure_month(cfg: dict) -> dict:
 
     from pipelines.definitions import all_assets
     from pipelines.defs.checks import checks
-    from pipelines.defs.resources import BillingMonth
     from pipelines.defs.schedules import ROLLUP
+    from pipelines.months import BillingMonth
 
     root = Path(cfg["root"])
     chargeback = _resource(root, cfg["memory_limit"])
@@ -118,7 +118,7 @@ def measure_month(cfg: dict) -> dict:
     if cfg.get("trace_sql"):
         _trace_statements(statements)
     timezone = chargeback.catalog().settings.billing_timezone
-    days = BillingMonth.of(dt.date.fromisoformat(PARTITION), timezone).utc_days()
+    days = BillingMonth.parse(PARTITION, timezone).utc_days()
     selected = cfg.get("select")
     monthly = dg.AssetSelection.assets(*selected) if selected else dg.AssetSelection.all() - ROLLUP
     instance = dg.DagsterInstance.ephemeral()
@@ -311,7 +311,7 @@ def measure_attribution(cfg: dict) -> dict:
 
     root = Path(cfg["root"])
     chargeback = _resource(root, cfg["memory_limit"])
-    params = _month_params(chargeback)
+    params = _month_params(chargeback).sql()
     params["sample_files"] = _rollup_files(root, chargeback, cfg.get("days"))
     params["hour_files"] = _rollup_files(root, chargeback, cfg.get("days"), hours=True)
     with chargeback.connect() as con:
@@ -353,7 +353,7 @@ def measure_pandas(cfg: dict) -> dict:
 
     root = Path(cfg["root"])
     chargeback = _resource(root, cfg["memory_limit"])
-    params = _month_params(chargeback)
+    params = _month_params(chargeback).sql()
     files = _rollup_files(root, chargeback, cfg.get("days"))
     scheduler = root / "landing" / "scheduler" / generate.CLUSTER
     began = time.perf_counter()

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pipelines.months import BillingMonth, first_days, parse_month
 from pipelines.progress import PROGRESS
 
 EXIT_FAILED = 1
@@ -32,7 +33,6 @@ EXIT_USAGE = 2
 # Dagster's console log of every event stays in the run (the UI shows it); the terminal gets
 # the progress lines and the outcome
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-_MONTH = re.compile(r"(\d{4})-(\d{2})")
 
 
 class UsageError(ValueError):
@@ -61,10 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _month(option: str, text: str) -> dt.date:
-    found = _MONTH.fullmatch(text.strip())
-    if found is None or not 1 <= int(found[2]) <= 12:
-        raise UsageError(f"{option} {text}: not a month (YYYY-MM, e.g. 2026-11)")
-    return dt.date(int(found[1]), int(found[2]), 1)
+    try:
+        return parse_month(text)
+    except ValueError as error:
+        raise UsageError(f"{option} {error}") from None
 
 
 def _month_range(month: str | None, first: str | None, last: str | None) -> tuple[dt.date, dt.date]:
@@ -87,16 +87,15 @@ def run_months(first: dt.date, last: dt.date) -> int:
     # imported here, like Dagster below: `--help` and argument errors answer at once
     from pipelines.catalog import CatalogError
     from pipelines.defs.partitions import monthly_partition
-    from pipelines.defs.resources import BillingMonth, ChargebackResource
+    from pipelines.defs.resources import ChargebackResource
     from pipelines.landing import LandingError, discover
 
     chargeback = ChargebackResource.from_env()
     _check_folders(chargeback, need_warehouse=False)
-    months = _months(first, last)
     partitions = set(monthly_partition.get_partition_keys())
-    for month in months:
-        if month.isoformat() not in partitions:
-            raise UsageError(_not_a_partition(month, monthly_partition))
+    for first_day in first_days(first, last):
+        if first_day.isoformat() not in partitions:
+            raise UsageError(_not_a_partition(first_day, monthly_partition))
     try:
         catalog = chargeback.catalog()
         exports = [e for area in ("scheduler", "telemetry") for e in discover(
@@ -104,8 +103,8 @@ def run_months(first: dt.date, last: dt.date) -> int:
     except (CatalogError, LandingError) as error:
         print(f"chargeback: {error}", file=sys.stderr)
         return EXIT_FAILED
-    timezone = catalog.settings.billing_timezone
-    days = sorted({d for m in months for d in BillingMonth.of(m, timezone).utc_days()})
+    months = BillingMonth.between(first, last, catalog.settings.billing_timezone)
+    days = sorted({day for month in months for day in month.utc_days()})
     label = _label(months)
     with _instance(chargeback) as instance:
         return _run(instance, chargeback, catalog, exports, months, days, label)
@@ -141,7 +140,7 @@ def _run(instance, chargeback, catalog, exports, months, days, label) -> int:
         selection=dg.AssetSelection.all() - ROLLUP,
         instance=instance,
         resources=resources,
-        tags=_range_tags(months[0].isoformat(), months[-1].isoformat()),
+        tags=_range_tags(months[0].partition_key, months[-1].partition_key),
         run_config=QUIET,
         raise_on_error=False,
     )
@@ -173,7 +172,7 @@ def _run(instance, chargeback, catalog, exports, months, days, label) -> int:
     return 0
 
 
-def _unpublished(chargeback, months: list[dt.date], run_id: str) -> str | None:
+def _unpublished(chargeback, months: list[BillingMonth], run_id: str) -> str | None:
     """What a successful run left unpublished (None: all): the run commits at its very end
     (pipelines/commit.py), where a failure is only logged by Dagster."""
     from pipelines.commit import record_path
@@ -181,7 +180,7 @@ def _unpublished(chargeback, months: list[dt.date], run_id: str) -> str | None:
     if record_path(Path(chargeback.warehouse)).exists():
         return "its warehouse and reports"
     for month in months:
-        manifest = Path(chargeback.reports_dir) / month.strftime("%Y-%m") / "manifest.json"
+        manifest = Path(chargeback.reports_dir) / month.label / "manifest.json"
         try:
             published_by = json.loads(manifest.read_text(encoding="utf-8"))["dagster_run_id"]
         except (OSError, ValueError, KeyError):
@@ -243,16 +242,8 @@ def _check_folders(chargeback, need_warehouse: bool) -> None:
             raise UsageError(f"folder {folder} does not exist ({variable})")
 
 
-def _months(first: dt.date, last: dt.date) -> list[dt.date]:
-    months, month = [], first
-    while month <= last:
-        months.append(month)
-        month = (month.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
-    return months
-
-
-def _label(months: list[dt.date]) -> str:
-    first, last = months[0].strftime("%Y-%m"), months[-1].strftime("%Y-%m")
+def _label(months: list[BillingMonth]) -> str:
+    first, last = months[0].label, months[-1].label
     return first if first == last else f"{first}..{last}"
 
 
@@ -335,13 +326,13 @@ def _violations(evaluation) -> str:
 def _summary(chargeback, months, evaluations, failed, currency: str) -> str:
     import duckdb
 
-    labels = [m.strftime("%Y-%m") for m in months]
+    labels = [month.label for month in months]
     con = duckdb.connect(chargeback.warehouse, read_only=True)
     try:
         total, tenants = con.execute(
             "select coalesce(sum(amount), 0), count(distinct tenant_id) from charge_lines "
             "where billing_month between ? and ?",
-            [months[0], months[-1]],
+            [months[0].first_day, months[-1].first_day],
         ).fetchone()
     finally:
         con.close()

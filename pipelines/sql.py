@@ -8,9 +8,10 @@ table is rewritten: delete the month and insert it again, in one transaction.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 
@@ -24,8 +25,22 @@ def sql_text(name: str) -> str:
     return (SQL_DIR / f"{name}.sql").read_text()
 
 
-def bind(sql: str, params: dict[str, Any]) -> dict[str, Any]:
+class SqlParams(Protocol):
+    """A typed set of parameters (pipelines.months.MonthParams) that gives them by name."""
+
+    def sql(self) -> dict[str, Any]: ...
+
+
+Params = Mapping[str, Any] | SqlParams
+
+
+def by_name(params: Params) -> Mapping[str, Any]:
+    return params if isinstance(params, Mapping) else params.sql()
+
+
+def bind(sql: str, params: Params) -> dict[str, Any]:
     """Keep only the parameters the statement uses: DuckDB rejects unused ones."""
+    params = by_name(params)
     used = set(_PARAM.findall(_strip_comments(sql)))
     missing = used - params.keys()
     if missing:
@@ -33,15 +48,13 @@ def bind(sql: str, params: dict[str, Any]) -> dict[str, Any]:
     return {key: params[key] for key in used}
 
 
-def run(con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None):
+def run(con: duckdb.DuckDBPyConnection, name: str, params: Params | None = None):
     """Execute one SQL file with its parameters and return the cursor."""
     sql = sql_text(name)
     return con.execute(sql, bind(sql, params or {}))
 
 
-def replace_month(
-    con: duckdb.DuckDBPyConnection, table: str, name: str, params: dict[str, Any]
-) -> int:
+def replace_month(con: duckdb.DuckDBPyConnection, table: str, name: str, params: Params) -> int:
     """Replace one billing month of `table` with the rows of the select in `sql/<name>.sql`.
 
     The table is created from the select's shape on first use. Returns the rows inserted for
@@ -49,17 +62,14 @@ def replace_month(
     """
     sql = sql_text(name)
     bound = bind(sql, params)
+    month = {"billing_month": by_name(params)["billing_month"]}
     con.execute("begin transaction")
     try:
         con.execute(f"create table if not exists {table} as select * from ({sql}) limit 0", bound)
-        con.execute(
-            f"delete from {table} where billing_month = $billing_month",
-            {"billing_month": params["billing_month"]},
-        )
+        con.execute(f"delete from {table} where billing_month = $billing_month", month)
         con.execute(f"insert into {table} by name {sql}", bound)
         inserted = con.execute(
-            f"select count(*) from {table} where billing_month = $billing_month",
-            {"billing_month": params["billing_month"]},
+            f"select count(*) from {table} where billing_month = $billing_month", month
         ).fetchone()[0]
         con.execute("commit")
     except BaseException:
@@ -76,7 +86,7 @@ def create_table(
     con: duckdb.DuckDBPyConnection,
     table: str,
     name: str,
-    params: dict[str, Any] | None = None,
+    params: Params | None = None,
     *,
     temporary: bool = False,
 ) -> int:

@@ -19,8 +19,9 @@ import pytest  # noqa: E402
 from pipelines.catalog import CatalogError  # noqa: E402
 from pipelines.definitions import all_assets  # noqa: E402
 from pipelines.defs.checks import checks  # noqa: E402
-from pipelines.defs.resources import BillingMonth, ChargebackResource  # noqa: E402
+from pipelines.defs.resources import ChargebackResource  # noqa: E402
 from pipelines.defs.schedules import ROLLUP  # noqa: E402
+from pipelines.months import BillingMonth  # noqa: E402
 
 
 def write(path: Path, text: str) -> Path:

@@ -1,63 +1,39 @@
 """Asset checks for the invariants of DESIGN.md. Blocking ones stop the reports going out.
 
 Each check runs the SQL in `sql/checks/<name>.sql`, which returns one row per violation, for
-the billing months of the run (a backfill checks every month it built).
+the billing months of its partition window (a backfill checks every month it built).
 """
 
-import datetime as dt
+import warnings
 
 import dagster as dg
 
 from pipelines.defs.attribution.assets import capacity_buckets, gpu_capacity
 from pipelines.defs.costing.assets import charge_lines, job_usage, tenant_month
 from pipelines.defs.governance.telemetry_labels import telemetry_label_checks
+from pipelines.defs.partitions import monthly_partition, window_months
 from pipelines.defs.reports.assets import data_quality
 from pipelines.defs.resources import ChargebackResource
 from pipelines.sql import run
 
-_PARTITION_TAGS = (
-    "dagster/partition",
-    "dagster/asset_partition_range_start",
-    "dagster/asset_partition_range_end",
-)
-
-
-def run_billing_months(context: dg.AssetCheckExecutionContext) -> list[dt.date]:
-    """The first days of the months this run built, from its partition tags."""
-    tags = context.run.tags
-    if tags.get(_PARTITION_TAGS[0]):
-        first = last = tags[_PARTITION_TAGS[0]]
-    else:
-        first, last = tags.get(_PARTITION_TAGS[1]), tags.get(_PARTITION_TAGS[2])
-    if not first or not last:
-        return []
-    months, day = [], dt.date.fromisoformat(first)
-    while day <= dt.date.fromisoformat(last):
-        months.append(day)
-        day = (day.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
-    return months
+# A check partitioned like its asset is "preview" in Dagster 1.13 (dagster is pinned exactly, so
+# a patch release cannot change it under us); the warning would print on every load.
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 
 def violations(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource, name: str
 ) -> tuple[list[dict], list[str]]:
-    """The rows `sql/checks/<name>.sql` returns for each month of the run.
-
-    A check launched on its own (no partition tags) checks every month the warehouse holds,
-    so it never passes without having looked at anything.
-    """
+    """The rows `sql/checks/<name>.sql` returns for each billing month of the check's
+    partition window (the run's months: a backfill checks every month it built)."""
     found: list[dict] = []
-    months = run_billing_months(context)
+    months = window_months(context.partition_time_window, chargeback.catalog().settings)
     with chargeback.connect() as con:
-        if not months:
-            months = [m for (m,) in con.execute(
-                "select distinct billing_month from data_quality order by 1"
-            ).fetchall()]  # fmt: skip
         for month in months:
-            cursor = run(con, f"checks/{name}", {"billing_month": month})
+            cursor = run(con, f"checks/{name}", {"billing_month": month.first_day})
             columns = [c[0] for c in cursor.description]
             found += [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-    return found, [m.strftime("%Y-%m") for m in months]
+    return found, [month.label for month in months]
 
 
 def _result(
@@ -80,7 +56,7 @@ def _result(
     )
 
 
-@dg.asset_check(asset=capacity_buckets, blocking=True)
+@dg.asset_check(asset=capacity_buckets, blocking=True, partitions_def=monthly_partition)
 def capacity_buckets_sum_to_capacity(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
 ) -> dg.AssetCheckResult:
@@ -89,7 +65,7 @@ def capacity_buckets_sum_to_capacity(
     return _result(*violations(context, chargeback, "capacity_buckets_sum_to_capacity"))
 
 
-@dg.asset_check(asset=gpu_capacity)
+@dg.asset_check(asset=gpu_capacity, partitions_def=monthly_partition)
 def gpus_never_oversubscribed(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
 ) -> dg.AssetCheckResult:
@@ -100,7 +76,7 @@ def gpus_never_oversubscribed(
     return _result(*violations(context, chargeback, "gpus_never_oversubscribed"))
 
 
-@dg.asset_check(asset=tenant_month, blocking=True)
+@dg.asset_check(asset=tenant_month, blocking=True, partitions_def=monthly_partition)
 def charges_tie_out(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
 ) -> dg.AssetCheckResult:
@@ -110,7 +86,7 @@ def charges_tie_out(
     return _result(*violations(context, chargeback, "charges_tie_out"))
 
 
-@dg.asset_check(asset=charge_lines, blocking=True)
+@dg.asset_check(asset=charge_lines, blocking=True, partitions_def=monthly_partition)
 def cluster_cost_recovered(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
 ) -> dg.AssetCheckResult:
@@ -120,7 +96,7 @@ def cluster_cost_recovered(
     return _result(*violations(context, chargeback, "cluster_cost_recovered"))
 
 
-@dg.asset_check(asset=job_usage)
+@dg.asset_check(asset=job_usage, partitions_def=monthly_partition)
 def every_account_mapped(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
 ) -> dg.AssetCheckResult:
@@ -138,7 +114,7 @@ def every_account_mapped(
     )
 
 
-@dg.asset_check(asset=data_quality, blocking=True)
+@dg.asset_check(asset=data_quality, blocking=True, partitions_def=monthly_partition)
 def rows_reconcile(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
 ) -> dg.AssetCheckResult:
@@ -147,7 +123,7 @@ def rows_reconcile(
     return _result(*violations(context, chargeback, "rows_reconcile"))
 
 
-@dg.asset_check(asset=data_quality, blocking=True)
+@dg.asset_check(asset=data_quality, blocking=True, partitions_def=monthly_partition)
 def no_file_mostly_rejected(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
 ) -> dg.AssetCheckResult:
@@ -157,7 +133,7 @@ def no_file_mostly_rejected(
     return _result(*violations(context, chargeback, "no_file_mostly_rejected"))
 
 
-@dg.asset_check(asset=telemetry_label_checks)
+@dg.asset_check(asset=telemetry_label_checks, partitions_def=monthly_partition)
 def telemetry_labels_agree_with_scheduler(
     context: dg.AssetCheckExecutionContext, chargeback: ChargebackResource
 ) -> dg.AssetCheckResult:

@@ -2,35 +2,52 @@
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
 
 import dagster as dg
 import duckdb
 
 from pipelines.catalog import Catalog
 from pipelines.checkpoints import checkpoint
-from pipelines.defs.partitions import monthly_partition, single_run
-from pipelines.defs.resources import BillingMonth, ChargebackResource
+from pipelines.defs.partitions import monthly_partition, single_run, window_months
+from pipelines.defs.resources import ChargebackResource, Folders
+from pipelines.months import BillingMonth, MonthParams
 from pipelines.progress import progress
 from pipelines.sql import replace_month, sql_text
 
-MonthStep = Callable[  # noqa: UP040 - plain alias keeps it readable
-    [duckdb.DuckDBPyConnection, BillingMonth, dict[str, Any], ChargebackResource, Catalog],
-    dict[str, int],
-]
+
+@dataclass(frozen=True)
+class MonthRun:
+    """What one monthly step works with: the run's warehouse, the month and its parameters,
+    the catalog and the folders."""
+
+    con: duckdb.DuckDBPyConnection
+    month: BillingMonth
+    params: MonthParams
+    catalog: Catalog
+    folders: Folders
+    run_id: str
+
+
+MonthStep = Callable[[MonthRun], dict[str, int]]  # noqa: UP040 - plain alias keeps it readable
 
 
 def run_months(
     context: dg.AssetExecutionContext, chargeback: ChargebackResource, step: MonthStep
-) -> dg.MaterializeResult:
-    """Run `step` for each billing month of the run; metadata holds this run's row counts."""
+) -> dict[str, dict[str, int]]:
+    """Run `step` for each billing month of the run's partition window, in order; returns the
+    counts of each month (by label)."""
     catalog = chargeback.catalog()
     per_month: dict[str, dict[str, int]] = {}
     name = context.asset_key.to_user_string()
     with chargeback.connect() as con:
-        for month in chargeback.months(context.partition_time_window, catalog):
+        for month in window_months(context.partition_time_window, catalog.settings):
             started = time.perf_counter()
-            per_month[month.label] = step(con, month, month.params(catalog), chargeback, catalog)
+            run = MonthRun(
+                con, month, month.params(catalog.settings), catalog, chargeback.folders,
+                context.run.run_id,
+            )  # fmt: skip
+            per_month[month.label] = step(run)
             rows = ", ".join(f"{k} {v:,}" for k, v in per_month[month.label].items())
             progress(
                 context,
@@ -38,6 +55,14 @@ def run_months(
             )
     # between two steps: the warehouse is closed, the run holds only its run lock
     checkpoint(f"after_{name}")
+    return per_month
+
+
+def materialize_months(
+    context: dg.AssetExecutionContext, chargeback: ChargebackResource, step: MonthStep
+) -> dg.MaterializeResult:
+    """Run `step` for each billing month of the run; metadata holds this run's row counts."""
+    per_month = run_months(context, chargeback, step)
     totals: dict[str, int] = {}
     for counts in per_month.values():
         for key, value in counts.items():
@@ -74,9 +99,9 @@ def monthly_sql_asset(
     def _asset(
         context: dg.AssetExecutionContext, chargeback: ChargebackResource
     ) -> dg.MaterializeResult:
-        def step(con, month, params, chargeback, catalog):
-            return {table: replace_month(con, table, sql_name, params)}
+        def step(run: MonthRun) -> dict[str, int]:
+            return {table: replace_month(run.con, table, sql_name, run.params)}
 
-        return run_months(context, chargeback, step)
+        return materialize_months(context, chargeback, step)
 
     return _asset

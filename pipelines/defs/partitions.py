@@ -1,9 +1,13 @@
 """Billing months and telemetry days as Dagster partitions."""
 
+import datetime as dt
 import os
 import warnings
+from typing import Any
 
 import dagster as dg
+
+from pipelines.months import BillingMonth
 
 # BackfillPolicy is "beta" in Dagster 1.13 but it is the documented way to run a range of
 # months in one run; the warning would print on every load.
@@ -21,3 +25,10 @@ daily_partition = dg.DailyPartitionsDefinition(start_date=FIRST_DAY, timezone="U
 # A backfill of many months (or days) runs as one run: each asset loops over the partitions of
 # the window, so the DuckDB file has one writer and the months run in order.
 single_run = dg.BackfillPolicy.single_run()
+
+
+def window_months(window: dg.TimeWindow, settings: Any) -> list[BillingMonth]:
+    """The billing months of a monthly partition window (one, or several in a backfill run),
+    in the catalog's billing timezone (`settings`: settings.yaml)."""
+    last = window.end.date() - dt.timedelta(days=1)
+    return BillingMonth.between(window.start.date(), last, settings.billing_timezone)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import shutil
 import uuid
@@ -10,8 +9,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from zoneinfo import ZoneInfo
 
 import dagster as dg
 import duckdb
@@ -58,56 +55,13 @@ def prepare_connection(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnect
 
 
 @dataclass(frozen=True)
-class BillingMonth:
-    """One calendar month in the billing timezone, as naive UTC bounds `[start, end)`."""
+class Folders:
+    """Where a run reads and writes, besides the warehouse."""
 
-    first_day: dt.date
-    start: dt.datetime
-    end: dt.datetime
-
-    @classmethod
-    def of(cls, first_day: dt.date, billing_timezone: str) -> BillingMonth:
-        zone = ZoneInfo(billing_timezone)
-        next_month = (first_day.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
-
-        def utc(day: dt.date) -> dt.datetime:
-            local = dt.datetime(day.year, day.month, day.day, tzinfo=zone)
-            return local.astimezone(dt.UTC).replace(tzinfo=None)
-
-        return cls(first_day=first_day, start=utc(first_day), end=utc(next_month))
-
-    @classmethod
-    def containing(cls, instant: dt.datetime, billing_timezone: str) -> BillingMonth:
-        """The billing month a naive UTC instant falls in."""
-        local = instant.replace(tzinfo=dt.UTC).astimezone(ZoneInfo(billing_timezone))
-        return cls.of(local.date().replace(day=1), billing_timezone)
-
-    @property
-    def label(self) -> str:
-        return self.first_day.strftime("%Y-%m")
-
-    def utc_days(self) -> list[dt.date]:
-        """The UTC days the month overlaps (one more at an edge outside UTC): the telemetry
-        rollup partitions its figures are read from."""
-        last = (self.end - dt.timedelta(microseconds=1)).date()
-        days, day = [], self.start.date()
-        while day <= last:
-            days.append(day)
-            day += dt.timedelta(days=1)
-        return days
-
-    def params(self, catalog: Catalog) -> dict[str, Any]:
-        """The bound parameters every monthly SQL file may use."""
-        settings = catalog.settings
-        return {
-            "billing_month": self.first_day,
-            "budget_month": self.label,
-            "month_start": self.start,
-            "month_end": self.end,
-            "currency": settings.currency,
-            "idle_threshold_pct": float(settings.idle_threshold_pct),
-            "zombie_min_ms": int(settings.zombie_min_hours * 3_600_000),
-        }
+    landing: Path
+    catalog: Path
+    reports: Path
+    telemetry: Path  # daily Parquet rollups of the telemetry
 
 
 class ChargebackResource(dg.ConfigurableResource):
@@ -118,6 +72,9 @@ class ChargebackResource(dg.ConfigurableResource):
     every connection of the run opens the run's working copy of the warehouse, which the end of
     the run commits together with the month reports, or keeps aside if a step failed
     (pipelines/commit.py).
+
+    `from_env()` reads the settings in the process that loads the definitions: the run worker's
+    own environment wherever it runs, since every run process loads them itself.
     """
 
     landing_dir: str
@@ -184,14 +141,14 @@ class ChargebackResource(dg.ConfigurableResource):
     def catalog(self) -> Catalog:
         return load_catalog(Path(self.catalog_dir))
 
-    def months(self, window: dg.TimeWindow, catalog: Catalog) -> list[BillingMonth]:
-        """The billing months of a partition window (one, or several in a backfill run)."""
-        months = []
-        day = window.start.date().replace(day=1)
-        while day < window.end.date():
-            months.append(BillingMonth.of(day, catalog.settings.billing_timezone))
-            day = (day.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
-        return months
+    @property
+    def folders(self) -> Folders:
+        return Folders(
+            landing=Path(self.landing_dir),
+            catalog=Path(self.catalog_dir),
+            reports=Path(self.reports_dir),
+            telemetry=self.telemetry_dir,
+        )
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:

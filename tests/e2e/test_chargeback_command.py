@@ -3,7 +3,6 @@ console script in a subprocess, its own folders and DAGSTER_HOME under tmp_path.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import subprocess
 from decimal import Decimal
@@ -201,12 +200,13 @@ def test_a_run_whose_commit_failed_is_found_unpublished(tmp_path):
     checks that the month's manifest is the run's and no commit is left half done."""
     from pipelines.cli import _unpublished
     from pipelines.defs.resources import ChargebackResource
+    from pipelines.months import BillingMonth
 
     chargeback = ChargebackResource(
         landing_dir="l", catalog_dir="c", warehouse=str(tmp_path / "warehouse.duckdb"),
         reports_dir=str(tmp_path / "reports"),
     )  # fmt: skip
-    november = [dt.date(2026, 11, 1)]
+    november = [BillingMonth.parse("2026-11", "UTC")]
     manifest = tmp_path / "reports/2026-11/manifest.json"
     assert _unpublished(chargeback, november, "run-b") == f"{manifest.parent}/"
     write(manifest, '{"dagster_run_id": "run-a"}\n')  # the previous run's reports

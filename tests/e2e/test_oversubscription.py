@@ -41,9 +41,10 @@ def test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path):
         con.close()
 
 
-def test_a_check_run_without_partition_tags_checks_every_month(tmp_path):
+def test_a_check_run_on_its_own_checks_its_months(tmp_path):
     import dagster as dg
 
+    from pipelines.defs.attribution.assets import gpu_capacity
     from pipelines.defs.checks import gpus_never_oversubscribed
     from pipelines.defs.resources import ChargebackResource
     from tests.conftest import resource_for
@@ -53,15 +54,19 @@ def test_a_check_run_without_partition_tags_checks_every_month(tmp_path):
     failed = ChargebackResource(**{
         **resource_for(tmp_path).model_dump(), "warehouse": str(tmp_path / FAILED)
     })  # fmt: skip
-    result = dg.materialize(
-        [gpus_never_oversubscribed],
-        resources={"chargeback": failed},
-        selection=dg.AssetSelection.checks(gpus_never_oversubscribed),
-        raise_on_error=False,
-    )
-    [evaluation] = result.get_asset_check_evaluations()
-    assert evaluation.passed is False
-    assert evaluation.metadata["months"].value == "2026-11"
+    for month, passed in (("2026-11-01", False), ("2026-10-01", True)):
+        result = dg.materialize(
+            [gpu_capacity, gpus_never_oversubscribed],
+            resources={"chargeback": failed},
+            selection=dg.AssetSelection.checks(gpus_never_oversubscribed),
+            # a partitioned check (pipelines/defs/checks.py): the partition as the UI gives it
+            # (materialize's partition_key wants a partitioned asset in the selection)
+            tags={"dagster/partition": month},
+            raise_on_error=False,
+        )
+        [evaluation] = result.get_asset_check_evaluations()
+        assert evaluation.passed is passed
+        assert evaluation.metadata["months"].value == month[:7]
 
 
 def test_the_check_names_the_gpu_and_the_jobs_that_overlapped(tmp_path):

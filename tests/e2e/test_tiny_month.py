@@ -498,13 +498,14 @@ def test_charges_tie_out_fails_on_null_money(tiny, tmp_path):
     import shutil
 
     from pipelines.catalog import load_catalog
-    from pipelines.defs.resources import BillingMonth, prepare_connection
+    from pipelines.defs.resources import prepare_connection
+    from pipelines.months import BillingMonth
     from pipelines.sql import replace_month, run
 
     shutil.copy(tiny / "warehouse.duckdb", tmp_path / "warehouse.duckdb")
     con = prepare_connection(duckdb.connect(str(tmp_path / "warehouse.duckdb")))
     month = BillingMonth.of(dt.date(2026, 11, 1), "UTC")
-    params = month.params(load_catalog(tiny / "catalog"))
+    params = month.params(load_catalog(tiny / "catalog").settings)
     assert run(con, "checks/charges_tie_out", params).fetchall() == []
     # what a price missing upstream gave before the run stopped on it: the H100 time priced
     # NULL, and the lines and tenant totals built on it, which still add up

@@ -4,9 +4,15 @@ import datetime as dt
 
 import duckdb
 
+from pipelines.catalog import Settings
 from pipelines.defs.ingest.loading import assign_gpu_indices, gpu_shares
+from pipelines.months import BillingMonth
 
 T = dt.datetime
+
+
+# the month's SQL parameters (only billing_month is read)
+NOVEMBER = BillingMonth.parse("2026-11", "UTC").params(Settings())
 
 
 def test_gpu_shares_split_whole_gpus_and_a_fraction():
@@ -31,7 +37,7 @@ def test_fractional_jobs_share_a_gpu_and_whole_jobs_take_the_lowest_free():
     con.execute("""create table month_job_gpus (billing_month date, cluster varchar,
         job_id varchar, node varchar, gpu_index integer, gpu_share integer,
         index_source varchar)""")
-    rows = assign_gpu_indices(con, {"billing_month": dt.date(2026, 11, 1)})
+    rows = assign_gpu_indices(con, NOVEMBER)
     assert [(r["job_id"], r["gpu_index"], r["gpu_share"]) for r in rows] == [
         ("a", 0, 420),
         ("m1", 1, 180),
@@ -55,7 +61,7 @@ def test_what_exported_allocations_hold_is_never_taken():
     con.execute("""create table month_job_gpus as select date '2026-11-01' as billing_month,
         'c' as cluster, 'x' as job_id, 'n1' as node, 0 as gpu_index, 420 as gpu_share,
         'export' as index_source""")
-    rows = assign_gpu_indices(con, {"billing_month": dt.date(2026, 11, 1)})
+    rows = assign_gpu_indices(con, NOVEMBER)
     assert [(r["job_id"], r["gpu_index"], r["index_source"]) for r in rows] == [
         ("a", 1, "assigned"),
         ("b", 0, "assigned"),

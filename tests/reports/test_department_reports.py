@@ -28,7 +28,7 @@ from pipelines.defs.reports.department import (
     write_department_reports,
     write_department_workbook,
 )
-from pipelines.defs.resources import BillingMonth
+from pipelines.months import BillingMonth
 
 NOV = dt.date(2026, 11, 1)
 OCT = dt.date(2026, 10, 1)

@@ -4,7 +4,7 @@ import dagster as dg
 
 from pipelines.defs.ingest.assets import gpu_samples, stg_jobs
 from pipelines.defs.ingest.telemetry import month_hour_files, month_sample_files
-from pipelines.defs.monthly import monthly_sql_asset, run_months, sql_description
+from pipelines.defs.monthly import MonthRun, materialize_months, monthly_sql_asset, sql_description
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.resources import ChargebackResource
 from pipelines.sql import replace_month
@@ -23,23 +23,23 @@ job_gpu_hours = monthly_sql_asset("job_gpu_hours", "facts/job_gpu_hours", [stg_j
     kinds={"duckdb", "sql"},
 )
 def job_time_buckets(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
-    def step(con, month, params, chargeback, catalog):
-        files = month_sample_files(chargeback.telemetry_dir, params)
-        hour_files = month_hour_files(chargeback.telemetry_dir, params)
-        _check_rollup_format(con, files, month.label)
-        _check_exact_hour_sums(con, hour_files, month.label)
-        _check_idle_threshold(con, files, params["idle_threshold_pct"], month.label)
-        sample_params = {**params, "sample_files": files, "hour_files": hour_files}
+    def step(run: MonthRun) -> dict[str, int]:
+        files = month_sample_files(run.folders.telemetry, run.params)
+        hour_files = month_hour_files(run.folders.telemetry, run.params)
+        _check_rollup_format(run.con, files, run.month.label)
+        _check_exact_hour_sums(run.con, hour_files, run.month.label)
+        _check_idle_threshold(run.con, files, run.params.idle_threshold_pct, run.month.label)
+        sample_params = {**run.params.sql(), "sample_files": files, "hour_files": hour_files}
         return {
             "job_sample_time": replace_month(
-                con, "job_sample_time", "facts/job_sample_time", sample_params
+                run.con, "job_sample_time", "facts/job_sample_time", sample_params
             ),
             "job_time_buckets": replace_month(
-                con, "job_time_buckets", "facts/job_time_buckets", params
+                run.con, "job_time_buckets", "facts/job_time_buckets", run.params
             ),
         }
 
-    return run_months(context, chargeback, step)
+    return materialize_months(context, chargeback, step)
 
 
 # The rollup columns attribution reads that earlier releases did not write

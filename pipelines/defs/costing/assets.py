@@ -9,10 +9,12 @@ import duckdb
 
 from pipelines.catalog import Catalog, CatalogError
 from pipelines.defs.attribution.assets import gpu_capacity, job_gpu_hours, job_time_buckets
-from pipelines.defs.monthly import monthly_sql_asset, run_months, sql_description
+from pipelines.defs.monthly import MonthRun, materialize_months, monthly_sql_asset, sql_description
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.resources import ChargebackResource
-from pipelines.sql import replace_month, run
+from pipelines.months import MonthParams
+from pipelines.sql import replace_month
+from pipelines.sql import run as run_sql
 
 GROUP = "costing"
 
@@ -26,24 +28,24 @@ GROUP = "costing"
     kinds={"duckdb", "sql"},
 )
 def job_gpu_charges(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
-    def step(con, month, params, chargeback, catalog):
+    def step(run: MonthRun) -> dict[str, int]:
         # cost_pools first (empty in rate_card): in full_recovery it holds the derived rates
-        settings = catalog.settings
+        settings = run.catalog.settings
         pool_params = {
-            **params,
+            **run.params.sql(),
             "cost_mode": settings.cost_mode,
             "idle_sharing": settings.idle_sharing,
         }
-        pools = replace_month(con, "cost_pools", "facts/cost_pools", pool_params)
-        stop_on_unpriced_job_time(con, params, catalog)
+        pools = replace_month(run.con, "cost_pools", "facts/cost_pools", pool_params)
+        stop_on_unpriced_job_time(run.con, run.params, run.catalog)
         return {
             "cost_pools": pools,
             "job_gpu_charges": replace_month(
-                con, "job_gpu_charges", "facts/job_gpu_charges", params
+                run.con, "job_gpu_charges", "facts/job_gpu_charges", run.params
             ),
         }
 
-    return run_months(context, chargeback, step)
+    return materialize_months(context, chargeback, step)
 
 
 job_usage = monthly_sql_asset(
@@ -63,32 +65,32 @@ quota_steps = monthly_sql_asset("quota_steps", "facts/quota_steps", [job_usage],
     kinds={"duckdb", "sql"},
 )
 def charge_lines(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
-    def step(con, month, params, chargeback, catalog):
+    def step(run: MonthRun) -> dict[str, int]:
         reserved = replace_month(
-            con, "reserved_quota_unused", "facts/reserved_quota_unused", params
+            run.con, "reserved_quota_unused", "facts/reserved_quota_unused", run.params
         )
-        stop_on_unpriced_reservations(con, month.label, params, catalog)
+        stop_on_unpriced_reservations(run.con, run.month.label, run.params, run.catalog)
         computed = replace_month(
-            con, "computed_charge_lines", "marts/computed_charge_lines", params
+            run.con, "computed_charge_lines", "marts/computed_charge_lines", run.params
         )
-        run(con, "ddl/closed_months")
-        run(con, "ddl/issued_charge_lines")
-        lines = replace_month(con, "charge_lines", "marts/charge_lines", params)
+        run_sql(run.con, "ddl/closed_months")
+        run_sql(run.con, "ddl/issued_charge_lines")
+        lines = replace_month(run.con, "charge_lines", "marts/charge_lines", run.params)
         return {
             "reserved_quota_unused": reserved,
             "computed_charge_lines": computed,
             "charge_lines": lines,
         }
 
-    return run_months(context, chargeback, step)
+    return materialize_months(context, chargeback, step)
 
 
 def stop_on_unpriced_job_time(
-    con: duckdb.DuckDBPyConnection, params: dict, catalog: Catalog
+    con: duckdb.DuckDBPyConnection, params: MonthParams, catalog: Catalog
 ) -> None:
     """GPU time no rate prices would be charged NULL: stop the run, naming the GPU model,
     cluster and period (in the billing timezone), before a charge or report is written."""
-    unpriced = run(con, "checks/job_time_has_a_rate", params).fetchall()
+    unpriced = run_sql(con, "checks/job_time_has_a_rate", params).fetchall()
     if not unpriced:
         return
     zone = ZoneInfo(catalog.settings.billing_timezone)
@@ -107,10 +109,10 @@ def stop_on_unpriced_job_time(
 
 
 def stop_on_unpriced_reservations(
-    con: duckdb.DuckDBPyConnection, label: str, params: dict, catalog: Catalog
+    con: duckdb.DuckDBPyConnection, label: str, params: MonthParams, catalog: Catalog
 ) -> None:
     """An unused reserved quota no rate prices would be charged NULL: stop the run."""
-    unpriced = run(con, "checks/reserved_quotas_have_a_rate", params).fetchall()
+    unpriced = run_sql(con, "checks/reserved_quotas_have_a_rate", params).fetchall()
     if not unpriced:
         return
     reservation, cluster, model, _ = unpriced[0]

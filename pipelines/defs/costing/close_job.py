@@ -1,11 +1,10 @@
 """The Dagster job that closes a billing month (`chargeback close` runs it)."""
 
-import datetime as dt
-
 import dagster as dg
 
 from pipelines.close import close_month
 from pipelines.defs.resources import ChargebackResource
+from pipelines.months import parse_month
 
 
 class CloseMonthConfig(dg.Config):
@@ -20,9 +19,7 @@ def close_billing_month(
     """Issue the month's charge lines; later re-runs of the month only add corrections.
     Returns the lines issued and their total."""
     with chargeback.connect() as con:
-        lines, total = close_month(
-            con, dt.date.fromisoformat(config.month + "-01"), config.closed_by
-        )
+        lines, total = close_month(con, parse_month(config.month), config.closed_by)
     context.log.info(f"closed {config.month}: {lines} charge lines issued, total {total}")
     return lines, total
 

@@ -7,10 +7,11 @@ import dagster as dg
 from pipelines.defs.attribution.assets import capacity_buckets, job_gpu_hours, job_time_buckets
 from pipelines.defs.costing.assets import job_usage, quota_steps
 from pipelines.defs.ingest.assets import catalog, stg_jobs
-from pipelines.defs.monthly import monthly_sql_asset, run_months, sql_description
+from pipelines.defs.monthly import MonthRun, materialize_months, monthly_sql_asset, sql_description
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.resources import ChargebackResource
-from pipelines.sql import replace_month, run
+from pipelines.sql import replace_month
+from pipelines.sql import run as run_sql
 
 GROUP = "governance"
 
@@ -49,16 +50,16 @@ def checked_sql_asset(
         found: dict[str, list[dict]] = {name: [] for name in checks}
         months: list[str] = []
 
-        def step(con, month, params, chargeback, catalog):
-            rows = replace_month(con, table, sql_name, params)
-            months.append(month.label)
+        def step(run: MonthRun) -> dict[str, int]:
+            rows = replace_month(run.con, table, sql_name, run.params)
+            months.append(run.month.label)
             for name in checks:
-                cursor = run(con, f"checks/{name}", params)
+                cursor = run_sql(run.con, f"checks/{name}", run.params)
                 columns = [c[0] for c in cursor.description]
                 found[name] += [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
             return {table: rows}
 
-        result = run_months(context, chargeback, step)
+        result = materialize_months(context, chargeback, step)
         return dg.MaterializeResult(
             metadata=result.metadata,
             check_results=[

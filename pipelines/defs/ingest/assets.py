@@ -1,14 +1,13 @@
 """Ingest: the catalog, the scheduler exports and the GPU telemetry of each billing month."""
 
 import datetime as dt
-from pathlib import Path
 
 import dagster as dg
 
 from pipelines.defs.ingest.catalog_tables import write_catalog_tables
 from pipelines.defs.ingest.loading import build_month_jobs, load_scheduler_exports
 from pipelines.defs.ingest.telemetry import load_month_telemetry, roll_up_days
-from pipelines.defs.monthly import run_months
+from pipelines.defs.monthly import MonthRun, materialize_months
 from pipelines.defs.partitions import daily_partition, monthly_partition, single_run
 from pipelines.defs.resources import ChargebackResource
 from pipelines.progress import progress
@@ -22,10 +21,10 @@ def catalog(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """The catalog folder validated and written as `catalog_*` tables (one row per tenant, rate,
     quota, budget, node, outage window per node). Refreshed whole by every run."""
 
-    def step(con, month, params, chargeback, catalog):
-        return write_catalog_tables(con, catalog)
+    def step(run: MonthRun) -> dict[str, int]:
+        return write_catalog_tables(run.con, run.catalog)
 
-    return run_months(context, chargeback, step)
+    return materialize_months(context, chargeback, step)
 
 
 @dg.asset(deps=[catalog], partitions_def=monthly_partition, backfill_policy=single_run,
@@ -36,12 +35,12 @@ def stg_jobs(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     Every export row is in stg_job_records / stg_allocation_records, rejected or not."""
     loaded: dict[str, int] = {}
 
-    def step(con, month, params, chargeback, catalog):
+    def step(run: MonthRun) -> dict[str, int]:
         if not loaded:  # the exports are read once per run, whatever the number of months
-            loaded.update(load_scheduler_exports(con, Path(chargeback.landing_dir), catalog))
-        return {**loaded, **build_month_jobs(con, params)}
+            loaded.update(load_scheduler_exports(run.con, run.folders.landing, run.catalog))
+        return {**loaded, **build_month_jobs(run.con, run.params)}
 
-    return run_months(context, chargeback, step)
+    return materialize_months(context, chargeback, step)
 
 
 @dg.asset(
@@ -100,9 +99,14 @@ def gpu_samples(context: dg.AssetExecutionContext, chargeback: ChargebackResourc
     sample_rejects and counts per file into sample_file_counts; sample_sources lists every
     canonical samples file."""
 
-    def step(con, month, params, chargeback, catalog):
+    def step(run: MonthRun) -> dict[str, int]:
         return load_month_telemetry(
-            con, Path(chargeback.landing_dir), chargeback.telemetry_dir, month, params, catalog
+            run.con,
+            run.folders.landing,
+            run.folders.telemetry,
+            run.month,
+            run.params,
+            run.catalog,
         )
 
-    return run_months(context, chargeback, step)
+    return materialize_months(context, chargeback, step)

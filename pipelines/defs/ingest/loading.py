@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import hostlist
@@ -19,6 +18,7 @@ from pipelines.defs.ingest.catalog_tables import ACCOUNT_TENANTS_SCHEMA, account
 from pipelines.defs.ingest.tables import write_arrow, write_table
 from pipelines.formats import canonical
 from pipelines.landing import decompression_errors, discover
+from pipelines.months import MonthParams
 from pipelines.sql import create_table, replace_month
 
 
@@ -145,7 +145,7 @@ def _conform(
 WHOLE_GPU = 420
 
 
-def build_month_jobs(con: duckdb.DuckDBPyConnection, params: dict[str, Any]) -> dict[str, int]:
+def build_month_jobs(con: duckdb.DuckDBPyConnection, params: MonthParams) -> dict[str, int]:
     """stg_jobs and job_gpus of one billing month."""
     jobs = replace_month(con, "stg_jobs", "staging/stg_jobs", params)
     create_table(con, "month_job_gpus", "staging/exported_job_gpus", params, temporary=True)
@@ -172,7 +172,7 @@ def gpu_shares(gpus: float, nodes: int) -> list[int]:
     return shares
 
 
-def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: dict[str, Any]) -> list[dict]:
+def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> list[dict]:
     """GPU indices for started jobs whose export does not say which GPUs they held.
 
     Assigned as Slurm's default selection does: in start order, the lowest free indices of each
@@ -180,7 +180,7 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: dict[str, Any]) -
     GPU) goes to the lowest GPU with room for it. What exported allocations hold (the temporary
     table month_job_gpus) is never taken. Telemetry then matches per GPU like for any other job.
     """
-    month = params["billing_month"]
+    month = params.billing_month
     held = con.execute(
         """
         select cluster, job_id, nodes, gpus, start_at, held_until

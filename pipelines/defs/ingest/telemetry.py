@@ -39,9 +39,10 @@ from pipelines.catalog import Catalog
 from pipelines.checkpoints import checkpoint
 from pipelines.defs.ingest.tables import write_table
 from pipelines.defs.partitions import FIRST_DAY
-from pipelines.defs.resources import BillingMonth, ChargebackResource
+from pipelines.defs.resources import ChargebackResource
 from pipelines.landing import ExportFile, decompression_errors, discover
 from pipelines.leftovers import owned_name
+from pipelines.months import BillingMonth, MonthParams
 from pipelines.sql import bind, create_table, replace_month, sql_text
 
 # Every column a canonical samples file may carry: one empty file with all of them joins every
@@ -189,7 +190,7 @@ def _roll_up_day(
     settings = catalog.settings
     day_start = dt.datetime.combine(day, dt.time())
     month = BillingMonth.containing(day_start, settings.billing_timezone)
-    next_month = BillingMonth.containing(month.end, settings.billing_timezone)
+    next_month = month.next()
     params = {
         "files": files,
         "owned_files": owned_files,
@@ -293,7 +294,7 @@ def load_month_telemetry(
     landing_dir: Path,
     telemetry_dir: Path,
     month: BillingMonth,
-    params: dict[str, Any],
+    params: MonthParams,
     catalog: Catalog,
 ) -> dict[str, int]:
     """The month's telemetry in the warehouse: sample_sources (every canonical samples file),
@@ -315,7 +316,7 @@ def load_month_telemetry(
             "materialise gpu_sample_rollup for them first"
         )
     month_params = {
-        **params,
+        **params.sql(),
         "reject_files": [str(folder / "sample_rejects.parquet") for folder in quality],
         "count_files": [str(folder / "sample_file_counts.parquet") for folder in quality],
     }
@@ -393,10 +394,10 @@ def _empty_parquet(folder: Path, schema: pa.Schema) -> Path:
     return path
 
 
-def month_day_dirs(telemetry_dir: Path, params: dict[str, Any]) -> list[Path]:
+def month_day_dirs(telemetry_dir: Path, params: MonthParams) -> list[Path]:
     """The daily rollup folders of every cluster for the UTC days the month touches."""
-    first = params["month_start"].date().isoformat()
-    last = (params["month_end"] - dt.timedelta(microseconds=1)).date().isoformat()
+    first = params.month_start.date().isoformat()
+    last = (params.month_end - dt.timedelta(microseconds=1)).date().isoformat()
     return [
         day_dir
         for day_dir in sorted(telemetry_dir.glob("cluster=*/day=*"))
@@ -404,18 +405,18 @@ def month_day_dirs(telemetry_dir: Path, params: dict[str, Any]) -> list[Path]:
     ]
 
 
-def month_sample_files(telemetry_dir: Path, params: dict[str, Any]) -> list[str]:
+def month_sample_files(telemetry_dir: Path, params: MonthParams) -> list[str]:
     """The rollup's samples files of the month, or one empty file when it has no samples."""
     return _month_files(telemetry_dir, params, "samples_*.parquet", ROLLUP_SCHEMA)
 
 
-def month_hour_files(telemetry_dir: Path, params: dict[str, Any]) -> list[str]:
+def month_hour_files(telemetry_dir: Path, params: MonthParams) -> list[str]:
     """The rollup's sums per series-hour of the month, or one empty file when it has none."""
     return _month_files(telemetry_dir, params, "hours_*.parquet", HOURS_SCHEMA)
 
 
 def _month_files(
-    telemetry_dir: Path, params: dict[str, Any], pattern: str, schema: pa.Schema
+    telemetry_dir: Path, params: MonthParams, pattern: str, schema: pa.Schema
 ) -> list[str]:
     files = [
         str(path)

@@ -11,7 +11,7 @@ import dagster as dg
 from pipelines.defs.attribution.assets import capacity_buckets, gpu_capacity, job_time_buckets
 from pipelines.defs.costing.assets import charge_lines, job_usage, tenant_month
 from pipelines.defs.ingest.assets import gpu_samples, stg_jobs
-from pipelines.defs.monthly import monthly_sql_asset, run_months
+from pipelines.defs.monthly import MonthRun, materialize_months, monthly_sql_asset
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.reports.exports import (
     catalog_version,
@@ -63,18 +63,18 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
     Summary, Charges, Job lines, Waste, Quota & Budget, Queue & Service, Failures, Capacity,
     Data quality, Definitions, Audit (input files with sha256, catalog and code version)."""
 
-    def step(con, month, params, chargeback, catalog):
+    def step(run: MonthRun) -> dict[str, int]:
         parameters = report_parameters(
-            month,
-            catalog,
+            run.month,
+            run.catalog,
             {
-                "landing_dir": folder_name(chargeback.landing_dir),
-                "catalog_dir": folder_name(chargeback.catalog_dir),
+                "landing_dir": folder_name(run.folders.landing),
+                "catalog_dir": folder_name(run.folders.catalog),
             },
         )
-        name = f"chargeback-{month.label}.xlsx"
-        out = staged_report(context, chargeback, month.label, name)
-        landing = Path(chargeback.landing_dir)
+        name = f"chargeback-{run.month.label}.xlsx"
+        out = staged_report(context, chargeback, run.month.label, name)
+        landing = run.folders.landing
         inputs = [
             {"file": export.name, "cluster": export.cluster, "format": export.format.name,
              "sha256": sha256_of(export.path)}
@@ -82,14 +82,16 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
             for export in discover(landing, area)
         ]  # fmt: skip
         summary = write_chargeback_workbook(
-            con, month.first_day, parameters, out,
-            inputs=inputs, catalog_version=catalog_version(Path(chargeback.catalog_dir)),
+            run.con, run.month.first_day, parameters, out,
+            inputs=inputs, catalog_version=catalog_version(run.folders.catalog),
         )  # fmt: skip
-        published = Path(chargeback.reports_dir) / month.label / name
-        context.add_output_metadata({f"path_{month.label}": dg.MetadataValue.path(str(published))})
+        published = run.folders.reports / run.month.label / name
+        context.add_output_metadata(
+            {f"path_{run.month.label}": dg.MetadataValue.path(str(published))}
+        )
         return {"charge_lines": summary["charge_lines"], "job_lines": summary["job_lines"]}
 
-    return run_months(context, chargeback, step)
+    return materialize_months(context, chargeback, step)
 
 
 MONTH_MANIFEST = dg.AssetKey("month_manifest")
@@ -120,11 +122,11 @@ def focus_export(context: dg.AssetExecutionContext, chargeback: ChargebackResour
     (BilledCost, EffectiveCost, ListCost, ConsumedQuantity/Unit, Charge/BillingPeriodStart/End,
     ChargeCategory, ChargeClass, SubAccountId/Name, ResourceId, SkuPriceId, Tags, ...)."""
 
-    def step(con, month, params, chargeback, catalog):
-        out = staged_report(context, chargeback, month.label, f"focus-{month.label}.csv")
-        return {"focus_rows": write_focus_csv(con, params, out)}
+    def step(run: MonthRun) -> dict[str, int]:
+        out = staged_report(context, chargeback, run.month.label, f"focus-{run.month.label}.csv")
+        return {"focus_rows": write_focus_csv(run.con, run.params, out)}
 
-    return run_months(context, chargeback, step)
+    return materialize_months(context, chargeback, step)
 
 
 _MANIFEST_TABLES = (
@@ -151,54 +153,54 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
     warehouse (pipelines/commit.py), so the manifest always describes the files beside it.
     Reports this run did not rebuild are carried over from the published folder."""
 
-    def step(con, month, params, chargeback, catalog):
+    def step(run: MonthRun) -> dict[str, int]:
         counts = {
             subject: {"rows_read": read, "rows_loaded": loaded, "rows_rejected": rejected,
                       "duplicates_folded": folded}
-            for subject, read, loaded, rejected, folded in con.execute(
+            for subject, read, loaded, rejected, folded in run.con.execute(
                 "select subject, rows_read, rows_loaded, rows_rejected, duplicates_folded "
                 "from data_quality where billing_month = ? and category = 'file'",
-                [month.first_day],
+                [run.month.first_day],
             ).fetchall()
         }  # fmt: skip
-        landing = Path(chargeback.landing_dir)
+        landing = run.folders.landing
         inputs = [
             {"file": export.name, "cluster": export.cluster, "format": export.format.name,
              "sha256": sha256_of(export.path), **counts.get(export.name, {})}
             for area in ("scheduler", "telemetry")
             for export in discover(landing, area)
         ]  # fmt: skip
-        published = Path(chargeback.reports_dir) / month.label
-        folder = month_staging(Path(chargeback.reports_dir), month.label, context.run.run_id)
+        published = run.folders.reports / run.month.label
+        folder = month_staging(run.folders.reports, run.month.label, context.run.run_id)
         carry_over(published, folder)
         outputs = [
             {"file": name, "sha256": sha256_of(folder / name),
              "bytes": (folder / name).stat().st_size}
-            for name in (f"chargeback-{month.label}.xlsx", f"focus-{month.label}.csv")
+            for name in (f"chargeback-{run.month.label}.xlsx", f"focus-{run.month.label}.csv")
         ]  # fmt: skip
         tables = {
-            table: con.execute(
-                f"select count(*) from {table} where billing_month = ?", [month.first_day]
+            table: run.con.execute(
+                f"select count(*) from {table} where billing_month = ?", [run.month.first_day]
             ).fetchone()[0]
             for table in _MANIFEST_TABLES
         }
-        [(total,)] = con.execute(
+        [(total,)] = run.con.execute(
             "select coalesce(sum(amount), 0) from charge_lines where billing_month = ?",
-            [month.first_day],
+            [run.month.first_day],
         ).fetchall()
         write_manifest(folder / "manifest.json", {
-            "billing_month": month.label,
-            "period_utc": [month.start.isoformat(), month.end.isoformat()],
+            "billing_month": run.month.label,
+            "period_utc": [run.month.start.isoformat(), run.month.end.isoformat()],
             "dagster_run_id": context.run.run_id,
             "code_version": code_version(),
-            "parameters": catalog.settings.model_dump(mode="json"),
-            "catalog": {"dir": folder_name(chargeback.catalog_dir),
-                        "version": catalog_version(Path(chargeback.catalog_dir))},
+            "parameters": run.catalog.settings.model_dump(mode="json"),
+            "catalog": {"dir": folder_name(run.folders.catalog),
+                        "version": catalog_version(run.folders.catalog)},
             "inputs": inputs,
             "tables": tables,
-            "total_charged": {"amount": str(total), "currency": catalog.settings.currency},
+            "total_charged": {"amount": str(total), "currency": run.catalog.settings.currency},
             "outputs": outputs,
         })  # fmt: skip
         return {"inputs": len(inputs)}
 
-    return run_months(context, chargeback, step)
+    return materialize_months(context, chargeback, step)

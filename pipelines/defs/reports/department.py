@@ -58,7 +58,7 @@ from pipelines.defs.reports.workbook import (
     _write_table,
     _write_total_row,
 )
-from pipelines.defs.resources import BillingMonth
+from pipelines.months import BillingMonth
 
 TEMPLATES_DIR = pathlib.Path(__file__).resolve().parents[3] / "reports" / "templates"
 TEMPLATE_NAME = "department.html"

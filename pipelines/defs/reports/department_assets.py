@@ -1,12 +1,10 @@
 """Reports: the business owners' page and workbook of each department and billing month."""
 
-from pathlib import Path
-
 import dagster as dg
 
 from pipelines.defs.costing.assets import charge_lines, job_usage, tenant_month
 from pipelines.defs.governance.assets import quota_compliance, utilization_daily
-from pipelines.defs.monthly import run_months
+from pipelines.defs.monthly import MonthRun, materialize_months
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.reports.assets import staged_report
 from pipelines.defs.reports.department import write_department_reports
@@ -30,12 +28,14 @@ def department_reports(context: dg.AssetExecutionContext, chargeback: Chargeback
     `<slug>.xlsx` (Summary, Charges, Job lines, Definitions of that department's tenants).
     Written into the run's staging folder of the month, published with the others."""
 
-    def step(con, month, params, chargeback, catalog):
-        parameters = report_parameters(month, catalog)
-        folder = staged_report(context, chargeback, month.label, "departments")
-        counts = write_department_reports(con, month, parameters, folder)
-        published = Path(chargeback.reports_dir) / month.label / "departments"
-        context.add_output_metadata({f"path_{month.label}": dg.MetadataValue.path(str(published))})
+    def step(run: MonthRun) -> dict[str, int]:
+        parameters = report_parameters(run.month, run.catalog)
+        folder = staged_report(context, chargeback, run.month.label, "departments")
+        counts = write_department_reports(run.con, run.month, parameters, folder)
+        published = run.folders.reports / run.month.label / "departments"
+        context.add_output_metadata(
+            {f"path_{run.month.label}": dg.MetadataValue.path(str(published))}
+        )
         return counts
 
-    return run_months(context, chargeback, step)
+    return materialize_months(context, chargeback, step)

@@ -10,11 +10,11 @@ from typing import Any
 
 import duckdb
 
-from pipelines.sql import bind, sql_text
+from pipelines.sql import Params, bind, sql_text
 from pipelines.version import code_version
 
 
-def write_focus_csv(con: duckdb.DuckDBPyConnection, params: dict[str, Any], out: Path) -> int:
+def write_focus_csv(con: duckdb.DuckDBPyConnection, params: Params, out: Path) -> int:
     """Write `focus-YYYY-MM.csv` (one row per charge line); returns the rows written.
 
     Written beside the target and renamed, so a failure leaves an earlier file intact.
