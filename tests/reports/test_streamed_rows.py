@@ -15,18 +15,18 @@ import openpyxl
 import pytest
 from openpyxl import Workbook
 
-from pipelines.defs.reports import workbook
-from pipelines.defs.reports.workbook import _Col
+from pipelines.reports import package, sheets, streamed_sheet
+from pipelines.reports.sheets import Column
 
 COLS = [
-    _Col("N", "count"),  # the rows' order
-    _Col("Text"),
-    _Col("Hours", "hours"),
-    _Col("Money", "money"),
-    _Col("When", "timestamp"),
-    _Col("Day", "date"),
-    _Col("Util", "util"),
-    _Col("Note", "wrap"),
+    Column("N", "count"),  # the rows' order
+    Column("Text"),
+    Column("Hours", "hours"),
+    Column("Money", "money"),
+    Column("When", "timestamp"),
+    Column("Day", "date"),
+    Column("Util", "util"),
+    Column("Note", "wrap"),
 ]
 AWKWARD_ROWS = [
     (1, "plain", 1.5, Decimal("1234.56"), dt.datetime(2026, 11, 1, 13, 45, 30),
@@ -56,18 +56,17 @@ def _package(streamed: bool, rows: list[tuple], types: str = TYPES) -> bytes:
     con.execute(f"create table awkward ({types})")
     con.executemany(f"insert into awkward values ({', '.join('?' * len(COLS))})", rows)
     wb = Workbook()
-    workbook._add_named_styles(wb)
+    sheets.add_named_styles(wb)
     ws = wb.active
     ws.title = "Rows"
     if streamed:
-        workbook._write_table(ws, 1, COLS, [])
-        query = workbook.RowsQuery(con, "select * from awkward", [], "n")
-        return workbook._serialise(
-            wb, dt.datetime(2026, 12, 1), [workbook._StreamedRows.below_header(ws, COLS, query)]
-        )
+        sheets.write_table(ws, 1, COLS, [])
+        query = streamed_sheet.RowsQuery(con, "select * from awkward", [], "n")
+        rows = streamed_sheet.StreamedRows.below_header(ws, COLS, query)
+        return package.workbook_bytes(wb, dt.datetime(2026, 12, 1), [rows])
     # openpyxl writes the same values, as DuckDB returns them
-    workbook._write_table(ws, 1, COLS, con.execute("select * from awkward order by n").fetchall())
-    return workbook._serialise(wb, dt.datetime(2026, 12, 1))
+    sheets.write_table(ws, 1, COLS, con.execute("select * from awkward order by n").fetchall())
+    return package.workbook_bytes(wb, dt.datetime(2026, 12, 1))
 
 
 def _cells(data: bytes) -> list[list[tuple]]:
@@ -162,9 +161,9 @@ def test_streamed_columns_are_as_wide_as_their_widest_value():
     con.execute(f"create table awkward ({TYPES})")
     con.executemany(f"insert into awkward values ({', '.join('?' * len(COLS))})", rows)
     wb = Workbook()
-    workbook._add_named_styles(wb)
-    query = workbook.RowsQuery(con, "select * from awkward", [], "n")
-    streamed = workbook._StreamedRows.below_header(wb.active, COLS, query)
-    widths = workbook._fit_widths_to(COLS, streamed.width_values)
-    assert widths == workbook._fit_widths({}, COLS, rows)
+    sheets.add_named_styles(wb)
+    query = streamed_sheet.RowsQuery(con, "select * from awkward", [], "n")
+    streamed = streamed_sheet.StreamedRows.below_header(wb.active, COLS, query)
+    widths = sheets.fit_widths_to(COLS, streamed.width_values)
+    assert widths == sheets.fit_widths({}, COLS, rows)
     assert (widths[2], widths[8]) == (38 + 2, 20 + 2)

@@ -13,7 +13,10 @@ from pipelines.defs.costing.assets import charge_lines, job_usage, tenant_month
 from pipelines.defs.ingest.assets import gpu_samples, stg_jobs
 from pipelines.defs.monthly import monthly_sql_asset, run_months
 from pipelines.defs.partitions import monthly_partition, single_run
-from pipelines.defs.reports.exports import (
+from pipelines.defs.reports.publish import carry_over, month_staging, publish_month
+from pipelines.defs.resources import ChargebackResource
+from pipelines.landing import discover
+from pipelines.reports.exports import (
     catalog_version,
     folder_name,
     report_parameters,
@@ -21,10 +24,7 @@ from pipelines.defs.reports.exports import (
     write_focus_csv,
     write_manifest,
 )
-from pipelines.defs.reports.publish import carry_over, month_staging, publish_month
-from pipelines.defs.reports.workbook import write_chargeback_workbook
-from pipelines.defs.resources import ChargebackResource
-from pipelines.landing import discover
+from pipelines.reports.finance_workbook import write_chargeback_workbook
 from pipelines.version import code_version
 
 GROUP = "reports"
