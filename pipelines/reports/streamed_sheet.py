@@ -6,7 +6,10 @@ lines of a 1,000-GPU month took over two minutes a workbook, and formatting them
 in Python still took most of the workbook's time (XlsxWriter, measured, is ~13x slower than
 this on the job lines). DuckDB writes each row's XML instead (`_row_xml_sql`), as openpyxl
 writes cells: inline strings, numbers as "%.16g", dates as Excel serial numbers, each column
-with its table style (tests/reports/test_streamed_rows.py compares the two).
+with its table style. tests/reports/test_streamed_rows.py pins the part to the one openpyxl
+writes for the same sheet: the same cells read back, and the same bytes but for two spellings
+of the same XML (text in UTF-8 where openpyxl writes character references, an empty text as
+`<c .../>` where it writes `<c ...></c>`).
 
 The worksheet stays in the openpyxl workbook with the table's header row and the sheet's
 settings (column widths, frozen header, filter, print setup): the workbook's own parts (sheet
