@@ -116,7 +116,7 @@ def write_chargeback_workbook(
         charges=queries.fetch(con, "charge_lines", **month, department=None),
         tenants=queries.fetch(con, "tenants", **month),
         jobs=queries.rows_query(con, "job_lines", JOB_LINES_ORDER, **month, department=None),
-        buckets=queries.fetch(con, "capacity_buckets", **month),
+        buckets=queries.fetch(con, "capacity_buckets", **month, bucket_order=list(BUCKET_ORDER)),
         quality=quality,
         rejects=queries.fetch(con, "rejects", **month, limit=REJECTS_SHOWN_MAX),
         rejects_total=queries.month_rows(con, "rejects", billing_month),
@@ -292,7 +292,7 @@ def _write_summary(
     charges = data.charges
     timezone = parameters.get("billing_timezone") or "UTC"
     capacity_rows = [b for b in data.buckets if b.bucket == "capacity"]
-    diff_row = write_summary(
+    reconciled = write_summary(
         ws,
         Summary(
             title=(
@@ -328,7 +328,8 @@ def _write_summary(
     corrections = sum(
         (c.amount for c in charges if c.charge_class == "Correction"), Decimal("0.00")
     )
-    issued_row, corrections_row, net_row = diff_row + 1, diff_row + 2, diff_row + 3
+    issued_row = reconciled.difference + 1
+    corrections_row, net_row = issued_row + 1, issued_row + 2
     set_text(ws.cell(row=issued_row, column=1), "Issued lines (charge class empty)")
     ws.cell(row=issued_row, column=5, value=issued).style = "cb money"
     set_text(ws.cell(row=corrections_row, column=1), "Corrections (charge class Correction)")
@@ -336,7 +337,9 @@ def _write_summary(
     set_text(ws.cell(row=net_row, column=1), "Net (issued + corrections)")
     net = ws.cell(row=net_row, column=5, value=f"=E{issued_row}+E{corrections_row}")
     net.style = "cb total money"
-    _write_charge_type_reconciliation(ws, net_row + 2, data.reconciliation, diff_row - 1)
+    _write_charge_type_reconciliation(
+        ws, net_row + 2, data.reconciliation, reconciled.charges_total
+    )
 
 
 # Summary rows of the reconciliation by charge type: label, charge_type, and whether the row
@@ -415,16 +418,16 @@ def _write_waste(ws: Worksheet, buckets: list[Any], tenants: list[Any]) -> None:
         Column("GPU-hours", "hours"),
         Column("Share of capacity", "share"),
     ]
-    capacity_row_of: dict[tuple[str, str], tuple[int, float]] = {}
-    for index, b in enumerate(buckets):
-        if b.bucket == "capacity":
-            capacity_row_of[(b.cluster, b.gpu_model)] = (index + 2, b.gpu_hours)
+    # the sheet row and the hours of each cluster × GPU model block's capacity row
+    capacity_of = {
+        (b.cluster, b.gpu_model): (row, b.gpu_hours)
+        for row, b in enumerate(buckets, start=2)
+        if b.bucket == "capacity"
+    }
     rows = []
-    for index, b in enumerate(buckets):
-        capacity = capacity_row_of.get((b.cluster, b.gpu_model))
-        share = None
-        if capacity is not None and capacity[1] and b.gpu_hours is not None:
-            share = f"=D{index + 2}/D{capacity[0]}"
+    for row, b in enumerate(buckets, start=2):
+        capacity_row, capacity = capacity_of.get((b.cluster, b.gpu_model), (None, None))
+        share = f"=D{row}/D{capacity_row}" if capacity and b.gpu_hours is not None else None
         rows.append((b.cluster, b.gpu_model, b.bucket, b.gpu_hours, share))
     last = write_main_table(ws, cols, rows)
     widths = fit_widths({}, cols, rows)
@@ -704,12 +707,13 @@ def _write_capacity(ws: Worksheet, capacity: list[Any] | None, daily: list[Any] 
         not_available(ws, header_row, "utilization_daily")
         apply_widths(ws, widths)
         return
-    totals: dict[dt.date, list[float | None]] = {}
+    allocated_of: dict[dt.date, float] = {}
+    capacity_of: dict[dt.date, float | None] = {}  # None: no capacity known that day
     for d in daily:
-        total = totals.setdefault(d.day, [0.0, None])
-        total[0] += d.allocated_gpu_hours or 0.0
+        allocated_of[d.day] = allocated_of.get(d.day, 0.0) + (d.allocated_gpu_hours or 0.0)
+        capacity_of.setdefault(d.day, None)
         if d.capacity_gpu_hours is not None:
-            total[1] = (total[1] or 0.0) + d.capacity_gpu_hours
+            capacity_of[d.day] = (capacity_of[d.day] or 0.0) + d.capacity_gpu_hours
     daily_cols = [
         Column("Day", "date"),
         Column("Allocated GPU-hours", "hours"),
@@ -717,7 +721,8 @@ def _write_capacity(ws: Worksheet, capacity: list[Any] | None, daily: list[Any] 
         Column("Allocation rate", "share"),
     ]
     daily_rows = []
-    for r, (day, (allocated, cap)) in enumerate(totals.items(), start=header_row + 1):
+    for r, (day, allocated) in enumerate(allocated_of.items(), start=header_row + 1):
+        cap = capacity_of[day]
         daily_rows.append((day, allocated, cap, f"=B{r}/C{r}" if cap else None))
     daily_last = write_table(ws, header_row, daily_cols, daily_rows, table_name="DailyCapacity")
     widths = fit_widths(widths, daily_cols, daily_rows)

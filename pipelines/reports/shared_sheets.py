@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from openpyxl.utils import get_column_letter, quote_sheetname
 from openpyxl.worksheet.worksheet import Worksheet
@@ -74,9 +74,16 @@ class Summary:
     capacity_gpu_hours: float | None = None  # None: unknown (no node inventory)
 
 
-def write_summary(ws: Worksheet, summary: Summary, charges_total_cell: str) -> int:
-    """Write `summary` on `ws`; returns the row of its last line (the Difference, which must
-    be 0), below which a workbook may add its own reconciliation."""
+class SummaryRows(NamedTuple):
+    """Where the Summary's reconciliation is: the Charges TOTAL, then the Difference (its last
+    row, below which a workbook may add its own reconciliation)."""
+
+    charges_total: int
+    difference: int
+
+
+def write_summary(ws: Worksheet, summary: Summary, charges_total_cell: str) -> SummaryRows:
+    """Write `summary` on `ws`; the Difference of its TOTAL and the Charges TOTAL must be 0."""
     set_text(ws["A1"], summary.title).style = "cb title"
     set_text(ws["A2"], summary.subtitle)
     row = 4
@@ -131,7 +138,7 @@ def write_summary(ws: Worksheet, summary: Summary, charges_total_cell: str) -> i
     widths[1] = max(widths.get(1, 0), 30)  # headline labels live in column A too
     widths[2] = max(widths.get(2, 0), 16)
     apply_widths(ws, widths)
-    return diff_row
+    return SummaryRows(charges_row, diff_row)
 
 
 def _headline(summary: Summary) -> list[tuple[str, Any, str]]:
