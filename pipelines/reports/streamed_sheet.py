@@ -160,7 +160,7 @@ def _text_row_xml(cells: Sequence[Any]) -> str:
         head = f'<c r="{cell.coordinate}"{style} t="inlineStr"'
         text = cell.value
         if text is None or text == "":
-            written.append(f"{head}/>")
+            written.append(f"{head}></c>")
             continue
         space = ' xml:space="preserve"' if text != text.strip() else ""
         body = escape(text, {"\r": "&#13;"}).encode("ascii", "xmlcharrefreplace").decode()

@@ -180,8 +180,8 @@ def _sheet_part(streamed: bool, rows: list[tuple], print_setup: bool) -> bytes:
     sheets.add_named_styles(wb)
     ws = wb.active
     ws.title = "Rows"
-    # a header as the job lines' has one (currency from the data): escaped like any text
-    cols = [Column("N & <n> €", "count"), *COLS[1:]]
+    # headers hold data too (the job lines' currency): escaped and spaced like any text
+    cols = [Column("N & <n> €", "count"), Column(" text\r"), *COLS[2:]]
     streamed_rows = []
     if streamed:
         sheets.write_table(ws, 1, cols, [])
