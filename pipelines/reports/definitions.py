@@ -1,7 +1,7 @@
 """The figure definitions of the reports, worded once in `reports/definitions.yaml`: the
 workbooks' Definitions sheets, the department page's Definitions and the "Figure definitions"
 section of README.md, which `python -m pipelines.reports.definitions` rewrites from the file
-(tests/reports/test_definitions.py checks that it is in sync).
+(tests/reports/test_figure_definitions.py checks that it is in sync).
 """
 
 from __future__ import annotations
