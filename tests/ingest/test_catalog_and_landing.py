@@ -96,7 +96,7 @@ def test_catalog_mistakes_name_file_entry_and_field(tmp_path, files, message):
 
 def test_a_declared_telemetry_step_is_the_clusters_own_else_the_catalogs(tmp_path):
     from pipelines.defs.ingest.telemetry import declared_steps
-    from pipelines.defs.reports.exports import _declared_telemetry_steps
+    from pipelines.reports.exports import _declared_telemetry_steps
 
     settings = "telemetry: {step_s: 30}\nclusters:\n  atlas: {telemetry: {step_s: 15.5}}\n"
     catalog = load_catalog(catalog_dir(tmp_path, **{"settings.yaml": settings}))

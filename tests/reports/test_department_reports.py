@@ -18,17 +18,11 @@ import openpyxl
 import pytest
 from openpyxl.utils.cell import range_boundaries
 
-from pipelines.defs.reports.department import (
-    DAILY_FALLBACK,
-    Department,
-    department_slugs,
-    departments,
-    render_department_page,
-    slugify,
-    write_department_reports,
-    write_department_workbook,
-)
 from pipelines.months import BillingMonth
+from pipelines.reports.department_page import DAILY_FALLBACK, render_department_page
+from pipelines.reports.department_reports import write_department_reports
+from pipelines.reports.department_workbook import write_department_workbook
+from pipelines.reports.departments import Department, department_slugs, departments, slugify
 
 NOV = dt.date(2026, 11, 1)
 OCT = dt.date(2026, 10, 1)

@@ -3,6 +3,7 @@
 import csv
 import datetime as dt
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -15,8 +16,9 @@ import openpyxl
 import pytest
 from openpyxl.utils.cell import range_boundaries
 
-from pipelines.defs.reports import workbook
-from pipelines.defs.reports.workbook import write_chargeback_workbook
+from pipelines.reports import finance_workbook as workbook
+from pipelines.reports import sheets
+from pipelines.reports.finance_workbook import write_chargeback_workbook
 
 NOV = dt.date(2026, 11, 1)
 OCT = dt.date(2026, 10, 1)
@@ -663,7 +665,7 @@ def test_failure_while_building_leaves_the_earlier_report(con, tmp_path, monkeyp
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(workbook, "_write_job_lines", broken)
+    monkeypatch.setattr(workbook, "write_job_lines", broken)
     with pytest.raises(RuntimeError, match="disk on fire"):
         write_chargeback_workbook(con, NOV, PARAMETERS, out)
     assert out.read_bytes() == before
@@ -680,7 +682,7 @@ def test_failure_while_writing_the_file_leaves_the_earlier_report(con, tmp_path,
         raise OSError("no space left on device")
 
     # fsync runs after the new bytes were written: the failure is genuinely mid-write.
-    monkeypatch.setattr(workbook.os, "fsync", broken_fsync)
+    monkeypatch.setattr(os, "fsync", broken_fsync)
     with pytest.raises(OSError, match="no space left"):
         write_chargeback_workbook(con, NOV, PARAMETERS, out)
     assert out.read_bytes() == before
@@ -773,7 +775,7 @@ def test_quota_and_budget_sheet(written):
     assert ws["O2"].number_format == "0.0%"
     # the breach flag is red, the other flags are not
     breach = [ws[f"{col}{row}"].fill.fgColor.rgb for col in "RST" for row in (2, 3)]
-    assert breach == ["00" + workbook.OVER_BUDGET_RGB] + ["00000000"] * 5
+    assert breach == ["00" + sheets.OVER_BUDGET_RGB] + ["00000000"] * 5
     header = _row_of(ws, "Budget vs actual (USD)") + 1
     assert _rows(ws, header, header + 3, 6) == [
         ("Tenant ID", "Tenant", "Amount (USD)", "Budget (USD)", "Budget used", "Budget status"),
@@ -783,7 +785,7 @@ def test_quota_and_budget_sheet(written):
     ]
     assert ws.tables["BudgetVsActual"].ref == f"A{header}:F{header + 3}"
     fills = [ws.cell(row=header + i, column=6).fill.fgColor.rgb for i in (1, 2, 3)]
-    assert fills == ["00" + workbook.OVER_BUDGET_RGB, "00" + workbook.WARN_BUDGET_RGB, "00000000"]
+    assert fills == ["00" + sheets.OVER_BUDGET_RGB, "00" + sheets.WARN_BUDGET_RGB, "00000000"]
 
 
 def test_queue_and_service_sheet_shows_waits_in_hours(written):

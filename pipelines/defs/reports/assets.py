@@ -1,7 +1,8 @@
 """Reports: the data-quality marts and the finance workbook of each billing month.
 
 The report assets write into the run's staging folder of the month (`staged_report`);
-`month_manifest`, the last of them, publishes the folder as a whole (publish.py).
+`month_manifest`, the last of them, describes it in manifest.json, and the run's commit
+publishes the folder as a whole (pipelines/commit.py, publish.py).
 """
 
 from pathlib import Path
@@ -13,7 +14,10 @@ from pipelines.defs.costing.assets import charge_lines, job_usage, tenant_month
 from pipelines.defs.ingest.assets import gpu_samples, stg_jobs
 from pipelines.defs.monthly import MonthRun, materialize_months, monthly_sql_asset
 from pipelines.defs.partitions import monthly_partition, single_run
-from pipelines.defs.reports.exports import (
+from pipelines.defs.reports.publish import carry_over, month_staging
+from pipelines.defs.resources import ChargebackResource
+from pipelines.landing import discover
+from pipelines.reports.exports import (
     catalog_version,
     folder_name,
     report_parameters,
@@ -21,10 +25,7 @@ from pipelines.defs.reports.exports import (
     write_focus_csv,
     write_manifest,
 )
-from pipelines.defs.reports.publish import carry_over, month_staging
-from pipelines.defs.reports.workbook import write_chargeback_workbook
-from pipelines.defs.resources import ChargebackResource
-from pipelines.landing import discover
+from pipelines.reports.finance_workbook import write_chargeback_workbook
 from pipelines.version import code_version
 
 GROUP = "reports"
@@ -104,8 +105,8 @@ def staged_report(
     selection = context.run.asset_selection
     if selection is not None and MONTH_MANIFEST not in selection:
         context.log.warning(
-            f"{name} of {label} is not published: month_manifest, which publishes a month's "
-            "reports as a whole, is not in this run"
+            f"{name} of {label} is not published: month_manifest, which a month's reports "
+            "need to be published as a whole, is not in this run"
         )
     return month_staging(Path(chargeback.reports_dir), label, context.run.run_id) / name
 

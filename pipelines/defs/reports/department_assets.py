@@ -7,9 +7,9 @@ from pipelines.defs.governance.assets import quota_compliance, utilization_daily
 from pipelines.defs.monthly import MonthRun, materialize_months
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.reports.assets import staged_report
-from pipelines.defs.reports.department import write_department_reports
-from pipelines.defs.reports.exports import report_parameters
 from pipelines.defs.resources import ChargebackResource
+from pipelines.reports.department_reports import write_department_reports
+from pipelines.reports.exports import report_parameters
 
 GROUP = "reports"
 

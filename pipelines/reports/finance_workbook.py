@@ -1,0 +1,835 @@
+"""Finance workbook `chargeback-YYYY-MM.xlsx`, built from the warehouse marts of one month.
+
+Its queries are `sql/reports/*.sql` (small selects on the public marts, always with the month
+bound); the sheets it shares with the department workbook are in `shared_sheets`. The file is
+reproducible: the same tables give the same bytes, because every timestamp in the package is
+derived from the billing month.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import pathlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+from openpyxl import Workbook
+from openpyxl.chart import BarChart, LineChart, Reference
+from openpyxl.styles import Font
+from openpyxl.utils import get_column_letter
+from openpyxl.worksheet.worksheet import Worksheet
+
+from pipelines.reports import queries
+from pipelines.reports.definitions import governance_definitions, workbook_definitions
+from pipelines.reports.files import write_atomically
+from pipelines.reports.package import workbook_bytes
+from pipelines.reports.period import month_name, period_end
+from pipelines.reports.shared_sheets import (
+    BUCKET_HOURS_COLUMNS,
+    JOB_LINES_ORDER,
+    Summary,
+    SummaryTenant,
+    write_charges,
+    write_definitions,
+    write_job_lines,
+    write_summary,
+)
+from pipelines.reports.sheets import (
+    OVER_FILL,
+    Column,
+    add_named_styles,
+    apply_widths,
+    fill_status_rows,
+    fit_pages_to_width,
+    fit_widths,
+    not_available,
+    section_below,
+    section_title,
+    set_text,
+    style_chart,
+    write_main_table,
+    write_table,
+)
+from pipelines.reports.streamed_sheet import RowsQuery, StreamedRows
+
+SHEET_NAMES = (
+    "Summary", "Charges", "Job lines", "Waste", "Quota & Budget", "Queue & Service", "Failures",
+    "Capacity", "Data quality", "Definitions", "Audit",
+)  # fmt: skip
+TOP_NODES_SHOWN = 20
+REJECTS_SHOWN_MAX = 10_000
+DEFINITIONS = workbook_definitions()
+GOVERNANCE_DEFINITIONS = governance_definitions()
+
+# Taxonomy order of DESIGN.md; the capacity row heads each cluster x GPU model block.
+BUCKET_ORDER = (
+    "capacity",
+    "productive",
+    "idle",
+    "zombie",
+    "failed_job",
+    "failed_infra",
+    "unmeasured",
+    "down",
+    "unallocated",
+)
+
+# Row counts on the Audit sheet, in data-flow order.
+AUDIT_TABLES = (
+    "stg_jobs", "job_gpu_hours", "job_usage", "capacity_buckets", "charge_lines",
+    "tenant_month", "quota_compliance", "queue_stats", "failure_stats", "capacity_evidence",
+    "utilization_daily", "rejects", "data_quality",
+)  # fmt: skip
+
+
+def write_chargeback_workbook(
+    con: duckdb.DuckDBPyConnection,
+    billing_month: dt.date,
+    parameters: dict[str, str],
+    out_path: pathlib.Path,
+    *,
+    inputs: Sequence[Mapping[str, Any]] = (),
+    catalog_version: str | None = None,
+) -> dict:
+    """Write the finance workbook of `billing_month` to `out_path`, atomically.
+
+    Reads charge_lines, tenant_month, job_usage, capacity_buckets, data_quality and rejects
+    for the month, and the governance marts (quota_compliance, queue_stats, failure_stats,
+    capacity_evidence, utilization_daily) where the warehouse has them. `inputs` are the
+    landing files as `{file, cluster, format, sha256}` (file = the data_quality subject) and
+    `catalog_version` the hash of the catalog, both shown on the Audit sheet.
+
+    Returns figures for run metadata: `total_amount` (Decimal, sum of the charge lines),
+    `charge_lines`, `job_lines`, `tenants`, `tenant_total_amount`,
+    `rejects`/`rejects_shown`, `currency`, `path` and the file's `sha256`.
+    """
+    if billing_month.day != 1:
+        raise ValueError(f"billing_month must be the first day of a month, got {billing_month}")
+    out_path = pathlib.Path(out_path)
+    month = {"billing_month": billing_month}
+    quality = queries.fetch(con, "data_quality", **month)
+    data = _Month(
+        charges=queries.fetch(con, "charge_lines", **month, department=None),
+        tenants=queries.fetch(con, "tenants", **month),
+        jobs=queries.rows_query(con, "job_lines", JOB_LINES_ORDER, **month, department=None),
+        buckets=queries.fetch(con, "capacity_buckets", **month, bucket_order=list(BUCKET_ORDER)),
+        quality=quality,
+        rejects=queries.fetch(con, "rejects", **month, limit=REJECTS_SHOWN_MAX),
+        rejects_total=queries.month_rows(con, "rejects", billing_month),
+        quota=queries.fetch_if_table(con, "quota_compliance", "quota_compliance", **month),
+        queue=queries.fetch_if_table(con, "queue_stats", "queue_stats", **month),
+        failures=queries.fetch_if_table(con, "failure_stats", "failure_stats", **month),
+        capacity=queries.fetch_if_table(con, "capacity_evidence", "capacity_evidence", **month),
+        daily=queries.fetch_if_table(con, "utilization_daily", "daily_capacity", **month),
+        reconciliation=_reconciliation(con, billing_month, parameters),
+        audit=_Audit(
+            inputs=_audit_inputs(inputs, quality),
+            catalog_version=catalog_version,
+            table_rows=_table_rows(con, billing_month),
+        ),
+    )
+    currency = queries.report_currency(con, billing_month, parameters)
+
+    wb, job_lines = _build_workbook(billing_month, parameters, currency, data)
+    package = workbook_bytes(wb, period_end(billing_month), [job_lines])
+    write_atomically(package, out_path)
+
+    tenant_amounts = (t.amount for t in data.tenants if t.amount is not None)
+    return {
+        "total_amount": sum((c.amount for c in data.charges), Decimal("0.00")),
+        "tenant_total_amount": sum(tenant_amounts, Decimal("0.00")),
+        "charge_lines": len(data.charges),
+        "job_lines": job_lines.count,
+        "tenants": len(data.tenants),
+        "rejects": int(data.rejects_total),
+        "rejects_shown": len(data.rejects),
+        "currency": currency,
+        "path": str(out_path),
+        "sha256": hashlib.sha256(package).hexdigest(),
+    }
+
+
+@dataclass(frozen=True)
+class _Reconciliation:
+    """Amounts of the month by cluster and charge type, and (full_recovery) each cluster's
+    cost: the Summary shows that they tie."""
+
+    full_recovery: bool
+    amounts: dict[tuple[str, str], Decimal]  # (cluster, charge_type) -> net amount
+    costs: dict[str, Decimal]  # cluster -> cost (full_recovery only)
+
+    @property
+    def clusters(self) -> list[str]:
+        return sorted({cluster for cluster, _ in self.amounts} | set(self.costs))
+
+
+@dataclass(frozen=True)
+class _Audit:
+    inputs: list[tuple]  # file, cluster, format, sha256, read, loaded, rejected, folded
+    catalog_version: str | None
+    table_rows: list[tuple[str, int | None]]  # None: the table does not exist
+
+
+@dataclass(frozen=True)
+class _Month:
+    """The rows of one month the workbook shows (named rows of sql/reports/*.sql); the
+    governance marts' are None where the warehouse has no such table."""
+
+    charges: list[Any]
+    tenants: list[Any]
+    jobs: RowsQuery
+    buckets: list[Any]
+    quality: list[Any]
+    rejects: list[Any]
+    rejects_total: int
+    reconciliation: _Reconciliation
+    audit: _Audit
+    quota: list[Any] | None = None
+    queue: list[Any] | None = None
+    failures: list[Any] | None = None
+    capacity: list[Any] | None = None
+    daily: list[Any] | None = None
+
+
+def _reconciliation(
+    con: duckdb.DuckDBPyConnection, billing_month: dt.date, parameters: Mapping[str, str]
+) -> _Reconciliation:
+    amounts = {
+        (r.cluster, r.charge_type): r.amount
+        for r in queries.fetch(con, "amount_by_charge_type", billing_month=billing_month)
+    }
+    pools = queries.fetch_if_table(con, "cost_pools", "cluster_cost", billing_month=billing_month)
+    costs = {r.cluster: r.amount for r in pools or []}
+    full = bool(costs) or parameters.get("cost_mode") == "full_recovery"
+    return _Reconciliation(full_recovery=full, amounts=amounts, costs=costs)
+
+
+def _table_rows(
+    con: duckdb.DuckDBPyConnection, billing_month: dt.date
+) -> list[tuple[str, int | None]]:
+    return [
+        (
+            table,
+            queries.month_rows(con, table, billing_month)
+            if queries.table_exists(con, table)
+            else None,
+        )
+        for table in AUDIT_TABLES
+    ]
+
+
+def _audit_inputs(inputs: Sequence[Mapping[str, Any]], quality: list[Any]) -> list[tuple]:
+    """The landing files with their checksums, joined to the data_quality counts by name.
+
+    A file counted in data_quality but not passed in is listed without a checksum, and the
+    other way round without counts: the sheet never hides either side.
+    """
+    counts = {
+        q.subject: (q.cluster, q.rows_read, q.rows_loaded, q.rows_rejected, q.duplicates_folded)
+        for q in quality
+        if q.category == "file"
+    }
+    given = {str(i["file"]): i for i in inputs}
+    rows = []
+    for name in sorted(set(counts) | set(given)):
+        item = given.get(name, {})
+        cluster, read, loaded, rejected, folded = counts.get(name, (None,) * 5)
+        rows.append((
+            name, item.get("cluster") or cluster, item.get("format"),
+            item.get("sha256") or "not computed", read, loaded, rejected, folded,
+        ))  # fmt: skip
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Workbook layout
+# --------------------------------------------------------------------------------------------
+
+
+def _build_workbook(
+    billing_month: dt.date, parameters: dict[str, str], currency: str, data: _Month
+) -> tuple[Workbook, StreamedRows]:
+    """The workbook, and its job lines to stream into the package (`workbook_bytes`)."""
+    wb = Workbook()
+    add_named_styles(wb)
+    summary = wb.active
+    summary.title = SHEET_NAMES[0]
+    sheets = {name: wb.create_sheet(name) for name in SHEET_NAMES[1:]}
+
+    charges_total_cell = write_charges(sheets["Charges"], data.charges, currency)
+    _write_summary(summary, billing_month, parameters, currency, data, charges_total_cell)
+    job_lines = write_job_lines(sheets["Job lines"], data.jobs, currency)
+    _write_waste(sheets["Waste"], data.buckets, data.tenants)
+    _write_waste_chart(sheets["Waste"], data.buckets)
+    _write_quota_budget(sheets["Quota & Budget"], data.quota, data.tenants, currency)
+    _write_queue(sheets["Queue & Service"], data.queue)
+    _write_failures(sheets["Failures"], data.failures)
+    _write_capacity(sheets["Capacity"], data.capacity, data.daily)
+    _write_data_quality(sheets["Data quality"], data.quality, data.rejects, data.rejects_total)
+    write_definitions(sheets["Definitions"], parameters, DEFINITIONS + GOVERNANCE_DEFINITIONS)
+    _write_audit(sheets["Audit"], billing_month, parameters, data.audit)
+
+    fit_pages_to_width(wb)
+    # openpyxl stores formulas without cached results: ask Excel/LibreOffice to compute them.
+    wb.calculation.fullCalcOnLoad = True
+    wb.properties.creator = "gpu-chargeback"
+    wb.properties.title = f"GPU chargeback {billing_month:%Y-%m}"
+    return wb, job_lines
+
+
+def _write_summary(
+    ws: Worksheet,
+    billing_month: dt.date,
+    parameters: Mapping[str, str],
+    currency: str,
+    data: _Month,
+    charges_total_cell: str,
+) -> None:
+    charges = data.charges
+    timezone = parameters.get("billing_timezone") or "UTC"
+    capacity_rows = [b for b in data.buckets if b.bucket == "capacity"]
+    reconciled = write_summary(
+        ws,
+        Summary(
+            title=(
+                f"GPU chargeback — {month_name(billing_month)} ({billing_month:%Y-%m}), "
+                f"amounts in {currency}"
+            ),
+            subtitle=(
+                f"Billing period [{billing_month:%Y-%m-%d}, {period_end(billing_month):%Y-%m-%d})"
+                f" in {timezone}; figures are defined on the Definitions sheet, parameters of "
+                "the run below them."
+            ),
+            currency=currency,
+            identity_cols=[Column("Tenant"), Column("Department"), Column("Cost center")],
+            tenants=[
+                SummaryTenant(
+                    identity=(t.tenant_name or t.tenant_id, t.department, t.cost_center),
+                    allocated_gpu_hours=t.allocated_gpu_hours,
+                    productive_gpu_hours=t.productive_gpu_hours,
+                    amount=t.amount,
+                    budget=t.budget,
+                    budget_status=t.budget_status,
+                )
+                for t in data.tenants
+            ],
+            total_charge=sum((c.amount for c in charges), Decimal("0.00")),
+            shows_capacity=True,
+            capacity_gpu_hours=(sum(b.gpu_hours for b in capacity_rows) if capacity_rows else None),
+        ),
+        charges_total_cell,
+    )
+    # a closed month re-run: what was issued, the corrections since, and the net billed now
+    issued = sum((c.amount for c in charges if c.charge_class != "Correction"), Decimal("0.00"))
+    corrections = sum(
+        (c.amount for c in charges if c.charge_class == "Correction"), Decimal("0.00")
+    )
+    issued_row = reconciled.difference + 1
+    corrections_row, net_row = issued_row + 1, issued_row + 2
+    set_text(ws.cell(row=issued_row, column=1), "Issued lines (charge class empty)")
+    ws.cell(row=issued_row, column=5, value=issued).style = "cb money"
+    set_text(ws.cell(row=corrections_row, column=1), "Corrections (charge class Correction)")
+    ws.cell(row=corrections_row, column=5, value=corrections).style = "cb money"
+    set_text(ws.cell(row=net_row, column=1), "Net (issued + corrections)")
+    net = ws.cell(row=net_row, column=5, value=f"=E{issued_row}+E{corrections_row}")
+    net.style = "cb total money"
+    _write_charge_type_reconciliation(
+        ws, net_row + 2, data.reconciliation, reconciled.charges_total
+    )
+
+
+# Summary rows of the reconciliation by charge type: label, charge_type, and whether the row
+# exists in full_recovery only (rate_card shares no idle capacity).
+_CHARGE_TYPE_ROWS = (
+    ("Usage charged", "usage", False),
+    ("Credited", "credit", False),
+    ("Reserved capacity unused", "reserved_unused", False),
+    ("Shared idle capacity", "idle_share", True),
+    ("Platform (unrecovered)", "platform", True),
+)
+
+
+def _write_charge_type_reconciliation(
+    ws: Worksheet, title_row: int, reconciliation: _Reconciliation, charges_row: int
+) -> None:
+    """The month's charges by charge type, all clusters in column E (a SUM over the cluster
+    columns F...) and one column per cluster; their total ties to the Charges TOTAL and, in
+    full_recovery, to each cluster's capacity cost."""
+    clusters = reconciliation.clusters
+    set_text(ws.cell(row=title_row, column=1), "Reconciliation by charge type").style = "cb bold"
+    header_row = title_row + 1
+    set_text(ws.cell(row=header_row, column=1), "Figure").style = "cb header"
+    set_text(ws.cell(row=header_row, column=5), "All clusters").style = "cb header"
+    for offset, cluster in enumerate(clusters):
+        set_text(ws.cell(row=header_row, column=6 + offset), cluster).style = "cb header"
+    last_letter = get_column_letter(5 + len(clusters))
+
+    def figure_row(row: int, label: str, values: dict[str, Decimal]) -> None:
+        set_text(ws.cell(row=row, column=1), label)
+        for offset, cluster in enumerate(clusters):
+            cell = ws.cell(row=row, column=6 + offset, value=values.get(cluster, Decimal("0.00")))
+            cell.style = "cb money"
+        total = f"=SUM(F{row}:{last_letter}{row})" if clusters else 0
+        ws.cell(row=row, column=5, value=total).style = "cb total money"
+
+    row = header_row + 1
+    cost_row = None
+    if reconciliation.full_recovery:
+        cost_row = row
+        figure_row(row, "Capacity cost (full_recovery)", reconciliation.costs)
+        row += 1
+    first = row
+    for label, kind, full_recovery_only in _CHARGE_TYPE_ROWS:
+        if full_recovery_only and not reconciliation.full_recovery:
+            continue
+        values = {c: a for (c, k), a in reconciliation.amounts.items() if k == kind}
+        figure_row(row, label, values)
+        row += 1
+    total_row = row
+    set_text(ws.cell(row=total_row, column=1), "Total by charge type").style = "cb bold"
+    for column in range(5, 6 + len(clusters)):
+        letter = get_column_letter(column)
+        formula = f"=SUM({letter}{first}:{letter}{total_row - 1})"
+        ws.cell(row=total_row, column=column, value=formula).style = "cb total money"
+    diff_row = total_row + 1
+    set_text(ws.cell(row=diff_row, column=1), "Difference (total − Charges TOTAL, must be 0)")
+    diff = ws.cell(row=diff_row, column=5, value=f"=E{total_row}-E{charges_row}")
+    diff.style = "cb total money"
+    if cost_row is not None:
+        cost_diff_row = diff_row + 1
+        set_text(
+            ws.cell(row=cost_diff_row, column=1), "Difference (total − capacity cost, must be 0)"
+        )
+        for column in range(5, 6 + len(clusters)):
+            letter = get_column_letter(column)
+            formula = f"={letter}{total_row}-{letter}{cost_row}"
+            ws.cell(row=cost_diff_row, column=column, value=formula).style = "cb total money"
+
+
+def _write_waste(ws: Worksheet, buckets: list[Any], tenants: list[Any]) -> None:
+    cols = [
+        Column("Cluster"),
+        Column("GPU model"),
+        Column("Bucket"),
+        Column("GPU-hours", "hours"),
+        Column("Share of capacity", "share"),
+    ]
+    # the sheet row and the hours of each cluster × GPU model block's capacity row
+    capacity_of = {
+        (b.cluster, b.gpu_model): (row, b.gpu_hours)
+        for row, b in enumerate(buckets, start=2)
+        if b.bucket == "capacity"
+    }
+    rows = []
+    for row, b in enumerate(buckets, start=2):
+        capacity_row, capacity = capacity_of.get((b.cluster, b.gpu_model), (None, None))
+        share = f"=D{row}/D{capacity_row}" if capacity and b.gpu_hours is not None else None
+        rows.append((b.cluster, b.gpu_model, b.bucket, b.gpu_hours, share))
+    last = write_main_table(ws, cols, rows)
+    widths = fit_widths({}, cols, rows)
+
+    header_row = section_below(ws, last, "Waste by tenant")
+    tenant_cols = [
+        Column("Tenant ID"),
+        Column("Tenant"),
+        Column("Department"),
+        Column("Allocated GPU-hours", "hours"),
+        *BUCKET_HOURS_COLUMNS,
+        Column("Productive share of allocated", "share"),
+    ]
+    tenant_rows = []
+    for r, t in enumerate(sorted(tenants, key=lambda t: t.tenant_id), start=header_row + 1):
+        tenant_rows.append((
+            t.tenant_id, t.tenant_name, t.department, t.allocated_gpu_hours,
+            t.productive_gpu_hours, t.idle_gpu_hours, t.zombie_gpu_hours,
+            t.failed_job_gpu_hours, t.failed_infra_gpu_hours, t.unmeasured_gpu_hours,
+            f"=E{r}/D{r}" if t.allocated_gpu_hours else None,
+        ))  # fmt: skip
+    write_table(ws, header_row, tenant_cols, tenant_rows, table_name="WasteByTenant")
+    apply_widths(ws, fit_widths(widths, tenant_cols, tenant_rows))
+
+
+def _write_waste_chart(ws: Worksheet, buckets: list[Any]) -> None:
+    """A cluster × GPU model matrix of the buckets below the Waste tables, and its chart."""
+    shown = BUCKET_ORDER[1:]  # capacity is the sum of the others, not a slice of the bar
+    hours: dict[tuple[str, str], dict[str, float]] = {}
+    for b in buckets:
+        hours.setdefault((b.cluster, b.gpu_model), {})[b.bucket] = b.gpu_hours
+    header_row = section_below(ws, ws.max_row, "Waste by cluster × GPU model (GPU-hours)")
+    cols = [Column("Cluster × GPU model"), *(Column(b, "hours") for b in shown)]
+    rows = [
+        (f"{cluster} × {model}", *(by_bucket.get(b) for b in shown))
+        for (cluster, model), by_bucket in hours.items()
+    ]
+    last = write_table(ws, header_row, cols, rows, table_name="WasteByModel")
+    label_width = fit_widths({}, cols[:1], [r[:1] for r in rows])[1]
+    if label_width > (ws.column_dimensions["A"].width or 0):
+        ws.column_dimensions["A"].width = label_width
+    if not rows:
+        return
+    chart = BarChart()
+    chart.type = "col"
+    chart.grouping = "stacked"
+    chart.overlap = 100
+    style_chart(chart, "Waste by bucket", "GPU-hours")
+    data = Reference(ws, min_col=2, max_col=len(cols), min_row=header_row, max_row=last)
+    chart.add_data(data, titles_from_data=True)
+    chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=last))
+    ws.add_chart(chart, f"A{last + 3}")
+
+
+def _share(pct: float | None) -> float | None:
+    """Marts hold percentages (0-100); the sheets show them as shares in a % format."""
+    return None if pct is None else pct / 100
+
+
+def _hours_of(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds / 3600
+
+
+def _yes_no(flag: bool | None) -> str | None:
+    return None if flag is None else ("yes" if flag else "no")
+
+
+def _write_quota_budget(
+    ws: Worksheet, quota: list[Any] | None, tenants: list[Any], currency: str
+) -> None:
+    cols = [
+        Column("Tenant ID"),
+        Column("Pool"),
+        Column("Has quota"),
+        Column("Guaranteed GPUs", "hours"),
+        Column("Limit GPUs", "hours"),
+        Column("Reserved"),
+        Column("Used GPU-hours", "hours"),
+        Column("Mean GPUs", "hours"),
+        Column("Peak GPUs", "hours"),
+        Column("Peak at (UTC)", "timestamp"),
+        Column("Guaranteed GPU-hours", "hours"),
+        Column("Borrowed GPU-hours", "hours"),
+        Column("Unused guaranteed GPU-hours", "hours"),
+        Column("Minutes above limit", "hours"),
+        Column("Quota use", "share"),
+        Column("Borrowing days", "count"),
+        Column("Days", "count"),
+        Column("Breach"),
+        Column("Idle quota"),
+        Column("Chronic borrowing"),
+    ]
+    widths: dict[int, int] = {}
+    if quota is None:
+        last = not_available(ws, 1, "quota_compliance")
+    else:
+        rows = [
+            (q.tenant_id, q.pool, _yes_no(q.has_quota), q.guaranteed_gpus, q.limit_gpus,
+             _yes_no(q.reserved), q.used_gpu_hours, q.mean_gpus, q.peak_gpus, q.peak_at,
+             q.guaranteed_gpu_hours, q.borrowed_gpu_hours, q.unused_guaranteed_gpu_hours,
+             q.minutes_above_limit, _share(q.quota_use_pct), q.borrowing_days, q.days,
+             _yes_no(q.breach), _yes_no(q.idle_quota), _yes_no(q.chronic_borrowing))
+            for q in quota
+        ]  # fmt: skip
+        last = write_main_table(ws, cols, rows)
+        for row, q in enumerate(quota, start=2):
+            if q.breach:
+                ws.cell(row=row, column=18).fill = OVER_FILL
+        widths = fit_widths(widths, cols, rows)
+
+    header_row = section_below(ws, last, f"Budget vs actual ({currency})")
+    budget_cols = [
+        Column("Tenant ID"),
+        Column("Tenant"),
+        Column(f"Amount ({currency})", "money"),
+        Column(f"Budget ({currency})", "money"),
+        Column("Budget used", "share"),
+        Column("Budget status"),
+    ]
+    budget_rows = []
+    for r, t in enumerate(tenants, start=header_row + 1):
+        used = f"=C{r}/D{r}" if t.amount is not None and t.budget else None
+        budget_rows.append(
+            (t.tenant_id, t.tenant_name or t.tenant_id, t.amount, t.budget, used, t.budget_status)
+        )
+    budget_last = write_table(ws, header_row, budget_cols, budget_rows, table_name="BudgetVsActual")
+    fill_status_rows(ws, header_row + 1, [t.budget_status for t in tenants], len(budget_cols))
+    apply_widths(ws, fit_widths(widths, budget_cols, budget_rows))
+    if not budget_rows:
+        return
+    chart = BarChart()
+    chart.type = "col"
+    chart.grouping = "clustered"
+    style_chart(chart, "Spend vs budget", currency or "amount")
+    data = Reference(ws, min_col=3, max_col=4, min_row=header_row, max_row=budget_last)
+    chart.add_data(data, titles_from_data=True)
+    chart.set_categories(Reference(ws, min_col=2, min_row=header_row + 1, max_row=budget_last))
+    ws.add_chart(chart, f"A{budget_last + 3}")
+
+
+def _write_queue(ws: Worksheet, queue: list[Any] | None) -> None:
+    if queue is None:
+        not_available(ws, 1, "queue_stats")
+        return
+    cols = [
+        Column("Grouping set"),
+        Column("Cluster"),
+        Column("Tenant"),
+        Column("Queue"),
+        Column("GPU model"),
+        Column("Jobs", "count"),
+        Column("Jobs started", "count"),
+        Column("Wait p50 (h)", "hours"),
+        Column("Wait p90 (h)", "hours"),
+        Column("Wait p95 (h)", "hours"),
+        Column("Wait mean (h)", "hours"),
+        Column("Wait max (h)", "hours"),
+        Column("Pending GPU-hours", "hours"),
+        Column("Jobs ended", "count"),
+        Column("Completed", "count"),
+        Column("Failed", "count"),
+        Column("Timeout", "count"),
+        Column("Out of memory", "count"),
+        Column("Node fail", "count"),
+        Column("Cancelled", "count"),
+        Column("Preempted", "count"),
+        Column("Success rate", "share"),
+    ]
+    rows = [
+        (q.grouping_set, q.cluster, q.tenant_id, q.queue, q.gpu_model, q.jobs, q.jobs_started,
+         _hours_of(q.wait_p50_s), _hours_of(q.wait_p90_s), _hours_of(q.wait_p95_s),
+         _hours_of(q.wait_mean_s), _hours_of(q.wait_max_s), q.pending_gpu_hours, q.jobs_ended,
+         q.completed_jobs, q.failed_jobs, q.timeout_jobs, q.out_of_memory_jobs,
+         q.node_fail_jobs, q.cancelled_jobs, q.preempted_jobs, _share(q.success_rate_pct))
+        for q in queue
+    ]  # fmt: skip
+    write_main_table(ws, cols, rows)
+    apply_widths(ws, fit_widths({}, cols, rows))
+
+
+_FAILURE_SECTIONS = (
+    ("node", "Node", "Top nodes by failure rank", "FailuresNode"),
+    ("fault_domain", "Fault domain", "Fault domains", "FailuresFaultDomain"),
+    ("driver_version", "Driver version", "Driver versions", "FailuresDriver"),
+    ("exit_code", "Exit code", "Exit codes (by jobs)", "FailuresExitCode"),
+)
+
+
+def _write_failures(ws: Worksheet, failures: list[Any] | None) -> None:
+    if failures is None:
+        not_available(ws, 1, "failure_stats")
+        return
+    widths: dict[int, int] = {}
+    row = 1
+    for dimension, label, title, table_name in _FAILURE_SECTIONS:
+        rows = [
+            (f.failure_rank, f.cluster, f.value, f.jobs, f.completed_jobs, f.failed_jobs,
+             f.out_of_memory_jobs, f.timeout_jobs, f.node_fail_jobs, f.cancelled_jobs,
+             f.preempted_jobs, _share(f.infra_failure_rate_pct), _share(f.job_failure_rate_pct),
+             f.allocated_gpu_hours, f.failed_infra_gpu_hours, f.failed_job_gpu_hours)
+            for f in failures
+            if f.dimension == dimension
+        ]  # fmt: skip
+        if dimension == "node" and len(rows) > TOP_NODES_SHOWN:
+            title = f"{title} (the first {TOP_NODES_SHOWN} of {len(rows)})"
+            rows = rows[:TOP_NODES_SHOWN]
+        section_title(ws, row, title)
+        cols = [
+            Column("Rank", "count"),
+            Column("Cluster"),
+            Column(label),
+            Column("Jobs", "count"),
+            Column("Completed", "count"),
+            Column("Failed", "count"),
+            Column("Out of memory", "count"),
+            Column("Timeout", "count"),
+            Column("Node fail", "count"),
+            Column("Cancelled", "count"),
+            Column("Preempted", "count"),
+            Column("Infra failure rate", "share"),
+            Column("Job failure rate", "share"),
+            Column("Allocated GPU-hours", "hours"),
+            Column("Failed (infra) GPU-hours", "hours"),
+            Column("Failed (job) GPU-hours", "hours"),
+        ]
+        if row == 1:
+            last = write_main_table(ws, cols, rows, header_row=2)
+        else:
+            last = write_table(ws, row + 1, cols, rows, table_name=table_name)
+            last = max(last, row + 2)  # "(none)" under an empty header
+        widths = fit_widths(widths, cols, rows)
+        row = last + 3
+    apply_widths(ws, widths)
+
+
+def _write_capacity(ws: Worksheet, capacity: list[Any] | None, daily: list[Any] | None) -> None:
+    cols = [
+        Column("Cluster"),
+        Column("GPU model"),
+        Column("Verdict"),
+        Column("Verdict rule", "wrap", width=60),
+        Column("Capacity GPU-hours", "hours"),
+        Column("Allocated GPU-hours", "hours"),
+        Column("Allocation rate", "share"),
+        Column("Productive share", "share"),
+        Column("Waste share", "share"),
+        Column("Unmeasured share", "share"),
+        Column("Wait p95 (h)", "hours"),
+        Column("Pending GPU-hours", "hours"),
+        Column("Pending share", "share"),
+        Column("Guaranteed GPU-hours", "hours"),
+        Column("Idle-quota share", "share"),
+    ]
+    widths: dict[int, int] = {}
+    if capacity is None:
+        last = not_available(ws, 1, "capacity_evidence")
+    else:
+        rows = [
+            (c.cluster, c.gpu_model, c.verdict, c.verdict_rule, c.capacity_gpu_hours,
+             c.allocated_gpu_hours, _share(c.allocation_rate_pct), _share(c.productive_share_pct),
+             _share(c.waste_share_pct), _share(c.unmeasured_share_pct), _hours_of(c.wait_p95_s),
+             c.pending_gpu_hours, _share(c.pending_share_pct), c.guaranteed_gpu_hours,
+             _share(c.idle_quota_share_pct))
+            for c in capacity
+        ]  # fmt: skip
+        last = write_main_table(ws, cols, rows)
+        # the verdict and its reason are what the reader came for
+        for r in range(2, last + 1):
+            ws.cell(row=r, column=3).font = Font(bold=True, size=12)
+            ws.cell(row=r, column=4).font = Font(bold=True)
+        widths = fit_widths(widths, cols, rows)
+
+    header_row = section_below(
+        ws, last, "Daily allocation vs capacity (all clusters and GPU models)"
+    )
+    if daily is None:
+        not_available(ws, header_row, "utilization_daily")
+        apply_widths(ws, widths)
+        return
+    allocated_of: dict[dt.date, float] = {}
+    capacity_of: dict[dt.date, float | None] = {}  # None: no capacity known that day
+    for d in daily:
+        allocated_of[d.day] = allocated_of.get(d.day, 0.0) + (d.allocated_gpu_hours or 0.0)
+        capacity_of.setdefault(d.day, None)
+        if d.capacity_gpu_hours is not None:
+            capacity_of[d.day] = (capacity_of[d.day] or 0.0) + d.capacity_gpu_hours
+    daily_cols = [
+        Column("Day", "date"),
+        Column("Allocated GPU-hours", "hours"),
+        Column("Capacity GPU-hours", "hours"),
+        Column("Allocation rate", "share"),
+    ]
+    daily_rows = []
+    for r, (day, allocated) in enumerate(allocated_of.items(), start=header_row + 1):
+        cap = capacity_of[day]
+        daily_rows.append((day, allocated, cap, f"=B{r}/C{r}" if cap else None))
+    daily_last = write_table(ws, header_row, daily_cols, daily_rows, table_name="DailyCapacity")
+    widths = fit_widths(widths, daily_cols, daily_rows)
+    if daily_rows:
+        chart = LineChart()
+        style_chart(chart, "Daily allocation vs capacity", "GPU-hours")
+        data = Reference(ws, min_col=2, max_col=3, min_row=header_row, max_row=daily_last)
+        chart.add_data(data, titles_from_data=True)
+        chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=daily_last))
+        ws.add_chart(chart, f"F{header_row}")
+
+    detail_row = section_below(
+        ws, max(daily_last, header_row + 1), "Daily allocation and capacity by cluster × GPU model"
+    )
+    detail_cols = [
+        Column("Day", "date"),
+        Column("Cluster"),
+        Column("GPU model"),
+        Column("Allocated GPU-hours", "hours"),
+        Column("Capacity GPU-hours", "hours"),
+    ]
+    write_table(ws, detail_row, detail_cols, daily, table_name="DailyByModel")
+    apply_widths(ws, fit_widths(widths, detail_cols, daily))
+
+
+def _write_data_quality(
+    ws: Worksheet, quality: list[Any], rejects: list[Any], rejects_total: int
+) -> None:
+    cols = [
+        Column("Category"),
+        Column("Cluster"),
+        Column("Subject"),
+        Column("Rows read", "count"),
+        Column("Rows loaded", "count"),
+        Column("Rows rejected", "count"),
+        Column("Duplicates folded", "count"),
+        Column("Value", "number"),
+        Column("Detail"),
+        Column("Read − loaded − rejected", "count"),
+    ]
+    rows = []
+    for r, q in enumerate(quality, start=2):
+        # Every input row is loaded or rejected: this column shows 0 when the counts reconcile.
+        counted = None not in (q.rows_read, q.rows_loaded, q.rows_rejected)
+        rows.append((*q, f"=D{r}-E{r}-F{r}" if counted else None))
+    last = write_main_table(ws, cols, rows)
+    widths = fit_widths({}, cols, rows)
+
+    if any(q.category == "telemetry_labels" for q in quality):
+        note = (
+            "telemetry_labels: Value = GPU-hours of samples whose DCGM hpc_job / pod / "
+            "namespace labels agree with the scheduler (agrees) or not (the other kinds); per "
+            "GPU and label in the warehouse table telemetry_label_checks."
+        )
+        set_text(ws.cell(row=last + 2, column=1), note)
+        last += 1
+    if rejects_total > len(rejects):
+        title = (
+            f"Rejected rows: showing the first {len(rejects):,} of {rejects_total:,} "
+            "(capped; the full list is in the warehouse table rejects)"
+        )
+    else:
+        title = f"Rejected rows: {rejects_total:,}"
+    header_row = section_below(ws, last, title)
+    reject_cols = [
+        Column("File"),
+        Column("Line", "count"),
+        Column("Reason"),
+        Column("Raw", width=80),
+    ]
+    write_table(ws, header_row, reject_cols, rejects, table_name="Rejects")
+    apply_widths(ws, fit_widths(widths, reject_cols, rejects))
+
+
+def _write_audit(
+    ws: Worksheet, billing_month: dt.date, parameters: Mapping[str, str], audit: _Audit
+) -> None:
+    """The run's identity, then the input files with their checksums and counts, then the
+    month's rows of each warehouse table."""
+    item_cols = [Column("Item"), Column("Value")]
+    input_cols = [
+        Column("File"),
+        Column("Cluster"),
+        Column("Format"),
+        Column("SHA-256", width=66),
+        Column("Rows read", "count"),
+        Column("Rows loaded", "count"),
+        Column("Rows rejected", "count"),
+        Column("Duplicates folded", "count"),
+    ]
+    table_cols = [Column("Table"), Column("Rows", "count")]
+    items = [
+        ("Billing month", f"{billing_month:%Y-%m}"),
+        ("Code version", parameters.get("code_version") or "unknown"),
+        ("Catalog version (sha256 over the catalog files)", audit.catalog_version or "unknown"),
+        # by name: the same inputs in other folders give the same workbook
+        ("Catalog folder (name)", parameters.get("catalog_dir") or ""),
+        ("Landing folder (name)", parameters.get("landing_dir") or ""),
+    ]
+    table_rows = [(t, "not available" if n is None else n) for t, n in audit.table_rows]
+
+    inputs_row = section_below(ws, write_main_table(ws, item_cols, items), "Input files")
+    inputs_last = write_table(ws, inputs_row, input_cols, audit.inputs, "InputFiles")
+    tables_row = section_below(
+        ws, max(inputs_last, inputs_row + 1), f"Warehouse tables: rows of {billing_month:%Y-%m}"
+    )
+    write_table(ws, tables_row, table_cols, table_rows, table_name="TableRows")
+    widths = fit_widths({}, item_cols, items)
+    widths = fit_widths(widths, input_cols, audit.inputs)
+    apply_widths(ws, fit_widths(widths, table_cols, table_rows))

@@ -1,0 +1,309 @@
+"""The sheet kit of the report workbooks: named styles, column kinds and their number formats,
+tables (header, rows, filter), TOTAL rows, column widths, budget-status fills, charts and print
+setup. Every workbook registers the same named styles (`add_named_styles`) and a column's kind
+picks its style, so a figure has one format wherever it is shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from openpyxl import Workbook
+from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
+from openpyxl.chart import BarChart, LineChart
+from openpyxl.styles import Alignment, Font, NamedStyle, PatternFill
+from openpyxl.utils import get_column_letter
+from openpyxl.utils.cell import coordinate_from_string
+from openpyxl.worksheet.table import Table, TableStyleInfo
+from openpyxl.worksheet.worksheet import Worksheet
+
+MONEY_FORMAT = "#,##0.00"
+HOURS_FORMAT = "#,##0.00"
+SHARE_FORMAT = "0.0%"
+TIMESTAMP_FORMAT = "yyyy-mm-dd hh:mm"
+# Unit prices are DECIMAL(18,6): show cents always, and the extra digits only when present.
+PRICE_FORMAT = "#,##0.00####"
+COUNT_FORMAT = "#,##0"
+UTIL_FORMAT = "0.0"
+DATE_FORMAT = "yyyy-mm-dd"
+
+# Excel's own "light red fill" and "yellow fill" conditional-format colours.
+OVER_BUDGET_RGB = "FFC7CE"
+WARN_BUDGET_RGB = "FFEB9C"
+OVER_FILL = PatternFill(fill_type="solid", fgColor=OVER_BUDGET_RGB, bgColor=OVER_BUDGET_RGB)
+WARN_FILL = PatternFill(fill_type="solid", fgColor=WARN_BUDGET_RGB, bgColor=WARN_BUDGET_RGB)
+# budget status -> the fill of its rows
+STATUS_FILLS = {"over": OVER_FILL, "warn": WARN_FILL}
+
+# kind of a column -> named style registered in every workbook by add_named_styles
+STYLE_OF_KIND = {
+    "money": "cb money",
+    "hours": "cb hours",
+    "share": "cb share",
+    "timestamp": "cb timestamp",
+    "price": "cb price",
+    "count": "cb count",
+    "util": "cb util",
+    "date": "cb date",
+    "number": "cb number",
+    "wrap": "cb wrap",
+}
+TOTAL_STYLE_OF_KIND = {"money": "cb total money", "hours": "cb total hours"}
+# column kinds whose values are written as text (never as a number, date or formula)
+TEXT_KINDS = ("text", "wrap")
+
+MAX_CELL_CHARS = 32_767
+_MIN_WIDTH, _MAX_WIDTH = 8, 60
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: its header, its kind (text, or a key of STYLE_OF_KIND) and a fixed
+    width instead of one fitted to its values."""
+
+    header: str
+    kind: str = "text"
+    width: int | None = None
+
+
+def add_named_styles(wb: Workbook) -> None:
+    """The named styles every report workbook uses, in one order (their ids follow it)."""
+    bold = Font(bold=True)
+    formats = {
+        "money": MONEY_FORMAT,
+        "hours": HOURS_FORMAT,
+        "share": SHARE_FORMAT,
+        "timestamp": TIMESTAMP_FORMAT,
+        "price": PRICE_FORMAT,
+        "count": COUNT_FORMAT,
+        "util": UTIL_FORMAT,
+        "date": DATE_FORMAT,
+        "number": "General",
+    }
+    for kind, number_format in formats.items():
+        wb.add_named_style(NamedStyle(name=STYLE_OF_KIND[kind], number_format=number_format))
+    wb.add_named_style(
+        NamedStyle(name="cb wrap", alignment=Alignment(wrap_text=True, vertical="top"))
+    )
+    wb.add_named_style(
+        NamedStyle(
+            name="cb header",
+            font=bold,
+            fill=PatternFill(fill_type="solid", fgColor="D9D9D9", bgColor="D9D9D9"),
+        )
+    )
+    wb.add_named_style(NamedStyle(name="cb bold", font=bold))
+    wb.add_named_style(NamedStyle(name="cb title", font=Font(bold=True, size=14)))
+    wb.add_named_style(NamedStyle(name="cb total money", font=bold, number_format=MONEY_FORMAT))
+    wb.add_named_style(NamedStyle(name="cb total hours", font=bold, number_format=HOURS_FORMAT))
+
+
+def set_text(cell: Cell, value: Any) -> Cell:
+    """Write data as text: never a formula or error code, whatever the string starts with."""
+    cell.value = cell_text(value)
+    cell.data_type = "s"
+    return cell
+
+
+def cell_text(value: Any) -> str:
+    """`value` as a cell's text: characters XML cannot hold spelled out, cut at Excel's limit."""
+    text = ILLEGAL_CHARACTERS_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    if len(text) > MAX_CELL_CHARS:
+        text = text[: MAX_CELL_CHARS - 14] + " [truncated]"
+    return text
+
+
+def write_table(
+    ws: Worksheet,
+    header_row: int,
+    cols: Sequence[Column],
+    rows: Iterable[Sequence[Any]],
+    table_name: str | None = None,
+) -> int:
+    """Header plus rows from column A; returns the last row used (the header if no rows).
+
+    A sheet has one autofilter, which the caller puts on the sheet's first table; a second
+    table on the same sheet gets its own filter as an Excel table (`table_name`).
+    """
+    for column, col in enumerate(cols, start=1):
+        set_text(ws.cell(row=header_row, column=column), col.header).style = "cb header"
+    is_text = [col.kind in TEXT_KINDS for col in cols]
+    styles = [STYLE_OF_KIND.get(col.kind) for col in cols]
+    r = header_row
+    for values in rows:
+        r += 1
+        for column, (text, style, value) in enumerate(
+            zip(is_text, styles, values, strict=True), start=1
+        ):
+            if value is None:
+                continue
+            cell = ws.cell(row=r, column=column)
+            if text:
+                set_text(cell, value)
+            else:
+                # Numbers, datetimes, and formulas built by the report (never data text).
+                cell.value = value
+            if style is not None:
+                cell.style = style
+    if table_name is not None:
+        if r == header_row:
+            set_text(ws.cell(row=r + 1, column=1), "(none)")
+        else:
+            table = Table(displayName=table_name, ref=ref(header_row, 1, r, len(cols)))
+            table.tableStyleInfo = TableStyleInfo(name="TableStyleLight1", showRowStripes=False)
+            ws.add_table(table)
+    return r
+
+
+def write_main_table(
+    ws: Worksheet, cols: Sequence[Column], rows: Sequence[Sequence[Any]], header_row: int = 1
+) -> int:
+    """The sheet's main table (write_table), its header row and those above frozen and its
+    rows filtered by the sheet's autofilter; returns the last row used."""
+    last = write_table(ws, header_row, cols, rows)
+    ws.freeze_panes = f"A{header_row + 1}"
+    ws.auto_filter.ref = ref(header_row, 1, last, len(cols))
+    return last
+
+
+def named_style_id(ws: Worksheet, name: str) -> int:
+    """The workbook's cell-style id of a cell with the named style `name` (registered on first
+    use: ids follow the order of use)."""
+    template = Cell(ws)
+    template.style = name
+    return template.style_id
+
+
+def write_total_row(
+    ws: Worksheet, row: int, first: int, last: int, summed: Mapping[int, str]
+) -> None:
+    """TOTAL label plus `=SUM()` over rows first..last in the given columns (0 if no rows)."""
+    set_text(ws.cell(row=row, column=1), "TOTAL").style = "cb bold"
+    for column, kind in summed.items():
+        letter = get_column_letter(column)
+        value: Any = f"=SUM({letter}{first}:{letter}{last})" if last >= first else 0
+        ws.cell(row=row, column=column, value=value).style = TOTAL_STYLE_OF_KIND[kind]
+
+
+def fill_status_rows(
+    ws: Worksheet, first_row: int, statuses: Iterable[str | None], columns: int
+) -> None:
+    """Fill each row from `first_row` down by its budget status (over: red, warn: amber),
+    columns 1..`columns`."""
+    for row, status in enumerate(statuses, start=first_row):
+        fill = STATUS_FILLS.get(status)
+        if fill is not None:
+            for column in range(1, columns + 1):
+                ws.cell(row=row, column=column).fill = fill
+
+
+def ref(top: int, left: int, bottom: int, right: int) -> str:
+    """The range `A1:C9` of rows top..bottom and columns left..right."""
+    return f"{get_column_letter(left)}{top}:{get_column_letter(right)}{bottom}"
+
+
+def section_title(ws: Worksheet, row: int, text: str) -> None:
+    set_text(ws.cell(row=row, column=1), text).style = "cb bold"
+
+
+def section_below(ws: Worksheet, last_row: int, title: str) -> int:
+    """A section's title two rows below `last_row`; returns the row under the title, where
+    the section's table starts."""
+    section_title(ws, last_row + 3, title)
+    return last_row + 4
+
+
+def not_available(ws: Worksheet, row: int, table: str) -> int:
+    """Say in column A of `row` that the warehouse has no `table`; returns the row."""
+    set_text(
+        ws.cell(row=row, column=1),
+        f"not available: this warehouse has no table {table} (built before it existed)",
+    )
+    return row
+
+
+def style_chart(chart: BarChart | LineChart, title: str, y_title: str) -> None:
+    chart.title = title
+    chart.y_axis.title = y_title
+    chart.width, chart.height = 24, 10
+    # openpyxl >= 3.1 marks axes deleted unless told otherwise: the chart would have none.
+    chart.x_axis.delete = False
+    chart.y_axis.delete = False
+    chart.legend.position = "b"
+
+
+def fit_pages_to_width(wb: Workbook) -> None:
+    """Print (and PDF-export) every sheet landscape, one page wide, header row repeated."""
+    for ws in wb.worksheets:
+        ws.page_setup.orientation = "landscape"
+        ws.page_setup.paperSize = ws.PAPERSIZE_A4
+        ws.sheet_properties.pageSetUpPr.fitToPage = True
+        ws.page_setup.fitToWidth = 1
+        ws.page_setup.fitToHeight = 0
+        if ws.freeze_panes:
+            # (not ws[...]: that would create the cell)
+            _, first_unfrozen_row = coordinate_from_string(ws.freeze_panes)
+            ws.print_title_rows = f"1:{first_unfrozen_row - 1}"
+
+
+# --------------------------------------------------------------------------------------------
+# Column widths
+# --------------------------------------------------------------------------------------------
+
+
+def fit_widths(
+    widths: dict[int, int], cols: Sequence[Column], rows: Sequence[Sequence[Any]]
+) -> dict[int, int]:
+    """`widths` widened to fit the header and values of each column of `rows`."""
+    columns = [[row[column] for row in rows] for column in range(len(cols))]
+    return fit_widths_to(cols, columns, widths)
+
+
+def fit_widths_to(
+    cols: Sequence[Column], columns: Sequence[list[Any]], widths: dict[int, int] | None = None
+) -> dict[int, int]:
+    """Column widths from each column's values (or the values that decide its width)."""
+    widths = {} if widths is None else widths
+    for column, (col, values) in enumerate(zip(cols, columns, strict=True), start=1):
+        if col.width is not None:
+            width = col.width
+        else:
+            longest = _longest_display(values, col.kind)
+            width = min(max(len(col.header), longest) + 2, _MAX_WIDTH)
+        widths[column] = max(widths.get(column, _MIN_WIDTH), width)
+    return widths
+
+
+def apply_widths(ws: Worksheet, widths: Mapping[int, int]) -> None:
+    for column, width in sorted(widths.items()):
+        ws.column_dimensions[get_column_letter(column)].width = width
+
+
+def _display_len(value: Any, kind: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        if kind != "text" and value.startswith("="):
+            return 10  # a formula shows its result, not its text
+        return max((len(line) for line in value.splitlines()), default=0)
+    fixed = {"timestamp": 16, "date": 10, "share": 7}
+    if kind in fixed:
+        return fixed[kind]
+    if isinstance(value, int | float | Decimal):
+        return len(f"{value:,.2f}")
+    return len(str(value))
+
+
+def _longest_display(values: list[Any], kind: str) -> int:
+    """max(_display_len(v, kind) for v in values), without formatting every number: the
+    width of f"{v:,.2f}" grows with |v| (and a minus sign), so the largest and the smallest
+    number are the widest. A 200k-row sheet formatted 2.4 M numbers for its widths."""
+    distinct = set(values)
+    numbers = [v for v in distinct if isinstance(v, int | float | Decimal)]
+    if numbers and kind not in ("timestamp", "date", "share"):
+        distinct.difference_update(numbers)
+        distinct.update((min(numbers), max(numbers)))
+    return max((_display_len(value, kind) for value in distinct), default=0)

@@ -1,0 +1,18 @@
+-- The department page's daily chart without utilization_daily: one row per day with the
+-- allocated GPU-hours of the jobs of a department's tenants that started that day (jobs
+-- started before the month on its first day), in whole GPU units as department_daily.sql.
+-- Days as in utilization_daily: 24-hour days from $period_start, the period's start in UTC.
+-- Parameters: $billing_month, $department ('' for none), $period_start.
+select
+    $billing_month::date
+    + ((epoch_ms(greatest(j.start_at, $period_start::timestamp))
+        - epoch_ms($period_start::timestamp)) // 86400000)::int as day,
+    sum(round(j.allocated_gpu_hours * 1512000000)::hugeint) / 1512000000.0 as allocated_gpu_hours
+from job_usage as j
+inner join tenant_month as t on t.billing_month = j.billing_month and t.tenant_id = j.tenant_id
+where j.billing_month = $billing_month
+    and coalesce(t.department, '') = $department
+    and j.start_at is not null
+    and j.allocated_gpu_hours > 0
+group by all
+order by day
