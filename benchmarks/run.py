@@ -77,12 +77,16 @@ def _resource(root: Path, memory_limit: str):
     )
 
 
-def _month_params(chargeback):
-    """The benchmark month's MonthParams (pipelines/months.py)."""
+def _billing_month(chargeback):
+    """The benchmark month (pipelines/months.py) in the catalog's billing timezone."""
     from pipelines.months import BillingMonth
 
-    settings = chargeback.catalog().settings
-    return BillingMonth.parse(PARTITION, settings.billing_timezone).params(settings)
+    return BillingMonth.parse(PARTITION, chargeback.catalog().settings.billing_timezone)
+
+
+def _month_params(chargeback):
+    """The benchmark month's MonthParams."""
+    return _billing_month(chargeback).params(chargeback.catalog().settings)
 
 
 def _rollup_files(root: Path, chargeback, days: list[str] | None, hours: bool = False) -> list[str]:
@@ -91,7 +95,7 @@ def _rollup_files(root: Path, chargeback, days: list[str] | None, hours: bool = 
     from pipelines.defs.ingest.telemetry import month_hour_files, month_sample_files
 
     month_files = month_hour_files if hours else month_sample_files
-    files = month_files(chargeback.telemetry_dir, _month_params(chargeback))
+    files = month_files(chargeback.telemetry_dir, _billing_month(chargeback))
     if days:
         files = [f for f in files if any(f"day={d}" in f for d in days)]
     return files
@@ -106,7 +110,6 @@ def measure_month(cfg: dict) -> dict:
     from pipelines.definitions import all_assets
     from pipelines.defs.checks import checks
     from pipelines.defs.schedules import ROLLUP
-    from pipelines.months import BillingMonth
 
     root = Path(cfg["root"])
     chargeback = _resource(root, cfg["memory_limit"])
@@ -117,8 +120,7 @@ def measure_month(cfg: dict) -> dict:
     statements: list[tuple[str, float]] = []
     if cfg.get("trace_sql"):
         _trace_statements(statements)
-    timezone = chargeback.catalog().settings.billing_timezone
-    days = BillingMonth.parse(PARTITION, timezone).utc_days()
+    days = _billing_month(chargeback).utc_days()
     selected = cfg.get("select")
     monthly = dg.AssetSelection.assets(*selected) if selected else dg.AssetSelection.all() - ROLLUP
     instance = dg.DagsterInstance.ephemeral()

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipelines.months import BillingMonth, first_days, parse_month
+from pipelines.months import BillingMonth, first_days, month_label, parse_month
 from pipelines.progress import PROGRESS
 
 EXIT_FAILED = 1
@@ -87,10 +87,9 @@ def run_months(first: dt.date, last: dt.date) -> int:
     # imported here, like Dagster below: `--help` and argument errors answer at once
     from pipelines.catalog import CatalogError
     from pipelines.defs.partitions import monthly_partition
-    from pipelines.defs.resources import ChargebackResource
     from pipelines.landing import LandingError, discover
 
-    chargeback = ChargebackResource.from_env()
+    chargeback = _resource()
     _check_folders(chargeback, need_warehouse=False)
     partitions = set(monthly_partition.get_partition_keys())
     for first_day in first_days(first, last):
@@ -103,7 +102,7 @@ def run_months(first: dt.date, last: dt.date) -> int:
     except (CatalogError, LandingError) as error:
         print(f"chargeback: {error}", file=sys.stderr)
         return EXIT_FAILED
-    months = BillingMonth.between(first, last, catalog.settings.billing_timezone)
+    months = BillingMonth.range(first, last, catalog.settings.billing_timezone)
     days = sorted({day for month in months for day in month.utc_days()})
     label = _label(months)
     with _instance(chargeback) as instance:
@@ -194,11 +193,10 @@ def close_month(month: dt.date, closed_by: str) -> int:
     """Issue `month`'s charge lines through `close_month_job` (recorded in DAGSTER_HOME)."""
     from pipelines.commit import record_path
     from pipelines.definitions import defs
-    from pipelines.defs.resources import ChargebackResource
 
-    chargeback = ChargebackResource.from_env()
+    chargeback = _resource()
     _check_folders(chargeback, need_warehouse=True)
-    label = month.strftime("%Y-%m")
+    label = month_label(month)
     with _instance(chargeback) as instance:
         result = defs.get_job_def("close_month_job").execute_in_process(
             run_config={
@@ -221,6 +219,22 @@ def close_month(month: dt.date, closed_by: str) -> int:
     lines, total = result.output_for_node("close_billing_month")
     print(f"closed {label} by {closed_by}: {lines} charge lines issued, total {total}")
     return 0
+
+
+def _resource():
+    """The resource with this process's CHARGEBACK_* settings, read now: the command uses the
+    paths itself, before and after its runs."""
+    from pydantic import ValidationError
+
+    from pipelines.defs.resources import ENVIRONMENT, ChargebackResource
+
+    try:
+        return ChargebackResource.from_env_now()
+    except ValidationError as error:
+        first = error.errors()[0]
+        variable = ENVIRONMENT[first["loc"][0]]
+        message = first["msg"][:1].lower() + first["msg"][1:]
+        raise UsageError(f"{variable} {os.environ[variable]}: {message}") from None
 
 
 def _check_folders(chargeback, need_warehouse: bool) -> None:
@@ -247,12 +261,13 @@ def _label(months: list[BillingMonth]) -> str:
     return first if first == last else f"{first}..{last}"
 
 
-def _not_a_partition(month: dt.date, partitions) -> str:
-    label = month.strftime("%Y-%m")
+def _not_a_partition(first_day: dt.date, partitions) -> str:
+    label = month_label(first_day)
     keys = partitions.get_partition_keys()
-    if keys and month.isoformat() > keys[-1]:
-        return f"{label} has not ended yet (the latest month that can run is {keys[-1][:7]})"
-    first = keys[0][:7] if keys else os.environ.get("CHARGEBACK_FIRST_MONTH", "2024-01")
+    if keys and first_day > parse_month(keys[-1]):
+        latest = month_label(parse_month(keys[-1]))
+        return f"{label} has not ended yet (the latest month that can run is {latest})"
+    first = month_label(partitions.start)
     return f"{label} is before the first month {first} (CHARGEBACK_FIRST_MONTH)"
 
 
@@ -331,8 +346,8 @@ def _summary(chargeback, months, evaluations, failed, currency: str) -> str:
     try:
         total, tenants = con.execute(
             "select coalesce(sum(amount), 0), count(distinct tenant_id) from charge_lines "
-            "where billing_month between ? and ?",
-            [months[0].first_day, months[-1].first_day],
+            "where billing_month between $first_month and $last_month",
+            {"first_month": months[0].first_day, "last_month": months[-1].first_day},
         ).fetchone()
     finally:
         con.close()

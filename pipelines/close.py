@@ -14,6 +14,7 @@ import sys
 
 import duckdb
 
+from pipelines.months import month_label
 from pipelines.sql import run
 
 
@@ -27,17 +28,20 @@ def close_month(
     """Record the month's current charge lines as issued; returns (lines, total amount)."""
     run(con, "ddl/closed_months")
     run(con, "ddl/issued_charge_lines")
-    label = billing_month.strftime("%Y-%m")
+    label = month_label(billing_month)
+    month = {"billing_month": billing_month}
     closed = con.execute(
-        "select closed_at, closed_by from closed_months where billing_month = ?", [billing_month]
+        "select closed_at, closed_by from closed_months where billing_month = $billing_month",
+        month,
     ).fetchone()
     if closed:
         raise CloseError(
             f"{label} is already closed (at {closed[0]:%Y-%m-%d %H:%M} by {closed[1]})"
         )
     lines, total = con.execute(
-        "select count(*), coalesce(sum(amount), 0) from charge_lines where billing_month = ?",
-        [billing_month],
+        "select count(*), coalesce(sum(amount), 0) from charge_lines "
+        "where billing_month = $billing_month",
+        month,
     ).fetchone()
     if lines == 0:
         raise CloseError(f"{label} has no charge lines: run the month before closing it")
@@ -46,12 +50,13 @@ def close_month(
         con.execute(
             "insert into issued_charge_lines by name "
             "select * exclude (billing_month), billing_month, current_timestamp::timestamp "
-            "as issued_at from computed_charge_lines where billing_month = ?",
-            [billing_month],
+            "as issued_at from computed_charge_lines where billing_month = $billing_month",
+            month,
         )
         con.execute(
-            "insert into closed_months values (?, current_timestamp::timestamp, ?, ?, ?)",
-            [billing_month, closed_by, lines, total],
+            "insert into closed_months values "
+            "($billing_month, current_timestamp::timestamp, $closed_by, $lines, $total)",
+            {**month, "closed_by": closed_by, "lines": lines, "total": total},
         )
         con.execute("commit")
     except BaseException:

@@ -13,7 +13,8 @@ import dataclasses
 import datetime as dt
 import re
 from dataclasses import dataclass
-from typing import Any
+from decimal import Decimal
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 _LABEL = re.compile(r"(\d{4})-(\d{2})(?:-01)?")
@@ -32,6 +33,11 @@ def first_days(first: dt.date, last: dt.date) -> list[dt.date]:
     return days
 
 
+def month_label(day: dt.date) -> str:
+    """`YYYY-MM` of the month `day` is in: a month's name in reports, folders and messages."""
+    return day.strftime("%Y-%m")
+
+
 def parse_month(text: str) -> dt.date:
     """`2026-11` (or a partition key `2026-11-01`) as the month's first day; ValueError with
     one line naming the text otherwise."""
@@ -39,6 +45,14 @@ def parse_month(text: str) -> dt.date:
     if found is None or not 1 <= int(found[2]) <= 12:
         raise ValueError(f"{text}: not a month (YYYY-MM, e.g. 2026-11)")
     return dt.date(int(found[1]), int(found[2]), 1)
+
+
+class MonthSettings(Protocol):
+    """What the month's SQL parameters take from settings.yaml (pipelines.catalog.Settings)."""
+
+    currency: str
+    idle_threshold_pct: Decimal
+    zombie_min_hours: Decimal
 
 
 @dataclass(frozen=True)
@@ -72,14 +86,14 @@ class BillingMonth:
         return cls.of(local.date(), timezone)
 
     @classmethod
-    def between(cls, first: dt.date, last: dt.date, timezone: str) -> list[BillingMonth]:
-        """The months from `first`'s to `last`'s, both included."""
+    def range(cls, first: dt.date, last: dt.date, timezone: str) -> list[BillingMonth]:
+        """The months from `first`'s to `last`'s, both included, in order."""
         return [cls.of(day, timezone) for day in first_days(first, last)]
 
     @property
     def label(self) -> str:
         """`YYYY-MM`: the month's name in reports, folders and messages."""
-        return self.first_day.strftime("%Y-%m")
+        return month_label(self.first_day)
 
     @property
     def partition_key(self) -> str:
@@ -112,10 +126,8 @@ class BillingMonth:
             day += dt.timedelta(days=1)
         return days
 
-    def params(self, settings: Any) -> MonthParams:
-        """The month's SQL parameters with the settings every monthly SQL file may use
-        (`settings`: the catalog's settings.yaml, or anything with its `currency`,
-        `idle_threshold_pct` and `zombie_min_hours`)."""
+    def params(self, settings: MonthSettings) -> MonthParams:
+        """The month's SQL parameters with the settings every monthly SQL file may use."""
         return MonthParams(
             billing_month=self.first_day,
             budget_month=self.label,

@@ -46,7 +46,7 @@ def month_days(root: Path, partition_key: str) -> list[dt.date]:
         timezone = resource_for(root).catalog().settings.billing_timezone
     except CatalogError:  # the month's run reports it, at its catalog step
         timezone = "UTC"
-    return BillingMonth.of(dt.date.fromisoformat(partition_key), timezone).utc_days()
+    return BillingMonth.parse(partition_key, timezone).utc_days()
 
 
 def materialize_days(root: Path, days: list[dt.date], raise_on_error: bool = True, **kwargs):

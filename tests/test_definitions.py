@@ -5,6 +5,8 @@ import datetime as dt
 import dagster as dg
 
 from pipelines.definitions import defs
+from pipelines.defs.partitions import window_months
+from pipelines.defs.resources import ENVIRONMENT, ChargebackResource
 
 EXPECTED_ASSETS = {
     "catalog", "stg_jobs", "gpu_samples", "job_gpu_hours", "job_time_buckets", "gpu_capacity",
@@ -102,3 +104,43 @@ def test_daily_schedule_requests_the_day_just_ended():
     )
     requests = list(schedule.evaluate_tick(context).run_requests or [])
     assert [request.partition_key for request in requests] == ["2026-11-30"]
+
+
+def test_settings_are_read_by_the_process_that_runs(tmp_path, monkeypatch):
+    """The code location's resource holds the variables, not their values: a run reads them
+    when it starts, in its own process (a remote worker: its own environment); a setting whose
+    variable is unset keeps its default."""
+    for variable in ENVIRONMENT.values():
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("CHARGEBACK_WAREHOUSE", str(tmp_path / "loaded.duckdb"))
+    monkeypatch.setenv("CHARGEBACK_REPORTS_DIR", str(tmp_path / "reports"))
+    monkeypatch.setenv("CHARGEBACK_LOCK_WAIT_S", "7")
+    resource = ChargebackResource.from_env()
+    monkeypatch.setenv("CHARGEBACK_WAREHOUSE", str(tmp_path / "run.duckdb"))
+    seen = {}
+
+    @dg.asset
+    def settings(chargeback: ChargebackResource) -> None:
+        seen.update(chargeback.model_dump())
+
+    assert dg.materialize([settings], resources={"chargeback": resource}).success
+    assert seen == {
+        "landing_dir": "data/landing",
+        "catalog_dir": "data/catalog",
+        "warehouse": str(tmp_path / "run.duckdb"),
+        "reports_dir": str(tmp_path / "reports"),
+        "duckdb_memory_limit": "1.5GB",
+        "lock_wait_s": 7,
+    }
+
+
+def test_a_partition_window_is_its_billing_months():
+    window = dg.TimeWindow(
+        dt.datetime(2026, 12, 1, tzinfo=dt.UTC), dt.datetime(2027, 2, 1, tzinfo=dt.UTC)
+    )
+    december, january = window_months(window, "America/New_York")
+    assert (december.label, january.label) == ("2026-12", "2027-01")
+    assert (december.start, january.end) == (
+        dt.datetime(2026, 12, 1, 5),
+        dt.datetime(2027, 2, 1, 5),
+    )

@@ -27,10 +27,11 @@ def violations(
     """The rows `sql/checks/<name>.sql` returns for each billing month of the check's
     partition window (the run's months: a backfill checks every month it built)."""
     found: list[dict] = []
-    months = window_months(context.partition_time_window, chargeback.catalog().settings)
+    settings = chargeback.catalog().settings
+    months = window_months(context.partition_time_window, settings.billing_timezone)
     with chargeback.connect() as con:
         for month in months:
-            cursor = run(con, f"checks/{name}", {"billing_month": month.first_day})
+            cursor = run(con, f"checks/{name}", month.params(settings))
             columns = [c[0] for c in cursor.description]
             found += [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
     return found, [month.label for month in months]

@@ -41,7 +41,8 @@ def run_months(
     per_month: dict[str, dict[str, int]] = {}
     name = context.asset_key.to_user_string()
     with chargeback.connect() as con:
-        for month in window_months(context.partition_time_window, catalog.settings):
+        timezone = catalog.settings.billing_timezone
+        for month in window_months(context.partition_time_window, timezone):
             started = time.perf_counter()
             run = MonthRun(
                 con, month, month.params(catalog.settings), catalog, chargeback.folders,

@@ -3,17 +3,26 @@
 import datetime as dt
 import os
 import warnings
-from typing import Any
 
 import dagster as dg
 
-from pipelines.months import BillingMonth
+from pipelines.months import BillingMonth, parse_month
 
 # BackfillPolicy is "beta" in Dagster 1.13 but it is the documented way to run a range of
 # months in one run; the warning would print on every load.
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 
-FIRST_DAY = os.environ.get("CHARGEBACK_FIRST_MONTH", "2024-01") + "-01"
+
+def _first_day() -> str:
+    """The first day of CHARGEBACK_FIRST_MONTH: partitions are fixed when the definitions load."""
+    text = os.environ.get("CHARGEBACK_FIRST_MONTH", "2024-01")
+    try:
+        return parse_month(text).isoformat()
+    except ValueError as error:
+        raise ValueError(f"CHARGEBACK_FIRST_MONTH {error}") from None
+
+
+FIRST_DAY = _first_day()
 
 # Keys are YYYY-MM-01; history can be backfilled from CHARGEBACK_FIRST_MONTH.
 monthly_partition = dg.MonthlyPartitionsDefinition(start_date=FIRST_DAY, timezone="UTC")
@@ -27,8 +36,8 @@ daily_partition = dg.DailyPartitionsDefinition(start_date=FIRST_DAY, timezone="U
 single_run = dg.BackfillPolicy.single_run()
 
 
-def window_months(window: dg.TimeWindow, settings: Any) -> list[BillingMonth]:
+def window_months(window: dg.TimeWindow, timezone: str) -> list[BillingMonth]:
     """The billing months of a monthly partition window (one, or several in a backfill run),
-    in the catalog's billing timezone (`settings`: settings.yaml)."""
+    in the billing timezone."""
     last = window.end.date() - dt.timedelta(days=1)
-    return BillingMonth.between(window.start.date(), last, settings.billing_timezone)
+    return BillingMonth.range(window.start.date(), last, timezone)

@@ -64,44 +64,65 @@ class Folders:
     telemetry: Path  # daily Parquet rollups of the telemetry
 
 
+# The environment variable of each setting (DESIGN.md); unset, the field's default applies.
+ENVIRONMENT = {
+    "landing_dir": "CHARGEBACK_LANDING_DIR",
+    "catalog_dir": "CHARGEBACK_CATALOG_DIR",
+    "warehouse": "CHARGEBACK_WAREHOUSE",
+    "reports_dir": "CHARGEBACK_REPORTS_DIR",
+    "duckdb_memory_limit": "CHARGEBACK_DUCKDB_MEMORY_LIMIT",
+    "lock_wait_s": "CHARGEBACK_LOCK_WAIT_S",
+}
+
+
 class ChargebackResource(dg.ConfigurableResource):
-    """Paths of the landing folder, catalog, warehouse and reports, and DuckDB settings.
+    """Paths of the landing folder, catalog, warehouse and reports, and connections to the
+    warehouse and to a scratch DuckDB.
 
     Within a run the resource holds the warehouse's run lock from its first `connect()` to the
     end of the run (pipelines/locking.py), so a second run waits for the whole first one, and
     every connection of the run opens the run's working copy of the warehouse, which the end of
     the run commits together with the month reports, or keeps aside if a step failed
     (pipelines/commit.py).
-
-    `from_env()` reads the settings in the process that loads the definitions: the run worker's
-    own environment wherever it runs, since every run process loads them itself.
     """
 
-    landing_dir: str
-    catalog_dir: str
-    warehouse: str
-    reports_dir: str
+    landing_dir: str = "data/landing"
+    catalog_dir: str = "data/catalog"
+    warehouse: str = "data/warehouse.duckdb"
+    reports_dir: str = "data/reports"
     # Under the 2 GiB a run may use: DuckDB spills to disk past it, and Python, Arrow and
     # Dagster need the rest.
     duckdb_memory_limit: str = "1.5GB"
     # How long a run waits for another run or a writer holding the warehouse before it stops:
-    # long enough for a monthly run ahead of it to finish.
-    lock_wait_s: float = 300.0
+    # long enough for a monthly run ahead of it to finish. Whole seconds: Dagster reads an
+    # integer from an environment variable, not a float.
+    lock_wait_s: int = 300
 
     _run_id: str | None = PrivateAttr(default=None)
     _working_copy: Path | None = PrivateAttr(default=None)
 
     @classmethod
     def from_env(cls) -> ChargebackResource:
-        env = os.environ.get
-        return cls(
-            landing_dir=env("CHARGEBACK_LANDING_DIR", "data/landing"),
-            catalog_dir=env("CHARGEBACK_CATALOG_DIR", "data/catalog"),
-            warehouse=env("CHARGEBACK_WAREHOUSE", "data/warehouse.duckdb"),
-            reports_dir=env("CHARGEBACK_REPORTS_DIR", "data/reports"),
-            duckdb_memory_limit=env("CHARGEBACK_DUCKDB_MEMORY_LIMIT", "1.5GB"),
-            lock_wait_s=float(env("CHARGEBACK_LOCK_WAIT_S", "300")),
-        )
+        """The resource of the code location: each setting whose variable is set is a
+        `dg.EnvVar`, which Dagster reads when a run starts, in the process that runs it (a
+        remote worker reads its own environment, and the UI shows the variable, not its
+        value); a setting whose variable is unset keeps its default (Dagster's EnvVar has
+        none: an unset one would fail the run)."""
+        return cls(**{
+            field: dg.EnvVar.int(variable) if field == "lock_wait_s" else dg.EnvVar(variable)
+            for field, variable in ENVIRONMENT.items()
+            if variable in os.environ
+        })  # fmt: skip
+
+    @classmethod
+    def from_env_now(cls) -> ChargebackResource:
+        """The settings of this process's environment as values, read now: for the
+        `chargeback` command, which uses the paths itself before and after its runs."""
+        return cls(**{
+            field: os.environ[variable]
+            for field, variable in ENVIRONMENT.items()
+            if variable in os.environ
+        })  # fmt: skip
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._run_id = context.run.run_id if context.run else None

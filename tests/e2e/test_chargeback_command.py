@@ -159,6 +159,18 @@ def test_a_mistyped_warehouse_folder_creates_nothing(tmp_path):
     assert not typo.parent.exists()
 
 
+def test_a_lock_wait_that_is_not_whole_seconds_is_one_line(tmp_path):
+    build_tiny_month(tmp_path)
+    result = chargeback(
+        ["run", "--month", "2026-11"], env_for(tmp_path, CHARGEBACK_LOCK_WAIT_S="0.5")
+    )
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "chargeback: error: CHARGEBACK_LOCK_WAIT_S 0.5: input should be a valid integer, "
+        "unable to parse string as an integer\n"
+    )
+
+
 @pytest.mark.slow
 def test_a_refused_input_or_a_blocking_check_is_one_line(tmp_path):
     build_tiny_month(tmp_path)

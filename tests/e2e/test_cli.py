@@ -96,7 +96,8 @@ def test_definitions_validate_with_the_workspace(tmp_path):
     # the same command notices a location that does not load (a bad first month)
     broken = dagster_cli(cmd, cli_env(tmp_path, home, CHARGEBACK_FIRST_MONTH="not-a-month"))
     assert broken.returncode == 1, output_tail(broken)
-    assert "time data 'not-a-month-01' does not match format" in broken.stdout + broken.stderr
+    expected = "CHARGEBACK_FIRST_MONTH not-a-month: not a month (YYYY-MM, e.g. 2026-11)"
+    assert expected in broken.stdout + broken.stderr
 
 
 @pytest.mark.slow

@@ -24,8 +24,8 @@ job_gpu_hours = monthly_sql_asset("job_gpu_hours", "facts/job_gpu_hours", [stg_j
 )
 def job_time_buckets(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     def step(run: MonthRun) -> dict[str, int]:
-        files = month_sample_files(run.folders.telemetry, run.params)
-        hour_files = month_hour_files(run.folders.telemetry, run.params)
+        files = month_sample_files(run.folders.telemetry, run.month)
+        hour_files = month_hour_files(run.folders.telemetry, run.month)
         _check_rollup_format(run.con, files, run.month.label)
         _check_exact_hour_sums(run.con, hour_files, run.month.label)
         _check_idle_threshold(run.con, files, run.params.idle_threshold_pct, run.month.label)

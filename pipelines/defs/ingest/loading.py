@@ -185,13 +185,13 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> l
         """
         select cluster, job_id, nodes, gpus, start_at, held_until
         from stg_jobs as j
-        where billing_month = $m and start_at is not null and gpus > 0
+        where billing_month = $billing_month and start_at is not null and gpus > 0
             and not exists (
                 from month_job_gpus as g where g.cluster = j.cluster and g.job_id = j.job_id
             )
         order by start_at, cluster, job_id
         """,
-        {"m": month},
+        {"billing_month": month},
     ).fetchall()
     if not held:  # every started job's export names its GPUs
         return []

@@ -327,7 +327,7 @@ def load_month_telemetry(
         ),
         "day_samples": con.execute(
             "select count(*) from read_parquet($files)",
-            {"files": month_sample_files(telemetry_dir, params)},
+            {"files": month_sample_files(telemetry_dir, month)},
         ).fetchall()[0][0],
     }
 
@@ -394,33 +394,30 @@ def _empty_parquet(folder: Path, schema: pa.Schema) -> Path:
     return path
 
 
-def month_day_dirs(telemetry_dir: Path, params: MonthParams) -> list[Path]:
+def month_day_dirs(telemetry_dir: Path, month: BillingMonth) -> list[Path]:
     """The daily rollup folders of every cluster for the UTC days the month touches."""
-    first = params.month_start.date().isoformat()
-    last = (params.month_end - dt.timedelta(microseconds=1)).date().isoformat()
+    days = {f"day={day.isoformat()}" for day in month.utc_days()}
     return [
-        day_dir
-        for day_dir in sorted(telemetry_dir.glob("cluster=*/day=*"))
-        if first <= day_dir.name.removeprefix("day=") <= last
+        day_dir for day_dir in sorted(telemetry_dir.glob("cluster=*/day=*")) if day_dir.name in days
     ]
 
 
-def month_sample_files(telemetry_dir: Path, params: MonthParams) -> list[str]:
+def month_sample_files(telemetry_dir: Path, month: BillingMonth) -> list[str]:
     """The rollup's samples files of the month, or one empty file when it has no samples."""
-    return _month_files(telemetry_dir, params, "samples_*.parquet", ROLLUP_SCHEMA)
+    return _month_files(telemetry_dir, month, "samples_*.parquet", ROLLUP_SCHEMA)
 
 
-def month_hour_files(telemetry_dir: Path, params: MonthParams) -> list[str]:
+def month_hour_files(telemetry_dir: Path, month: BillingMonth) -> list[str]:
     """The rollup's sums per series-hour of the month, or one empty file when it has none."""
-    return _month_files(telemetry_dir, params, "hours_*.parquet", HOURS_SCHEMA)
+    return _month_files(telemetry_dir, month, "hours_*.parquet", HOURS_SCHEMA)
 
 
 def _month_files(
-    telemetry_dir: Path, params: MonthParams, pattern: str, schema: pa.Schema
+    telemetry_dir: Path, month: BillingMonth, pattern: str, schema: pa.Schema
 ) -> list[str]:
     files = [
         str(path)
-        for day_dir in month_day_dirs(telemetry_dir, params)
+        for day_dir in month_day_dirs(telemetry_dir, month)
         for path in sorted(day_dir.glob(pattern))
     ]
     return files or [str(_empty_parquet(telemetry_dir / "empty", schema))]

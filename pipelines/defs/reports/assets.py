@@ -74,7 +74,7 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
             },
         )
         name = f"chargeback-{run.month.label}.xlsx"
-        out = staged_report(context, chargeback, run.month.label, name)
+        out = staged_report(context, run, name)
         landing = run.folders.landing
         inputs = [
             {"file": export.name, "cluster": export.cluster, "format": export.format.name,
@@ -98,17 +98,16 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
 MONTH_MANIFEST = dg.AssetKey("month_manifest")
 
 
-def staged_report(
-    context: dg.AssetExecutionContext, chargeback: ChargebackResource, label: str, name: str
-) -> Path:
-    """`<name>` in this run's staging folder of month `label`, published with its manifest."""
+def staged_report(context: dg.AssetExecutionContext, run: MonthRun, name: str) -> Path:
+    """`<name>` in this run's staging folder of the month, published with its manifest."""
+    label = run.month.label
     selection = context.run.asset_selection
     if selection is not None and MONTH_MANIFEST not in selection:
         context.log.warning(
             f"{name} of {label} is not published: month_manifest, which a month's reports "
             "need to be published as a whole, is not in this run"
         )
-    return month_staging(Path(chargeback.reports_dir), label, context.run.run_id) / name
+    return month_staging(run.folders.reports, label, run.run_id) / name
 
 
 @dg.asset(
@@ -124,7 +123,7 @@ def focus_export(context: dg.AssetExecutionContext, chargeback: ChargebackResour
     ChargeCategory, ChargeClass, SubAccountId/Name, ResourceId, SkuPriceId, Tags, ...)."""
 
     def step(run: MonthRun) -> dict[str, int]:
-        out = staged_report(context, chargeback, run.month.label, f"focus-{run.month.label}.csv")
+        out = staged_report(context, run, f"focus-{run.month.label}.csv")
         return {"focus_rows": write_focus_csv(run.con, run.params, out)}
 
     return materialize_months(context, chargeback, step)

@@ -30,7 +30,7 @@ def department_reports(context: dg.AssetExecutionContext, chargeback: Chargeback
 
     def step(run: MonthRun) -> dict[str, int]:
         parameters = report_parameters(run.month, run.catalog)
-        folder = staged_report(context, chargeback, run.month.label, "departments")
+        folder = staged_report(context, run, "departments")
         counts = write_department_reports(run.con, run.month, parameters, folder)
         published = run.folders.reports / run.month.label / "departments"
         context.add_output_metadata(
