@@ -4,7 +4,6 @@ import csv
 import datetime as dt
 import hashlib
 import re
-import shutil
 import subprocess
 import zipfile
 from decimal import Decimal
@@ -17,6 +16,7 @@ from openpyxl.utils.cell import range_boundaries
 
 from pipelines.defs.reports import workbook
 from pipelines.defs.reports.workbook import write_chargeback_workbook
+from tests.conftest import require_tool
 
 NOV = dt.date(2026, 11, 1)
 OCT = dt.date(2026, 10, 1)
@@ -717,9 +717,7 @@ def test_mixed_currencies_are_refused(con, tmp_path):
 
 
 def test_opens_in_libreoffice(written, tmp_path):
-    soffice = shutil.which("libreoffice") or shutil.which("soffice")
-    if soffice is None:
-        pytest.skip("LibreOffice is not installed")
+    soffice = require_tool("soffice", "libreoffice-calc-nogui")
     out, _, _ = written
     converted = tmp_path / "converted"
     subprocess.run(
