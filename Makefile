@@ -9,7 +9,7 @@ COST_MODE ?= rate_card
 IDLE_SHARING ?= weighted
 export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
 
-.PHONY: venv demo test ui lint bench clean
+.PHONY: venv demo test test-quick ui lint bench clean
 
 $(BIN)/activate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,13 @@ demo: venv
 	    --idle-sharing $(IDLE_SHARING)
 	$(BIN)/chargeback run --month $(MONTH)
 
+# everything, the end-to-end months and servers marked slow included
 test: venv
 	$(BIN)/python -m pytest
+
+# the quick tier: everything but the slow tests, under two minutes on 2 cores
+test-quick: venv
+	$(BIN)/python -m pytest -m "not slow"
 
 ui: venv
 	mkdir -p $(DAGSTER_HOME) && printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml

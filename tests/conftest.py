@@ -9,6 +9,7 @@ import os
 os.environ["CHARGEBACK_FIRST_MONTH"] = "2016-01"
 
 import datetime as dt  # noqa: E402
+import shutil  # noqa: E402
 import textwrap  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -107,6 +108,26 @@ def demo_month(tmp_path_factory) -> tuple[Path, object]:
     result = materialize_month(root, "2026-11-01")
     assert result.success
     return root, result
+
+
+def under_ci() -> bool:
+    """Whether the tests run under CI: `CI` set to anything but empty, 0, false or no (CI
+    services set CI=true, and so does .ci/run)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_tool(name: str, package: str) -> str:
+    """The path of the external program `name` (on PATH) a test needs, e.g.
+    `require_tool("chromium", "chromium")`. When it is missing the test fails under CI, which
+    installs the tools (.ci/run), so a check never goes missing silently there; elsewhere it
+    is skipped, naming the Debian package to install."""
+    found = shutil.which(name)
+    if found is not None:
+        return found
+    message = f"{name} is not installed (Debian package '{package}')"
+    if under_ci():
+        pytest.fail(f"{message}: CI must run this test, install it", pytrace=False)
+    pytest.skip(message)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

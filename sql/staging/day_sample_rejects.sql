@@ -6,7 +6,8 @@ select
     src.file,
     d.line,
     d.reject_reason as reason,
-    format('ts={} node={} gpu_index={} util_pct={}', d.ts, d.node, d.gpu_index, d.util_pct) as raw
+    concat('ts=', d.ts, ' node=', d.node, ' gpu_index=', d.gpu_index, ' util_pct=', d.util_pct)
+        as raw
 from day_samples as d
 join sample_sources as src using (file_id)
 where d.reject_reason is not null

@@ -10,9 +10,14 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import materialize_month, query, write
 from tests.e2e.test_tiny_month import build_tiny_month
+
+# slow (quick tier: make test-quick): materialises a month per case; rejects and data
+# quality are also given/expect-tested in tests/marts/
+pytestmark = pytest.mark.slow
 
 ABSURD_JOBS = [
     # 100,000 GPUs on one node of 2 (nodes.csv): once a 5-minute GPU assignment

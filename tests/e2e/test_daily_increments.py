@@ -35,6 +35,10 @@ from tests.conftest import (
 )
 from tests.e2e.test_tiny_month import build_tiny_month
 
+# slow (quick tier: make test-quick): materialises the tiny month day by day, whole and
+# under the multiprocess executor
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 DAGSTER = REPO / ".venv" / "bin" / "dagster"
 MONTH = "2026-11-01"

@@ -19,6 +19,9 @@ from pipelines.defs.checks import checks
 from pipelines.demo import generate_demo
 from tests.conftest import materialize_monthly, query
 
+# slow (quick tier: make test-quick): materialises the demo month, in both cost modes
+pytestmark = pytest.mark.slow
+
 MONTH = "2026-11-01"
 CORE_CHECKS = {
     "capacity_buckets_sum_to_capacity": True,

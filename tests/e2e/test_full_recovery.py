@@ -33,6 +33,10 @@ import pytest
 
 from tests.conftest import materialize_month, query, write
 
+# slow (quick tier: make test-quick): materialises a month per idle-sharing policy; full
+# recovery is also given/expect-tested in tests/marts/test_charge_lines.py
+pytestmark = pytest.mark.slow
+
 MONTH = "2026-11-01"
 
 JOBS = """

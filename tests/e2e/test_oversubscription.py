@@ -3,10 +3,14 @@
 import datetime as dt
 
 import duckdb
+import pytest
 
 from pipelines.sql import run
 from tests.conftest import materialize_month, write
 from tests.e2e.test_tiny_month import ALLOCATIONS, build_tiny_month
+
+# slow (quick tier: make test-quick): materialises the tiny month per case
+pytestmark = pytest.mark.slow
 
 FAILED = "warehouse_failed.duckdb"  # where a failed run's tables are kept (pipelines/commit.py)
 

@@ -11,6 +11,10 @@ from pipelines.close import CloseError, close_month, main
 from tests.conftest import materialize_month, query, resource_for, write
 from tests.e2e.test_tiny_month import build_tiny_month
 
+# slow (quick tier: make test-quick): materialises the tiny month several times per test;
+# closed-month corrections are also given/expect-tested in tests/marts/test_charge_lines.py
+pytestmark = pytest.mark.slow
+
 CHEAPER_A100 = """
 rates:
   - {gpu_model: A100, price_per_gpu_hour: 1.50}

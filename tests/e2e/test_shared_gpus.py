@@ -32,6 +32,9 @@ import pytest
 from pipelines.catalog import CatalogError, load_catalog
 from tests.conftest import materialize_month, query, write
 
+# slow (quick tier: make test-quick): materialises its month, and again per overlap case
+pytestmark = pytest.mark.slow
+
 SACCT = """
 JobID|Account|User|Partition|Submit|Start|End|State|ExitCode|ReqTRES|AllocTRES|NodeList
 101|physics|ada|mig|2026-11-01T23:00:00|2026-11-02T00:00:00|2026-11-02T10:00:00|COMPLETED|0:0|cpu=1,gres/gpu=1|cpu=1,gres/gpu=1,gres/gpu:1g.10gb=1|g1

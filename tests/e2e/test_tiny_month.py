@@ -136,6 +136,8 @@ def build_tiny_month(root: Path) -> None:
     )
 
 
+# The month materialised once for the module: the quick tier's end-to-end run of the real
+# assets. Tests that materialise a month again are marked slow.
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tiny")
@@ -253,6 +255,7 @@ def test_rejects_and_reconciliation(tiny):
     assert unmapped == [("ghost", 2.0)]
 
 
+@pytest.mark.slow  # materialises the month again
 def test_checks_pass_and_the_unmapped_account_warns(tiny):
     # re-run to collect the check results of a fresh run
     result = materialize_month(tiny, "2026-11-01")
@@ -286,6 +289,7 @@ def table_fingerprints(root: Path) -> dict[str, tuple]:
     }
 
 
+@pytest.mark.slow  # materialises the month again
 def test_rerunning_a_month_leaves_identical_tables(tiny):
     before = table_fingerprints(tiny)
     workbook = (tiny / "reports/2026-11/chargeback-2026-11.xlsx").read_bytes()
@@ -294,6 +298,7 @@ def test_rerunning_a_month_leaves_identical_tables(tiny):
     assert (tiny / "reports/2026-11/chargeback-2026-11.xlsx").read_bytes() == workbook
 
 
+@pytest.mark.slow  # materialises the month again
 def test_a_job_across_the_month_boundary_is_prorated(tmp_path):
     build_tiny_month(tmp_path)
     assert materialize_month(tmp_path, "2026-10-01").success
@@ -340,6 +345,7 @@ JB,{cluster},alpha,ann,batch,normal,A100,2,n2,2026-11-02T04:00:00,2026-11-02T05:
 """
 
 
+@pytest.mark.slow  # materialises the month again
 def test_a_sparse_series_never_stands_for_its_long_gap(tmp_path):
     # Nov 2, cluster c: JA holds n1/0 06:00-06:30, sampled every 60 s (30 samples: a step of
     # its own, 60 s). JB holds n2/0 and n2/1 05:00-23:01:30; n2/0 has samples at 06:00, 06:01
@@ -468,6 +474,7 @@ def test_manifest_records_inputs_outputs_and_run(tiny):
     assert manifest["dagster_run_id"]
 
 
+@pytest.mark.slow  # materialises the month again
 def test_gpu_time_with_no_rate_stops_the_month_before_any_report(tmp_path):
     build_tiny_month(tmp_path)
     # no '*' fallback: J6's 1.5 h on the H100 (Nov 20, 00:00-01:30) has no rate in force

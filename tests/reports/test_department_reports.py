@@ -23,6 +23,7 @@ from pipelines.reports.department_page import DAILY_FALLBACK, render_department_
 from pipelines.reports.department_reports import write_department_reports
 from pipelines.reports.department_workbook import write_department_workbook
 from pipelines.reports.departments import Department, department_slugs, departments, slugify
+from tests.conftest import require_tool
 
 NOV = dt.date(2026, 11, 1)
 OCT = dt.date(2026, 10, 1)
@@ -642,8 +643,6 @@ def test_department_reports_asset_on_a_real_month(tmp_path):
 # --------------------------------------------------------------------------------------------
 # A real browser: the page renders at phone width and prints to PDF
 
-CHROMIUM = Path("/usr/bin/chromium")
-
 
 def _png_size(path: Path) -> tuple[int, int]:
     data = path.read_bytes()[:24]
@@ -653,12 +652,11 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 @pytest.mark.browser
 def test_page_renders_in_headless_chromium(con, tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} not installed (Debian package 'chromium'): no browser check")
+    chromium = require_tool("chromium", "chromium")
     write_department_reports(con, MONTH, PARAMETERS, tmp_path / "departments")
     page = (tmp_path / "departments" / "physics.html").resolve()
     common = [
-        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+        chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
         "--no-first-run", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}",
     ]  # fmt: skip

@@ -5,7 +5,6 @@ import datetime as dt
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import zipfile
 from decimal import Decimal
@@ -19,6 +18,7 @@ from openpyxl.utils.cell import range_boundaries
 from pipelines.reports import finance_workbook as workbook
 from pipelines.reports import sheets
 from pipelines.reports.finance_workbook import write_chargeback_workbook
+from tests.conftest import require_tool
 
 NOV = dt.date(2026, 11, 1)
 OCT = dt.date(2026, 10, 1)
@@ -719,9 +719,7 @@ def test_mixed_currencies_are_refused(con, tmp_path):
 
 
 def test_opens_in_libreoffice(written, tmp_path):
-    soffice = shutil.which("libreoffice") or shutil.which("soffice")
-    if soffice is None:
-        pytest.skip("LibreOffice is not installed")
+    soffice = require_tool("soffice", "libreoffice-calc-nogui")
     out, _, _ = written
     converted = tmp_path / "converted"
     subprocess.run(
