@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import logging
 import os
 import re
@@ -174,18 +173,14 @@ def _run(instance, chargeback, catalog, exports, months, days, label) -> int:
 def _unpublished(chargeback, months: list[BillingMonth], run_id: str) -> str | None:
     """What a successful run left unpublished (None: all): the run commits at its very end
     (pipelines/commit.py), where a failure is only logged by Dagster."""
-    from pipelines.commit import record_path
+    from pipelines.commit import published_by, record_path
 
     if record_path(Path(chargeback.warehouse)).exists():
         return "its warehouse and reports"
     for month in months:
-        manifest = Path(chargeback.reports_dir) / month.label / "manifest.json"
-        try:
-            published_by = json.loads(manifest.read_text(encoding="utf-8"))["dagster_run_id"]
-        except (OSError, ValueError, KeyError):
-            published_by = None
-        if published_by != run_id:
-            return f"{manifest.parent}/"
+        folder = Path(chargeback.reports_dir) / month.label
+        if published_by(folder) != run_id:
+            return f"{folder}/"
     return None
 
 

@@ -109,7 +109,7 @@ def _roll_forward(warehouse: Path, record: dict) -> None:
         staging, folder = Path(month["staging"]), Path(month["folder"])
         if not staging.exists():
             continue
-        if _run_of(staging) == record["run_id"]:
+        if published_by(staging) == record["run_id"]:
             publish_month(staging, folder)
         else:  # swapped already: the staging folder holds the previous generation
             remove(staging)
@@ -124,19 +124,17 @@ def _roll_forward(warehouse: Path, record: dict) -> None:
     record_path(warehouse).unlink(missing_ok=True)
 
 
-def keep_failed(warehouse: Path, work: Path) -> Path | None:
+def keep_failed(warehouse: Path, work: Path) -> None:
     """A failed run's working copy, kept as `<stem>_failed.duckdb` (replacing the previous)."""
-    if not work.exists():
-        return None
-    target = failed_copy(warehouse)
-    _checkpointed(work)
-    os.replace(work, target)
-    return target
+    if work.exists():
+        _checkpointed(work)
+        os.replace(work, failed_copy(warehouse))
 
 
-def _run_of(staging: Path) -> str | None:
+def published_by(folder: Path) -> str | None:
+    """The Dagster run id in a month folder's manifest.json (None: no readable manifest)."""
     try:
-        return json.loads((staging / MANIFEST).read_text(encoding="utf-8"))["dagster_run_id"]
+        return json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["dagster_run_id"]
     except (OSError, ValueError, KeyError):
         return None
 

@@ -44,6 +44,27 @@ MONTH = "2026-11"
 UNITS_PER_GPU_HOUR = 1_512_000_000
 
 
+# Catalog pieces several marts' months share (YAML, as GivenMonth.catalog takes them)
+IDLE_RULES = """
+    idle_threshold_pct: 5
+    zombie_min_hours: 2
+    telemetry: {step_s: 600}
+"""
+CHAFF_TENANT = """
+    tenants:
+      - {id: chaff, name: Chaffinch Lab, department: Biology, cost_center: CC-1,
+         accounts: [chaff]}
+"""
+ALPHA_TENANT = """
+    tenants:
+      - {id: alpha, name: Alpha Lab, department: Physics, cost_center: CC-1, accounts: [alpha]}
+"""
+ONE_RATE = """
+    rates:
+      - {gpu_model: "*", price_per_gpu_hour: 1.00}
+"""
+
+
 def units(gpu_hours: float) -> int:
     """GPU-hours as whole GPU units (exact for the hours and fractions the tests use)."""
     return round(gpu_hours * UNITS_PER_GPU_HOUR)

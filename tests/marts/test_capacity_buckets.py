@@ -24,22 +24,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.marts.conftest import JOBS_HEADER, pick, samples, samples_csv, units
+from tests.marts.conftest import (
+    CHAFF_TENANT,
+    IDLE_RULES,
+    JOBS_HEADER,
+    ONE_RATE,
+    pick,
+    samples,
+    samples_csv,
+    units,
+)
 
-SETTINGS = """
-    idle_threshold_pct: 5
-    zombie_min_hours: 2
-    telemetry: {step_s: 600}
-"""
-TENANTS = """
-    tenants:
-      - {id: chaff, name: Chaffinch Lab, department: Biology, cost_center: CC-1,
-         accounts: [chaff]}
-"""
-RATES = """
-    rates:
-      - {gpu_model: "*", price_per_gpu_hour: 1.00}
-"""
+SETTINGS, TENANTS, RATES = IDLE_RULES, CHAFF_TENANT, ONE_RATE
 NODES = """
     node,cluster,gpu_model,gpus,in_service_from
     n1,c1,A100,2,

@@ -12,17 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.marts.conftest import JOBS_HEADER, pick
+from tests.marts.conftest import ALPHA_TENANT, JOBS_HEADER, ONE_RATE, pick
 
 SETTINGS = "telemetry: {step_s: 600}\n"
-TENANTS = """
-    tenants:
-      - {id: alpha, name: Alpha Lab, department: Physics, cost_center: CC-1, accounts: [alpha]}
-"""
-RATES = """
-    rates:
-      - {gpu_model: "*", price_per_gpu_hour: 1.00}
-"""
+TENANTS, RATES = ALPHA_TENANT, ONE_RATE
 JOBS = f"""
     {JOBS_HEADER}
     j1,alpha,ann,batch,normal,A100,1,n1,2026-11-02T00:00:00,2026-11-02T00:00:00,2026-11-02T01:00:00,COMPLETED,0

@@ -15,18 +15,17 @@ from decimal import Decimal
 
 import pytest
 
-from tests.marts.conftest import JOBS_HEADER, UNITS_PER_GPU_HOUR, pick, samples, samples_csv
+from tests.marts.conftest import (
+    CHAFF_TENANT,
+    IDLE_RULES,
+    JOBS_HEADER,
+    UNITS_PER_GPU_HOUR,
+    pick,
+    samples,
+    samples_csv,
+)
 
-SETTINGS = """
-    idle_threshold_pct: 5
-    zombie_min_hours: 2
-    telemetry: {step_s: 600}
-"""
-TENANTS = """
-    tenants:
-      - {id: chaff, name: Chaffinch Lab, department: Biology, cost_center: CC-1,
-         accounts: [chaff]}
-"""
+SETTINGS, TENANTS = IDLE_RULES, CHAFF_TENANT
 RATES = """
     rates:
       - {gpu_model: A100, price_per_gpu_hour: 2.50}

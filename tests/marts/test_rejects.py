@@ -12,16 +12,9 @@ import datetime as dt
 
 import pytest
 
-from tests.marts.conftest import JOBS_HEADER
+from tests.marts.conftest import ALPHA_TENANT, JOBS_HEADER, ONE_RATE
 
-TENANTS = """
-    tenants:
-      - {id: alpha, name: Alpha Lab, department: Physics, cost_center: CC-1, accounts: [alpha]}
-"""
-RATES = """
-    rates:
-      - {gpu_model: "*", price_per_gpu_hour: 1.00}
-"""
+TENANTS, RATES = ALPHA_TENANT, ONE_RATE
 JOBS = f"""
     {JOBS_HEADER}
     j1,alpha,ann,batch,normal,A100,1,n1,2026-11-02T00:00:00,2026-11-02T00:00:00,2026-11-02T01:00:00,COMPLETED,0
