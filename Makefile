@@ -20,7 +20,7 @@ $(BIN)/activate: pyproject.toml
 venv: $(BIN)/activate
 
 demo: venv
-	$(BIN)/python -m pipelines.demo --month $(MONTH) --out data --cost-mode $(COST_MODE) \
+	$(BIN)/python -m simulator --month $(MONTH) --out data --cost-mode $(COST_MODE) \
 	    --idle-sharing $(IDLE_SHARING)
 	$(BIN)/chargeback run --month $(MONTH)
 
