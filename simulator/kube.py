@@ -144,6 +144,23 @@ JUPYTER_LABELS = {"app": "jupyterhub", "component": "singleuser-server"}
 NOTEBOOK_IMAGE = "quay.io/jupyter/pytorch-notebook:cuda12-2024-11-04"
 
 
+def _notebook(pod, names, submit, runtime, pool, user, zombie, **kw) -> Pod:
+    """A JupyterHub single-user server of ``user``; a forgotten one (``zombie``) sits idle."""
+    return pod(
+        "notebook",
+        "jupyter",
+        submit,
+        runtime,
+        pool,
+        profile=ZOMBIE if zombie else BURSTY,
+        user=user,
+        name=f"jupyter-{user}-{names.suffix(4)}",
+        container="notebook",
+        image=NOTEBOOK_IMAGE,
+        **kw,
+    )
+
+
 def _kueue_labels(queue: str) -> dict[str, str]:
     """Labels of a pod Kueue manages (plain-pod integration), naming its LocalQueue."""
     return {"kueue.x-k8s.io/managed": "true", "kueue.x-k8s.io/queue-name": queue}
@@ -301,18 +318,15 @@ def _requests(rnd: random.Random, layout: Layout, kl: KubeLayout) -> list[Pod]:
             zombie = rnd.random() < 0.3
             runtime = rnd.randint(4 * 3600, 14 * 3600) if zombie else rnd.randint(1800, 6 * 3600)
             oom = not zombie and rnd.random() < 0.08
-            pod(
-                "notebook",
-                "jupyter",
+            _notebook(
+                pod,
+                names,
                 submit,
                 runtime if not oom else runtime // 3,
                 "MIG",
+                user,
+                zombie,
                 slices=1,
-                profile=ZOMBIE if zombie else BURSTY,
-                user=user,
-                name=f"jupyter-{user}-{names.suffix(4)}",
-                container="notebook",
-                image=NOTEBOOK_IMAGE,
                 state="OUT_OF_MEMORY" if oom else "COMPLETED",
                 reason="OOMKilled" if oom else None,
                 exit_code=137 if oom else 0,
@@ -376,20 +390,8 @@ def _time_sliced_pods(pod, names, rnd, users, layout: Layout, kl: KubeLayout) ->
         )
 
     def notebook(submit: int, runtime: int, user: str, zombie: bool = False) -> None:
-        pod(
-            "notebook",
-            "jupyter",
-            submit,
-            runtime,
-            "TS",
-            whole=1,
-            profile=ZOMBIE if zombie else BURSTY,
-            user=user,
-            name=f"jupyter-{user}-{names.suffix(4)}",
-            container="notebook",
-            image=NOTEBOOK_IMAGE,
-            labels={**JUPYTER_LABELS, "hub.jupyter.org/profile": "shared-a100"},
-        )
+        profile = {**JUPYTER_LABELS, "hub.jupyter.org/profile": "shared-a100"}
+        _notebook(pod, names, submit, runtime, "TS", user, zombie, whole=1, labels=profile)
 
     for submit in submit_times(rnd, layout, n_notebooks):
         zombie = rnd.random() < 0.25
@@ -480,21 +482,19 @@ def _special_pods(pod, names, rnd, users, layout: Layout, kl: KubeLayout) -> Non
     _batch_pod(
         pod, names, rnd, users, m0 + 3 * day + 8 * 3600, 7200, 1, "TIMEOUT", "DeadlineExceeded", 137
     )
-    notebook_user = users[1]
-    pod(
-        "notebook",
-        "jupyter",
-        m0 + 4 * day + 9 * 3600,
+    # a MIG notebook opened on the 5th and forgotten
+    forgotten, labels = m0 + 4 * day + 9 * 3600, dict(JUPYTER_LABELS)
+    _notebook(
+        pod,
+        names,
+        forgotten,
         11 * 3600,
         "MIG",
+        users[1],
+        True,
         slices=1,
-        profile=ZOMBIE,
-        user=notebook_user,
-        name=f"jupyter-{notebook_user}-{names.suffix(4)}",
-        container="notebook",
-        image=NOTEBOOK_IMAGE,
+        labels=labels,
         pin_product=False,
-        labels={"app": "jupyterhub", "component": "singleuser-server"},
     )
 
 

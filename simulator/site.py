@@ -291,52 +291,54 @@ class KubeLayout:
     time_sliced: tuple[int, int, int]
 
 
+# kube's inference deployments: (namespace, deployment, replicas in the small and in the full
+# demo (0: none), whole GPUs, MIG slices, pool)
+KUBE_DEPLOYMENTS = (
+    ("nlp-inference", "llama-70b-chat", 1, 2, 2, 0, "H100"),
+    ("genai-serve", "sdxl-api", 0, 2, 1, 0, "H100"),
+    ("nlp-inference", "embedder", 0, 1, 1, 0, "A100"),
+    ("genai-serve", "whisper-api", 4, 8, 0, 1, "MIG"),
+    ("nlp-inference", "reranker", 6, 12, 0, 1, "MIG"),
+    ("fraud-ml", "risk-scorer", 0, 6, 0, 1, "MIG"),
+)
+
+
 def make_kube_layout(layout: Layout) -> KubeLayout:
+    """kube's nodes (one H100 node in the small demo, four and an A100 node in the full one;
+    the MIG and the time-sliced node in both), deployments and workload size."""
     m0 = layout.month_start
 
     def at(day: int, hour: float = 0.0) -> int:
         return m0 + int((day * 24 + hour) * 3600)
 
-    time_sliced_node = KubeNode("kube-ts01", A100, TIME_SLICED, "k2", "10.20.0.17")
-    if layout.small:
-        nodes = (
-            KubeNode("kube-h01", H100, None, "k1", "10.20.0.11"),
+    small = layout.small
+    h100_nodes = tuple(
+        KubeNode(f"kube-h0{k}", H100, None, "k1", f"10.20.0.{10 + k}")
+        for k in range(1, 2 if small else 5)
+    )
+    a100_nodes = () if small else (KubeNode("kube-a01", A100, None, "k2", "10.20.0.15"),)
+    nodes = (
+        h100_nodes
+        + a100_nodes
+        + (
             KubeNode("kube-m01", A100, MIG_1G, "k2", "10.20.0.16"),
-            time_sliced_node,
+            KubeNode("kube-ts01", A100, TIME_SLICED, "k2", "10.20.0.17"),
         )
-        deployments = (
-            ("nlp-inference", "llama-70b-chat", 1, 2, 0, "H100"),
-            ("genai-serve", "whisper-api", 4, 0, 1, "MIG"),
-            ("nlp-inference", "reranker", 6, 0, 1, "MIG"),
-        )
-        counts = (50, 40, 70)
-        time_sliced = (1, 70, 50)
-        gap_node = "kube-h01"
-    else:
-        nodes = tuple(
-            KubeNode(f"kube-h0{k}", H100, None, "k1", f"10.20.0.{10 + k}") for k in range(1, 5)
-        ) + (
-            KubeNode("kube-a01", A100, None, "k2", "10.20.0.15"),
-            KubeNode("kube-m01", A100, MIG_1G, "k2", "10.20.0.16"),
-            time_sliced_node,
-        )
-        deployments = (
-            ("nlp-inference", "llama-70b-chat", 2, 2, 0, "H100"),
-            ("genai-serve", "sdxl-api", 2, 1, 0, "H100"),
-            ("nlp-inference", "embedder", 1, 1, 0, "A100"),
-            ("genai-serve", "whisper-api", 8, 0, 1, "MIG"),
-            ("nlp-inference", "reranker", 12, 0, 1, "MIG"),
-            ("fraud-ml", "risk-scorer", 6, 0, 1, "MIG"),
-        )
-        counts = (760, 300, 700)
-        time_sliced = (2, 320, 300)
-        gap_node = "kube-h02"
+    )
+    deployments = tuple(
+        (namespace, name, replicas, whole, slices, pool)
+        for namespace, name, small_replicas, full_replicas, whole, slices, pool in KUBE_DEPLOYMENTS
+        if (replicas := small_replicas if small else full_replicas)
+    )
+    counts = (50, 40, 70) if small else (760, 300, 700)
+    time_sliced = (1, 70, 50) if small else (2, 320, 300)
+    gap_node = "kube-h01" if small else "kube-h02"
     return KubeLayout(
         nodes=nodes,
         n_train=counts[0],
         n_notebooks=counts[1],
         n_batch=counts[2],
-        duration_scale=1.5 if layout.small else 1.0,
+        duration_scale=1.5 if small else 1.0,
         deployments=deployments,
         exporter_gap=(gap_node, at(11, 10), at(11, 13)),
         evicted_at=at(8, 14.37),
