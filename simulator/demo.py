@@ -216,7 +216,9 @@ def gzip_landing(landing: Path) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Command line: generate the demo and print its summary as JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m simulator", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--month", default="2026-11", help="billing month YYYY-MM")
     parser.add_argument("--out", type=Path, default=Path("data"), help="output folder")
     parser.add_argument("--seed", type=int, default=7)
