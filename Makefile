@@ -19,8 +19,13 @@ $(BIN)/activate: pyproject.toml
 
 venv: $(BIN)/activate
 
+# pandas for the benchmark's baseline, on top of the dev install
+$(VENV)/.bench: $(BIN)/activate
+	$(BIN)/pip install --quiet -e '.[bench]'
+	touch $@
+
 demo: venv
-	$(BIN)/python -m pipelines.demo --month $(MONTH) --out data --cost-mode $(COST_MODE) \
+	$(BIN)/python -m simulator --month $(MONTH) --out data --cost-mode $(COST_MODE) \
 	    --idle-sharing $(IDLE_SHARING)
 	$(BIN)/chargeback run --month $(MONTH)
 
@@ -37,7 +42,7 @@ ui: venv
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 # The 1,000-GPU x 30-day month of DESIGN/issue 6; results in benchmarks/results/latest.json
-bench: venv
+bench: venv $(VENV)/.bench
 	$(BIN)/python benchmarks/run.py --gpus 1000 --days 30 --interval-s 60
 
 lint: venv

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         if args.landing is None:
-            from pipelines.demo import generate_demo
+            from simulator.demo import generate_demo
 
             generate_demo(Path(tmp), month="2026-11", seed=7)
             args.landing, args.catalog = Path(tmp) / "landing", Path(tmp) / "catalog"

@@ -1,6 +1,7 @@
 """Deterministic, vectorised scale data for the benchmarks: one cluster of N GPUs over D days.
 
-Writes the same shapes as `pipelines.demo`, at any size:
+Writes the same shapes as the demo month (`python -m simulator`), at any size, with the demo
+site's GPUs, tenants and accounts and its writers' formats (the `simulator` package):
 
     <out>/landing/scheduler/bench/jobs.csv, allocations.csv          canonical CSV
     <out>/landing/telemetry/bench/gpu-samples-<YYYY-MM-DD>.parquet    canonical samples, a day each
@@ -43,20 +44,29 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from simulator import site
+from simulator.catalog import flow, outage_entry, rates_yaml, settings_head, tenants_yaml
+from simulator.site import (
+    A100,
+    GPU_MEMORY_MIB,
+    GPU_NAMES,
+    GPUS_PER_NODE,
+    H100,
+    NODE_MONTHLY_COST,
+    RATES,
+    TDP_W,
+)
+from simulator.telemetry import unit_hash
+from simulator.writers.canonical import samples_table
+from simulator.writers.dcgm import query_range_document, series_values, value_text
+from simulator.writers.nvidia_smi import SMI_HEADER, nvidia_smi_lines
+
 CLUSTER = "bench"
-GPUS_PER_NODE = 8
 JOB_ID_BASE = 7_000_000
 MIN_SLOT_S = 120  # the shortest job slot: two minutes
 EDGE_S = 12 * 3600  # jobs start before the first day and end after the last by up to this
 GPU_BLOCK = 1024  # GPUs generated together (a Parquet row group); a multiple of 8
 FORMATS = ("canonical", "dcgm", "nvidia-smi")
-
-A100, H100 = "A100-80GB", "H100-80GB"
-SMI_NAME = {A100: "NVIDIA A100-SXM4-80GB", H100: "NVIDIA H100 80GB HBM3"}
-TDP_W = {A100: 400.0, H100: 700.0}
-RATES = {A100: "2.10", H100: "3.85"}
-NODE_MONTHLY_COST = {A100: "14000.00", H100: "26000.00"}
-GPU_MEMORY_MIB = 81920.0
 
 # How a node's 8 GPUs are split into lanes (jobs of that many GPUs), and how often.
 LANE_PATTERNS = (
@@ -69,23 +79,31 @@ LANE_PATTERNS = (
     ((1,) * 8, 3.0),
 )
 
-# tenant id, name, department, cost centre, its scheduler accounts and their submit weights
-TENANTS = (
-    ("nlp", "Language Models", "Research", "CC-1001", {"nlp-train": 8, "nlp-eval": 7}),
-    ("vision", "Computer Vision", "Research", "CC-1002", {"vision": 7}),
-    ("speech", "Speech Recognition", "Research", "CC-1003", {"speech": 6}),
-    ("rl", "Reinforcement Learning", "Research", "CC-1004", {"rl-lab": 7}),
-    ("bio", "Computational Biology", "Research", "CC-1005", {"bio-sim": 3}),
-    ("search", "Search & Ranking", "Product Engineering", "CC-2001", {"search": 5, "ranking": 3}),
-    ("recs", "Recommendations", "Product Engineering", "CC-2002", {"recsys": 5}),
-    ("ads", "Ads Optimisation", "Product Engineering", "CC-2003", {"ads-ml": 4}),
-    ("assist", "Assistant Product", "Product Engineering", "CC-2004", {"assistant": 5}),
-    ("etl", "Data Pipelines", "Data Platform", "CC-3001", {"dp-etl": 5}),
-    ("features", "Feature Store", "Data Platform", "CC-3002", {"features": 3}),
-    ("notebooks", "Analytics Notebooks", "Data Platform", "CC-3003", {"analytics": 5}),
+# The demo site's first twelve tenants, each with its Slurm accounts named one by one (no
+# patterns); an account submits with the demo's weight (simulator.site.ACCOUNTS).
+TENANT_ACCOUNTS = {
+    "nlp": ("nlp-train", "nlp-eval"),
+    "vision": ("vision",),
+    "speech": ("speech",),
+    "rl": ("rl-lab",),
+    "bio": ("bio-sim",),
+    "search": ("search", "ranking"),
+    "recs": ("recsys",),
+    "ads": ("ads-ml",),
+    "assist": ("assistant",),
+    "etl": ("dp-etl",),
+    "features": ("features",),
+    "notebooks": ("analytics",),
+}
+# tenant id, name, department, cost centre, its scheduler accounts
+TENANTS = tuple(
+    (tenant, name, department, cost_center, TENANT_ACCOUNTS[tenant])
+    for tenant, name, department, cost_center, _ in site.TENANTS
+    if tenant in TENANT_ACCOUNTS
 )
+ACCOUNT_WEIGHT = {account.name: account.weight for account in site.ACCOUNTS}
 ACCOUNTS = [account for *_, accounts in TENANTS for account in accounts]
-ACCOUNT_WEIGHTS = np.array([w for *_, accounts in TENANTS for w in accounts.values()], float)
+ACCOUNT_WEIGHTS = np.array([ACCOUNT_WEIGHT[account] for account in ACCOUNTS], float)
 USERS_PER_ACCOUNT = 6
 
 QUEUES = np.array(["batch", "interactive", "preemptible"])
@@ -174,7 +192,6 @@ def make_cluster(p: Params, rng: np.random.Generator) -> Cluster:
     lane_size = np.concatenate([np.array(s) for s in sizes]).astype(np.int64)
     lane_node = np.repeat(np.arange(n), [len(s) for s in sizes])
     lane_first = np.concatenate([np.cumsum((0,) + s[:-1]) for s in sizes]).astype(np.int64)
-    gpu_lane = np.repeat(np.arange(len(lane_size)), lane_size)
     mid = p.start + (p.days * 86400) // 2
     outage = (mid + 2 * 3600, mid + 8 * 3600)
     # Two nodes in the middle of the list are down (one when there are only two nodes).
@@ -185,7 +202,7 @@ def make_cluster(p: Params, rng: np.random.Generator) -> Cluster:
         node_model=models,
         gpu_node=np.repeat(np.arange(n), GPUS_PER_NODE),
         gpu_index=np.tile(np.arange(GPUS_PER_NODE), n),
-        gpu_lane=gpu_lane,
+        gpu_lane=np.repeat(np.arange(len(lane_size)), lane_size),
         lane_node=lane_node,
         lane_first=lane_first,
         lane_size=lane_size,
@@ -243,7 +260,6 @@ def make_jobs(p: Params, c: Cluster, rng: np.random.Generator) -> Jobs:
     struck = down & (start < o_from) & (end > o_from)
     end = np.where(struck, o_from, end)
     state = np.where(struck, np.flatnonzero(STATES == "NODE_FAIL")[0], state)
-    valid = ~(down & (start >= o_from) & (start < o_to))
 
     profile = rng.choice(5, size=n, p=PROFILE_WEIGHTS / PROFILE_WEIGHTS.sum())
     level = np.select(
@@ -255,7 +271,7 @@ def make_jobs(p: Params, c: Cluster, rng: np.random.Generator) -> Jobs:
         lane=lane,
         start=start,
         end=end,
-        valid=valid,
+        valid=~(down & (start >= o_from) & (start < o_to)),
         state=state,
         profile=profile,
         level=level,
@@ -332,30 +348,13 @@ def write_scheduler(folder: Path, p: Params, c: Cluster, j: Jobs, rng) -> dict:
 def write_catalog(folder: Path, p: Params, c: Cluster, j: Jobs) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "settings.yaml").write_text(
-        "currency: USD\nbilling_timezone: UTC\ncost_mode: rate_card\n"
-        "idle_threshold_pct: 5\nzombie_min_hours: 2\n"
-        f"clusters:\n  {CLUSTER}: {{scheduler_timezone: UTC}}\n"
+        settings_head() + f"  {CLUSTER}: {{scheduler_timezone: UTC}}\n"
     )
-    lines = ["tenants:"]
-    for tenant, name, department, cost_center, accounts in TENANTS:
-        lines += [
-            f"  - id: {tenant}",
-            f'    name: "{name}"',
-            f'    department: "{department}"',
-            f"    cost_center: {cost_center}",
-            f"    owner: {tenant}-lead@example.com",
-            f"    accounts: [{', '.join(json.dumps(a) for a in accounts)}]",
-        ]
-    (folder / "tenants.yaml").write_text("\n".join(lines) + "\n")
-    rates = [
-        f"  - {{gpu_model: {m}, price_per_gpu_hour: {r}, valid_from: 2026-01-01}}"
-        for m, r in RATES.items()
-    ]
-    rates.append('  - {gpu_model: "*", price_per_gpu_hour: 1.50}')
-    (folder / "rates.yaml").write_text("rates:\n" + "\n".join(rates) + "\n")
+    (folder / "tenants.yaml").write_text(tenants_yaml(TENANTS, quote=json.dumps))
+    (folder / "rates.yaml").write_text(rates_yaml())
 
     # Quotas and budgets from each tenant's expected share of the cluster.
-    share = {t: sum(a.values()) for t, *_, a in TENANTS}
+    share = {t: sum(ACCOUNT_WEIGHT[a] for a in accounts) for t, *_, accounts in TENANTS}
     total = sum(share.values())
     quotas, budgets = ["quotas:"], ["budgets:"]
     hours = p.days * 24
@@ -364,24 +363,18 @@ def write_catalog(folder: Path, p: Params, c: Cluster, j: Jobs) -> None:
         for model in (A100, H100):
             pool = int((c.node_model == model).sum()) * GPUS_PER_NODE
             guaranteed = max(1, round(0.8 * pool * weight / total))
-            quotas.append(
-                f"  - {{tenant: {tenant}, pool: {model}, guaranteed_gpus: {guaranteed}, "
-                f"limit_gpus: {2 * guaranteed}, reserved: {str(tenant == 'assist').lower()}}}"
-            )
+            quota = {"tenant": tenant, "pool": model, "guaranteed_gpus": guaranteed}
+            quota |= {"limit_gpus": 2 * guaranteed, "reserved": tenant == "assist"}
+            quotas.append(flow(quota))
             spend += guaranteed * hours * float(RATES[model])
-        budgets.append(
-            f"  - {{tenant: {tenant}, month: {p.month}, amount: {round(spend, -2):.0f}}}"
-        )
+        budgets.append(flow({"tenant": tenant, "month": p.month, "amount": int(round(spend, -2))}))
     (folder / "quotas.yaml").write_text("\n".join(quotas) + "\n")
     (folder / "budgets.yaml").write_text("\n".join(budgets) + "\n")
     outages = ["outages:"]
     if len(c.outage_nodes):
         names = ",".join(c.node_names[c.outage_nodes])
         o_from, o_to = (_fmt_ts(np.array(c.outage))).tolist()
-        outages.append(
-            f'  - {{cluster: {CLUSTER}, nodes: "{names}", start: {o_from}, '
-            f"end: {o_to}, reason: hardware}}"
-        )
+        outages.append(outage_entry(CLUSTER, names, o_from, o_to))
     (folder / "outages.yaml").write_text("\n".join(outages) + "\n")
 
     rack = np.char.add("r", (np.arange(p.nodes) // 16 + 1).astype(str))
@@ -404,16 +397,6 @@ def write_catalog(folder: Path, p: Params, c: Cluster, j: Jobs) -> None:
 
 # --------------------------------------------------------------------------------------------
 # telemetry
-
-
-def _unit_hash(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Deterministic uniform [0, 1) per (a, b)."""
-    x = a.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    x ^= b.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
-    x ^= x >> np.uint64(29)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(32)
-    return (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
 @dataclass
@@ -447,7 +430,7 @@ def telemetry_block(
 
     profile = j.profile[slot]
     since = ts - j.start[slot]
-    pause = _unit_hash(slot, ts // 600)  # ten-minute pauses shared by the job's GPUs
+    pause = unit_hash(slot, ts // 600)  # ten-minute pauses shared by the job's GPUs
     idle = (
         (profile == IDLE)
         | ((profile == ZOMBIE) & (since >= j.active_s[slot]))
@@ -480,29 +463,23 @@ def telemetry_block(
 def canonical_table(c: Cluster, b: Block) -> pa.Table:
     rows, cols = np.nonzero(b.keep)  # row-major: ordered by (node, gpu_index, ts)
     gpu = b.gpus[rows]
-    return pa.table(
-        {
-            "ts": pa.array(b.ts[rows, cols].astype("datetime64[s]").astype("datetime64[us]")),
-            "node": pa.DictionaryArray.from_arrays(
-                pa.array(c.gpu_node[gpu].astype(np.int32)), pa.array(c.node_names)
-            ).cast(pa.string()),
-            "gpu_index": pa.array(c.gpu_index[gpu].astype(np.int32)),
-            "util_pct": pa.array(b.util[rows, cols]),
-            "mem_used_mib": pa.array(b.memory[rows, cols]),
-            "power_w": pa.array(b.power[rows, cols]),
-        }
+    node = pa.DictionaryArray.from_arrays(
+        pa.array(c.gpu_node[gpu].astype(np.int32)), pa.array(c.node_names)
+    ).cast(pa.string())
+    return samples_table(
+        b.ts[rows, cols],
+        node,
+        c.gpu_index[gpu],
+        b.util[rows, cols],
+        b.memory[rows, cols],
+        b.power[rows, cols],
     )
-
-
-def _flat(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """One contiguous array (compute kernels may return chunked results on large inputs)."""
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
 def _uuid(gpus: np.ndarray) -> np.ndarray:
     """A stable, UUID-shaped GPU id per GPU number."""
     words = [
-        (_unit_hash(gpus + 1, np.full_like(gpus, k + 1)) * 2**32).astype(np.int64) for k in range(4)
+        (unit_hash(gpus + 1, np.full_like(gpus, k + 1)) * 2**32).astype(np.int64) for k in range(4)
     ]
     return np.array(
         [
@@ -525,16 +502,11 @@ def write_dcgm(folder: Path, c: Cluster, b: Block, day_label: str, part: int, uu
     """One Prometheus `query_range` body per metric: one series per GPU, missed scrapes absent."""
     rows, cols = np.nonzero(b.keep)
     counts = np.bincount(rows, minlength=len(b.gpus))
-    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-    ts_text = pc.cast(pa.array(b.ts[rows, cols]), pa.string())
+    offsets = np.concatenate([[0], np.cumsum(counts)])
     size = 0
     for metric, (column, scale, decimals) in DCGM_METRICS.items():
-        values = np.round(getattr(b, column)[rows, cols] * scale, decimals)
-        value_text = pc.cast(
-            pa.array(values.astype(np.int64) if decimals == 0 else values), pa.string()
-        )
-        pairs = pc.binary_join_element_wise("[", ts_text, ',"', value_text, '"]', "")
-        joined = pc.binary_join(pa.ListArray.from_arrays(offsets, _flat(pairs)), ",").to_pylist()
+        values = value_text(getattr(b, column)[rows, cols] * scale, decimals)
+        texts = series_values(b.ts[rows, cols], values, offsets)
         series = []
         for k, gpu in enumerate(b.gpus):
             node = int(c.gpu_node[gpu])
@@ -544,23 +516,17 @@ def write_dcgm(folder: Path, c: Cluster, b: Block, day_label: str, part: int, uu
                 "gpu": str(int(c.gpu_index[gpu])),
                 "UUID": str(uuids[gpu]),
                 "device": f"nvidia{int(c.gpu_index[gpu])}",
-                "modelName": SMI_NAME[str(c.node_model[node])],
+                "modelName": GPU_NAMES[str(c.node_model[node])],
                 "instance": f"{c.node_names[node]}:9400",
                 "job": "dcgm-exporter",
             }
-            series.append(f'{{"metric":{json.dumps(labels)},"values":[{joined[k] or ""}]}}')
-        body = '{"status":"success","data":{"resultType":"matrix","result":[' + ",".join(series)
+            series.append((json.dumps(labels), texts[k]))
         path = (
             folder / f"dcgm-{metric.removeprefix('DCGM_FI_').lower()}-{day_label}-part{part}.json"
         )
-        path.write_text(body + "]}}\n")
+        path.write_text(query_range_document(series))
         size += path.stat().st_size
     return size
-
-
-SMI_HEADER = (
-    "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n"
-)
 
 
 def write_nvidia_smi(folder: Path, c: Cluster, b: Block, uuids) -> None:
@@ -574,23 +540,20 @@ def write_nvidia_smi(folder: Path, c: Cluster, b: Block, uuids) -> None:
 
     keep = by_time(np.ascontiguousarray(b.keep))
     gpu = by_time(np.repeat(b.gpus[:, None], steps, axis=1))[keep]
-    stamp = pc.strftime(
-        pa.array(by_time(b.ts)[keep].astype("datetime64[s]")), format="%Y/%m/%d %H:%M:%S"
-    )
     model = c.node_model[c.gpu_node[gpu]]
-    lines = pc.binary_join_element_wise(
-        pc.binary_join_element_wise(stamp, ".000", ""),
-        pa.array(c.gpu_index[gpu].astype(str)),
+    lines = nvidia_smi_lines(
+        by_time(b.ts)[keep],
+        c.gpu_index[gpu],
         pa.array(uuids[gpu]),
-        pa.array(np.where(model == A100, SMI_NAME[A100], SMI_NAME[H100])),
-        pa.array(np.char.add(np.round(by_time(b.util)[keep]).astype(np.int64).astype(str), " %")),
-        pa.array(np.char.add(by_time(b.memory)[keep].astype(np.int64).astype(str), " MiB")),
-        pa.array(np.char.add(np.char.mod("%.2f", by_time(b.power)[keep]), " W")),
-        ", ",
+        pa.array(np.where(model == A100, GPU_NAMES[A100], GPU_NAMES[H100])),
+        by_time(b.util)[keep],
+        by_time(b.memory)[keep],
+        by_time(b.power)[keep],
+        staggered=False,
     )
     per_node = np.bincount(c.gpu_node[gpu] - c.gpu_node[b.gpus[0]], minlength=nodes)
     offsets = pa.array(np.concatenate([[0], np.cumsum(per_node)]).astype(np.int32))
-    texts = pc.binary_join(pa.ListArray.from_arrays(offsets, _flat(lines)), "\n").to_pylist()
+    texts = pc.binary_join(pa.ListArray.from_arrays(offsets, lines), "\n").to_pylist()
     for k in range(nodes):
         path = folder / f"{c.node_names[c.gpu_node[b.gpus[0]] + k]}.csv"
         new = not path.exists()

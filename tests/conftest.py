@@ -101,7 +101,7 @@ def project_dirs(tmp_path: Path) -> Path:
 def demo_month(tmp_path_factory) -> tuple[Path, object]:
     """The small demo month (seed 7, November 2026, rate card), materialised once for every
     test module that reads it; tests must not change it (copy it first)."""
-    from pipelines.demo import generate_demo
+    from simulator.demo import generate_demo
 
     root = tmp_path_factory.mktemp("demo")
     generate_demo(root, month="2026-11", seed=7, small=True)

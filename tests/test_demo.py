@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 from pipelines.catalog import ClusterSettings, GpuSharing, load_catalog
-from pipelines.demo import generate_demo
 from pipelines.formats import kubernetes, slurm
 from pipelines.landing import discover
+from simulator.demo import generate_demo
 
 MONTH = "2026-11"
 EXPORT_AT = "2026-12-01 06:00:00"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.demo import gzip_landing
 from pipelines.formats import GZIP_MAGIC
+from simulator.demo import gzip_landing
 from tests.conftest import materialize_month, query
 
 # Every column compared exactly, but one: a job's mean_util_pct is a ratio of float sums whose

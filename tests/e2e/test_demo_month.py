@@ -16,7 +16,7 @@ import openpyxl
 import pytest
 
 from pipelines.defs.checks import checks
-from pipelines.demo import generate_demo
+from simulator.demo import generate_demo
 from tests.conftest import materialize_monthly, query
 
 # slow (quick tier: make test-quick): materialises the demo month, in both cost modes

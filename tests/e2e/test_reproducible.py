@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipelines.demo import generate_demo
+from simulator.demo import generate_demo
 from tests.conftest import materialize_month
 
 pytestmark = pytest.mark.slow

@@ -15,9 +15,9 @@ import pytest
 
 from pipelines.catalog import ClusterSettings, load_catalog
 from pipelines.defs.ingest.telemetry import roll_up_days
-from pipelines.demo import generate_demo
 from pipelines.formats import canonical, nvidia_smi
 from pipelines.landing import LandingError, discover
+from simulator.demo import generate_demo
 from tests.conftest import resource_for, write
 from tests.ingest.test_catalog_and_landing import catalog_dir
 

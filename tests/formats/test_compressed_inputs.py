@@ -20,9 +20,9 @@ import pytest
 from pipelines.catalog import ClusterSettings, load_catalog
 from pipelines.defs.ingest.loading import load_scheduler_exports
 from pipelines.defs.ingest.telemetry import sample_sources
-from pipelines.demo import generate_demo
 from pipelines.formats import ExportFormat, dcgm, nvidia_smi, slurm
 from pipelines.landing import LandingError, discover
+from simulator.demo import generate_demo
 from tests.ingest.test_catalog_and_landing import catalog_dir
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

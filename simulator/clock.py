@@ -1,0 +1,27 @@
+"""Time in the simulator: integer seconds since 1970-01-01, naive UTC, and how the exports
+print it."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+EPOCH = datetime(1970, 1, 1)
+
+
+def epoch(dt: datetime) -> int:
+    return int((dt - EPOCH).total_seconds())
+
+
+def fmt_ts(ts: int | None) -> str:
+    """Epoch seconds as sacct / ISO text without zone (`2026-11-01T12:00:00`)."""
+    return "" if ts is None else (EPOCH + timedelta(seconds=ts)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def fmt_date(ts: int) -> str:
+    return (EPOCH + timedelta(seconds=ts)).strftime("%Y-%m-%d")
+
+
+def month_bounds(month: str) -> tuple[datetime, datetime]:
+    """First instant of the month and of the next one."""
+    start = datetime.strptime(month, "%Y-%m")
+    return start, (start + timedelta(days=32)).replace(day=1)
