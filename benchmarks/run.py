@@ -108,7 +108,6 @@ def measure_month(cfg: dict) -> dict:
     import dagster as dg
 
     from pipelines.definitions import all_assets
-    from pipelines.defs.checks import checks
     from pipelines.defs.schedules import ROLLUP
 
     root = Path(cfg["root"])
@@ -122,7 +121,10 @@ def measure_month(cfg: dict) -> dict:
         _trace_statements(statements)
     days = _billing_month(chargeback).utc_days()
     selected = cfg.get("select")
-    monthly = dg.AssetSelection.assets(*selected) if selected else dg.AssetSelection.all() - ROLLUP
+    # `select`: these assets and every asset upstream of them
+    monthly = (
+        dg.AssetSelection.assets(*selected).upstream() if selected else dg.AssetSelection.all()
+    ) - ROLLUP
     instance = dg.DagsterInstance.ephemeral()
     sampler = RssSampler()
     began = time.perf_counter()
@@ -154,7 +156,7 @@ def measure_month(cfg: dict) -> dict:
     if all(result.success for result in results):
         results.append(
             dg.materialize(
-                [*all_assets, *checks],
+                all_assets,
                 selection=monthly,
                 partition_key=PARTITION,
                 resources={"chargeback": chargeback},
@@ -791,7 +793,7 @@ def mode_per_day(args) -> dict:
     )
     cfg = {"root": str(root), "memory_limit": args.memory_limit}
     # --upstream-only: just what attribution needs (the telemetry rollup and job_gpu_hours)
-    select = ["catalog", "stg_jobs", "gpu_samples", "job_gpu_hours"] if args.upstream_only else None
+    select = ["job_gpu_hours", "sample_file_counts"] if args.upstream_only else None
     month = measure(
         "month",
         logs,

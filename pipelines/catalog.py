@@ -119,7 +119,7 @@ def _hostlist(pattern: str) -> frozenset[str]:
 
 class TelemetrySettings(_Strict):
     # the seconds a telemetry sample stands for (the exporter's scrape interval), declared
-    # instead of estimated from the samples' spacing (sql/staging/gpu_sample_rollup.sql);
+    # instead of estimated from the samples' spacing (sql/rollup/gpu_sample_rollup.sql);
     # None: estimated. Whole milliseconds: the rollup counts time in ms.
     step_s: Decimal | None = Field(default=None, gt=0, decimal_places=3)
 

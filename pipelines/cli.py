@@ -114,7 +114,6 @@ def _run(instance, chargeback, catalog, exports, months, days, label) -> int:
 
     from pipelines.commit import failed_copy
     from pipelines.definitions import all_assets
-    from pipelines.defs.checks import checks
     from pipelines.defs.schedules import ROLLUP
 
     resources = {"chargeback": chargeback}
@@ -134,7 +133,7 @@ def _run(instance, chargeback, catalog, exports, months, days, label) -> int:
         return EXIT_FAILED
     print(f"monthly run {label}")
     monthly = dg.materialize(
-        [*all_assets, *checks],
+        all_assets,
         selection=dg.AssetSelection.all() - ROLLUP,
         instance=instance,
         resources=resources,
@@ -142,7 +141,7 @@ def _run(instance, chargeback, catalog, exports, months, days, label) -> int:
         run_config=QUIET,
         raise_on_error=False,
     )
-    blocking = {spec.name for check in checks for spec in check.check_specs if spec.blocking}
+    blocking = {spec.name for step in all_assets for spec in step.check_specs if spec.blocking}
     evaluations = monthly.get_asset_check_evaluations()
     failed = [e for e in evaluations if not e.passed]
     blocked = [e for e in failed if e.check_name in blocking]

@@ -26,8 +26,8 @@ def close_month(
     con: duckdb.DuckDBPyConnection, billing_month: dt.date, closed_by: str
 ) -> tuple[int, str]:
     """Record the month's current charge lines as issued; returns (lines, total amount)."""
-    run(con, "ddl/closed_months")
-    run(con, "ddl/issued_charge_lines")
+    run(con, "marts/closed_months")
+    run(con, "marts/issued_charge_lines")
     label = month_label(billing_month)
     month = {"billing_month": billing_month}
     closed = con.execute(

@@ -1,14 +1,18 @@
-"""The Dagster code location: collects the definitions, nothing else."""
+"""The Dagster code location: collects the definitions, nothing else.
+
+Every warehouse table is an asset built by the step that declares it, in the stage modules
+under pipelines/defs/ (listed here in the order a month flows through them); the reports
+are assets of their own.
+"""
 
 import dagster as dg
 
 from pipelines.defs.attribution import assets as attribution
-from pipelines.defs.checks import checks
 from pipelines.defs.costing import assets as costing
-from pipelines.defs.costing.close_job import close_month_job
+from pipelines.defs.costing.close_job import close_month_job, ledger_tables
 from pipelines.defs.governance import assets as governance
-from pipelines.defs.governance import telemetry_labels
 from pipelines.defs.ingest import assets as ingest
+from pipelines.defs.quality import assets as quality
 from pipelines.defs.reports import assets as reports
 from pipelines.defs.reports import department_assets
 from pipelines.defs.resources import ChargebackResource
@@ -18,14 +22,22 @@ from pipelines.defs.schedules import (
     telemetry_daily_schedule,
     telemetry_rollup_job,
 )
+from pipelines.defs.warehouse import in_flow_order
 
-all_assets = dg.load_assets_from_modules(
-    [ingest, attribution, costing, governance, telemetry_labels, reports, department_assets]
-)
+# The steps that build the warehouse tables, each after the tables it reads.
+TABLE_STEPS = in_flow_order([
+    *ingest.STEPS, *attribution.STEPS, *costing.STEPS, *governance.STEPS, *costing.LAST_STEPS,
+    *quality.STEPS,
+])  # fmt: skip
+
+all_assets = [
+    *(step.asset() for step in TABLE_STEPS),
+    ingest.gpu_sample_rollup,
+    *dg.load_assets_from_modules([reports, department_assets]),
+]
 
 defs = dg.Definitions(
-    assets=all_assets,
-    asset_checks=checks,
+    assets=[*all_assets, *ledger_tables],
     jobs=[chargeback_job, telemetry_rollup_job, close_month_job],
     schedules=[chargeback_monthly_schedule, telemetry_daily_schedule],
     resources={"chargeback": ChargebackResource.from_env()},

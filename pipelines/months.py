@@ -53,6 +53,8 @@ class MonthSettings(Protocol):
     currency: str
     idle_threshold_pct: Decimal
     zombie_min_hours: Decimal
+    cost_mode: str
+    idle_sharing: str
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ class BillingMonth:
             currency=settings.currency,
             idle_threshold_pct=float(settings.idle_threshold_pct),
             zombie_min_ms=int(settings.zombie_min_hours * 3_600_000),
+            cost_mode=settings.cost_mode,
+            idle_sharing=settings.idle_sharing,
         )
 
 
@@ -150,6 +154,8 @@ class MonthParams:
     currency: str
     idle_threshold_pct: float
     zombie_min_ms: int
+    cost_mode: str  # rate_card or full_recovery
+    idle_sharing: str  # full_recovery's policy for idle capacity
 
     def sql(self) -> dict[str, Any]:
         """The parameters by name, for `pipelines.sql.run` and DuckDB."""

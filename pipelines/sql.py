@@ -94,4 +94,5 @@ def create_table(
     sql = sql_text(name)
     kind = "temp table" if temporary else "table"
     con.execute(f"create or replace {kind} {table} as {sql}", bind(sql, params or {}))
-    return con.execute(f"select count(*) from {table}").fetchone()[0]
+    [(rows,)] = con.execute(f"select count(*) from {table}").fetchall()
+    return rows

@@ -1,21 +1,37 @@
-"""The code location loads with the expected assets, checks, job and schedule."""
+"""The code location loads with the expected assets, checks, job and schedule; every
+warehouse table is the asset of its name, built from sql/<layer>/<table>.sql."""
 
 import datetime as dt
+import json
+import re
 
 import dagster as dg
+import duckdb
 
-from pipelines.definitions import defs
+from pipelines.definitions import TABLE_STEPS, all_assets, defs
 from pipelines.defs.partitions import window_months
 from pipelines.defs.resources import ENVIRONMENT, ChargebackResource
+from pipelines.sql import SQL_DIR
 
-EXPECTED_ASSETS = {
-    "catalog", "stg_jobs", "gpu_samples", "job_gpu_hours", "job_time_buckets", "gpu_capacity",
-    "capacity_buckets", "job_gpu_charges", "charge_lines", "job_usage", "quota_steps",
-    "tenant_month", "rejects", "data_quality", "chargeback_workbook", "focus_export",
-    "month_manifest", "department_reports", "quota_compliance", "queue_stats", "failure_stats",
-    "capacity_evidence", "utilization_daily", "telemetry_label_checks", "gpu_sample_rollup",
+# Every table the warehouse holds after a month's run (a test of the demo month checks the
+# warehouse holds exactly these), each the asset of its name
+TABLES = {
+    "catalog_tenants", "catalog_rates", "catalog_budgets", "catalog_quotas", "catalog_clusters",
+    "catalog_nodes", "catalog_outage_windows", "catalog_account_tenants",
+    "stg_scheduler_files", "stg_job_records", "stg_allocation_records", "stg_jobs", "job_gpus",
+    "sample_sources", "stg_telemetry_files", "sample_rejects", "sample_file_counts",
+    "job_gpu_hours", "job_sample_time", "job_time_buckets", "gpu_capacity", "capacity_buckets",
+    "cost_pools", "job_gpu_charges", "job_usage", "quota_steps", "reserved_quota_unused",
+    "computed_charge_lines", "charge_lines", "tenant_month", "quota_compliance", "queue_stats",
+    "failure_stats", "capacity_evidence", "utilization_daily", "telemetry_label_checks",
+    "rejects", "data_quality",
+    # written by `chargeback close` only (the close job), created empty by charge_lines
+    "issued_charge_lines", "closed_months",
 }  # fmt: skip
+CLOSE_TABLES = {"issued_charge_lines", "closed_months"}
+FILES = {"chargeback_workbook", "focus_export", "department_reports", "month_manifest"}
 DAILY_ASSETS = {"gpu_sample_rollup"}
+EXPECTED_ASSETS = TABLES | FILES | DAILY_ASSETS
 
 
 def test_assets_and_checks():
@@ -34,18 +50,72 @@ def test_assets_and_checks():
         ("utilization_daily", "utilization_daily_ties_out"),
         ("telemetry_label_checks", "telemetry_labels_agree_with_scheduler"),
     }
-    blocking = {
-        spec.name
-        for assets_def in defs.asset_checks
-        for spec in assets_def.check_specs
-        if spec.blocking
-    }
-    assert blocking >= {
+    blocking = {spec.name for step in all_assets for spec in step.check_specs if spec.blocking}
+    assert blocking == {
         "capacity_buckets_sum_to_capacity", "charges_tie_out", "cluster_cost_recovered",
-        "rows_reconcile", "no_file_mostly_rejected",
+        "rows_reconcile", "no_file_mostly_rejected", "quota_compliance_ties_out",
+        "utilization_daily_ties_out",
     }  # fmt: skip
-    assert "every_account_mapped" not in blocking
-    assert "telemetry_labels_agree_with_scheduler" not in blocking
+
+
+def test_every_table_is_built_from_the_sql_file_of_its_name():
+    built = {table.name: table for step in TABLE_STEPS for table in step.tables}
+    assert set(built) == TABLES - CLOSE_TABLES
+    for name in TABLES:
+        # one file of that name among the table layers (rollup: the daily Parquet files;
+        # checks: one row per violation; reports: the rows of a sheet or page)
+        [path] = [path for path in SQL_DIR.glob(f"*/{name}.sql")
+                  if path.parent.name in {"staging", "facts", "marts"}]  # fmt: skip
+        if name in built:
+            assert built[name].sql_name == f"{path.parent.name}/{name}"
+
+
+def tables_read(sql: str) -> set[str]:
+    """The tables a SQL file's statement reads (DuckDB's own parser; CTE names included)."""
+    statement = re.sub(r"\$[a-z_]+", "?", sql)  # parameters, as the parser takes them
+    [(tree,)] = duckdb.execute("select json_serialize_sql($sql)", {"sql": statement}).fetchall()
+    found: set[str] = set()
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE":
+                found.add(node["table_name"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(json.loads(tree))
+    return found
+
+
+# What a step reads besides its SQL file and its checks' files: in Python, or the files a
+# temporary table of its own is made from
+READ_BY_PYTHON = {
+    "catalog_account_tenants": {"stg_job_records"},  # the accounts seen, mapped in Python
+    # exported_job_gpus.sql and the GPU index assignment (loading.py)
+    "job_gpus": {"stg_jobs", "stg_allocation_records", "catalog_nodes"},
+    "sample_sources": {"catalog_clusters"},  # a cluster's settings convert its telemetry
+    # the daily rollup files of the month's UTC days (after the catalog, which says which)
+    "sample_rejects": {"gpu_sample_rollup", "catalog_clusters"},
+    "sample_file_counts": {"gpu_sample_rollup", "catalog_clusters"},
+    "job_sample_time": {"gpu_sample_rollup", "sample_file_counts"},
+}
+
+
+def test_each_table_declares_exactly_the_tables_it_reads():
+    """The asset graph's lines are the SQL's: a table read but not declared would be built
+    after its reader in some run; one declared but not read is a line to nowhere."""
+    graph = defs.resolve_asset_graph()
+    for step in TABLE_STEPS:
+        for table in step.tables:
+            files = [table.sql_name, *(f"checks/{check.name}" for check in table.checks)]
+            read = {name for file in files
+                    for name in tables_read((SQL_DIR / f"{file}.sql").read_text())}  # fmt: skip
+            expected = ((read & TABLES) | READ_BY_PYTHON.get(table.name, set())) - {table.name}
+            parents = graph.get(dg.AssetKey(table.name)).parent_keys
+            assert {key.to_user_string() for key in parents} == expected, table.name
 
 
 def test_every_asset_is_monthly_but_the_telemetry_rollup_and_backfills_in_one_run():
@@ -59,11 +129,14 @@ def test_every_asset_is_monthly_but_the_telemetry_rollup_and_backfills_in_one_ru
         )
         assert isinstance(node.partitions_def, expected), key
         assert node.partitions_def.start.date() == dt.date(2016, 1, 1), key
-        assert node.backfill_policy == dg.BackfillPolicy.single_run(), key
+        if key.to_user_string() not in CLOSE_TABLES:  # never materialised by a run
+            assert node.backfill_policy == dg.BackfillPolicy.single_run(), key
     # the month's telemetry is the rollup of its days: a backfill of months from the UI
     # (rooted at the monthly catalog) rolls up their days before the monthly assets
-    assert graph.get(dg.AssetKey("gpu_samples")).parent_keys >= {dg.AssetKey("gpu_sample_rollup")}
-    assert graph.get(dg.AssetKey("gpu_sample_rollup")).parent_keys == {dg.AssetKey("catalog")}
+    assert dg.AssetKey("gpu_sample_rollup") in graph.get(dg.AssetKey("sample_rejects")).parent_keys
+    assert graph.get(dg.AssetKey("gpu_sample_rollup")).parent_keys == {
+        dg.AssetKey("catalog_clusters")
+    }
     # month_manifest describes the month's reports as a whole: after every report is written
     reports = {"chargeback_workbook", "focus_export", "department_reports"}
     assert graph.get(dg.AssetKey("month_manifest")).parent_keys >= {
@@ -78,9 +151,10 @@ def test_job_and_schedule():
     schedule = defs.resolve_schedule_def("chargeback_monthly_schedule")
     assert schedule.cron_schedule == "0 3 1 * *"
     assert schedule.job_name == "chargeback_job"
-    # a run holds one partitioning: the monthly job is every asset but the daily rollup
+    # a run holds one partitioning: the monthly job is every asset but the daily rollup, and
+    # but the tables of issued charges (closing a month is `chargeback close`, never a run)
     monthly = {key.to_user_string() for key in job.asset_layer.selected_asset_keys}
-    assert monthly == EXPECTED_ASSETS - DAILY_ASSETS
+    assert monthly == EXPECTED_ASSETS - DAILY_ASSETS - CLOSE_TABLES
     daily = defs.resolve_schedule_def("telemetry_daily_schedule")
     assert daily.cron_schedule == "0 1 * * *"
     assert daily.job_name == "telemetry_rollup_job"
@@ -144,3 +218,11 @@ def test_a_partition_window_is_its_billing_months():
         dt.datetime(2026, 12, 1, 5),
         dt.datetime(2027, 2, 1, 5),
     )
+
+
+def test_the_readme_names_every_table_and_check():
+    readme = (SQL_DIR.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("**Warehouse tables**") : readme.index("## Killed, failed")]
+    graph = defs.resolve_asset_graph()
+    names = TABLES | {key.name for key in graph.asset_check_keys}
+    assert {name for name in names if f"`{name}`" not in section} == set()

@@ -251,7 +251,7 @@ SAMPLE_PARQUET_SCHEMA = pa.schema([
 ])  # fmt: skip
 
 # One chunk of samples CSV rows (text), typed with the casts the rollup applies to canonical
-# Parquet (sql/staging/day_samples.sql), so that a CSV gives the samples its Parquet twin
+# Parquet (sql/rollup/day_samples.sql), so that a CSV gives the samples its Parquet twin
 # gives. A value that is there but does not cast is the row's parse_error, naming the field
 # (the rollup rejects the row with it); a blank one is NULL, as in Parquet.
 _TYPE_SAMPLES = """

@@ -35,7 +35,7 @@ metrics has a point:
 - ts: Prometheus timestamps are Unix seconds, so UTC whatever the cluster's time zone. A point
   stamped before 1970, in 2100 or later, in another unit or not at all has no ts and a
   `parse_error` naming its value (`field values[4][0]: 1762000000000 is not a Unix time in
-  seconds (milliseconds?)`): the rollup rejects its row (sql/staging/day_samples.sql).
+  seconds (milliseconds?)`): the rollup rejects its row (sql/rollup/day_samples.sql).
 
 The choice of utilisation metric, and the pivot, happen within one file. Exported one query
 per metric, a file of `DCGM_FI_DEV_FB_USED` or `DCGM_FI_DEV_POWER_USAGE` alone gives rows

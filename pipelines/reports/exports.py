@@ -19,7 +19,7 @@ def write_focus_csv(con: duckdb.DuckDBPyConnection, params: Params, out: Path) -
 
     Written beside the target and renamed, so a failure leaves an earlier file intact.
     """
-    sql = sql_text("marts/focus_charges")
+    sql = sql_text("reports/focus_charges")
     partial = out.with_name(f".{out.name}.partial")
     con.execute(
         f"copy ({sql}) to '{partial.as_posix()}' (format csv, header true)", bind(sql, params)

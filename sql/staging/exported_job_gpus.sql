@@ -1,8 +1,8 @@
 -- One row per GPU held by a started job of the month, as the scheduler exported it, with the
 -- share of that GPU the job held in 1/420ths (420 = a whole GPU): a job of 0.5 GPU-equivalents
 -- exported on one GPU holds 210; a job holding as many or more GPU-eq than rows holds 420 each.
--- Read into the temporary table month_job_gpus, where the jobs the export does not say GPUs
--- for join them (loading.py::assign_gpu_indices). Parameters: $billing_month.
+-- The temporary table exported_job_gpus; the GPUs of jobs whose export does not say which
+-- are assigned next to them (loading.py::assign_gpu_indices). Parameters: $billing_month.
 with exported as (
     select distinct j.billing_month, j.cluster, j.job_id, a.node, a.gpu_index, j.gpus
     from stg_jobs as j

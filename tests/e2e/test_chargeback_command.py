@@ -60,9 +60,13 @@ def test_run_prints_progress_and_one_summary_line(ran):
     assert days[4].startswith("  telemetry day 5 of 30 (2026-11-05): 0 samples, 1 rejected, ")
     assert "monthly run 2026-11" in lines
     steps = [line.split(":")[0].strip() for line in lines if line.startswith("  2026-11 ")]
-    assert steps[:3] == ["2026-11 catalog", "2026-11 gpu_samples", "2026-11 stg_jobs"]
+    assert steps[:3] == ["2026-11 catalog", "2026-11 sample_quality", "2026-11 scheduler_exports"]
     assert steps[-1] == "2026-11 month_manifest"
-    assert "  2026-11 stg_jobs: job_records 8, allocation_records 6, jobs 6, " in result.stdout
+    assert (
+        "  2026-11 scheduler_exports: stg_scheduler_files 2, stg_job_records 8, "
+        "stg_allocation_records 6 ("
+    ) in result.stdout
+    assert "  2026-11 stg_jobs: 6 rows (" in result.stdout
     # usage 23.14 less 3.51 of failed_infra credits (tests/e2e/test_tiny_month.py)
     assert lines[-1] == (
         "2026-11: charged EUR 19.63 to 3 tenants; 9 of 10 checks passed (warnings: "

@@ -15,7 +15,7 @@ import duckdb
 import openpyxl
 import pytest
 
-from pipelines.defs.checks import checks
+from pipelines.definitions import all_assets
 from simulator.demo import generate_demo
 from tests.conftest import materialize_monthly, query
 
@@ -31,7 +31,7 @@ CORE_CHECKS = {
     "rows_reconcile": True,
     "telemetry_labels_agree_with_scheduler": True,
 }
-BLOCKING = {spec.name for check in checks for spec in check.check_specs if spec.blocking}
+BLOCKING = {spec.name for step in all_assets for spec in step.check_specs if spec.blocking}
 VERDICTS = {"govern first", "expansion justified", "hold"}
 GPU_HOUR_UNITS = 3_600_000 * 420  # the pipeline's GPU units: 1/420 GPU-millisecond
 

@@ -27,7 +27,6 @@ import duckdb
 import pytest
 
 from pipelines.definitions import all_assets
-from pipelines.defs.checks import checks
 from pipelines.defs.resources import ChargebackResource
 from pipelines.defs.schedules import ROLLUP
 from tests.conftest import month_days, write
@@ -66,7 +65,7 @@ def resource() -> ChargebackResource:
 def run_month_in_process(root: Path) -> dg.ExecuteInProcessResult:
     with contextlib.chdir(root):
         return dg.materialize(
-            [*all_assets, *checks],
+            all_assets,
             selection=dg.AssetSelection.all() - ROLLUP,
             partition_key=MONTH,
             resources={"chargeback": resource()},

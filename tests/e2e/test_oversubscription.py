@@ -45,11 +45,10 @@ def test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path):
         con.close()
 
 
-def test_a_check_run_on_its_own_checks_its_months(tmp_path):
+def test_a_table_rebuilt_on_its_own_checks_its_months(tmp_path):
     import dagster as dg
 
-    from pipelines.defs.attribution.assets import gpu_capacity
-    from pipelines.defs.checks import gpus_never_oversubscribed
+    from pipelines.definitions import all_assets
     from pipelines.defs.resources import ChargebackResource
     from tests.conftest import resource_for
 
@@ -59,13 +58,12 @@ def test_a_check_run_on_its_own_checks_its_months(tmp_path):
         **resource_for(tmp_path).model_dump(), "warehouse": str(tmp_path / FAILED)
     })  # fmt: skip
     for month, passed in (("2026-11-01", False), ("2026-10-01", True)):
+        # the table's checks run in its step, on the months of its partition window
         result = dg.materialize(
-            [gpu_capacity, gpus_never_oversubscribed],
+            all_assets,
+            selection=dg.AssetSelection.assets("gpu_capacity"),
             resources={"chargeback": failed},
-            selection=dg.AssetSelection.checks(gpus_never_oversubscribed),
-            # a partitioned check (pipelines/defs/checks.py): the partition as the UI gives it
-            # (materialize's partition_key wants a partitioned asset in the selection)
-            tags={"dagster/partition": month},
+            partition_key=month,
             raise_on_error=False,
         )
         [evaluation] = result.get_asset_check_evaluations()

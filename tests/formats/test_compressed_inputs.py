@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from pipelines.catalog import ClusterSettings, load_catalog
-from pipelines.defs.ingest.loading import load_scheduler_exports
+from pipelines.defs.ingest.loading import read_scheduler_exports
 from pipelines.defs.ingest.telemetry import sample_sources
 from pipelines.formats import ExportFormat, dcgm, nvidia_smi, slurm
 from pipelines.landing import LandingError, discover
@@ -238,7 +238,7 @@ def test_a_cut_off_gzipped_scheduler_export_stops_the_load_naming_it(tmp_path):
     assert export.format.name == "slurm_sacct"
     catalog = load_catalog(catalog_dir(tmp_path))
     with pytest.raises(LandingError) as error:
-        load_scheduler_exports(duckdb.connect(), tmp_path / "landing", catalog)
+        read_scheduler_exports(duckdb.connect(), tmp_path / "landing", catalog)
     assert str(error.value) == (
         f"{path}: not a complete gzip file (Compressed file ended before the end-of-stream "
         "marker was reached)"

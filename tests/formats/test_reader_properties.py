@@ -3,7 +3,7 @@
 lines inserted, a 1 MB field inserted, a stray quote opening a field; then gzipped or not),
 either stops with the one-line landing error naming the file, or accounts for every input row:
 
-- scheduler exports go through the real load (`load_scheduler_exports`: recognition, the
+- scheduler exports go through the real load (the `scheduler_exports` step: recognition, the
   readers, the SQL staging): the export's rows in stg_*_records are those stg_scheduler_files
   says were read, each non-blank data line of a line-based export is exactly one row (a pod
   list: one row per item), and a CSV's fast path reads what its row reader reads;
@@ -31,8 +31,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines.catalog import Catalog, load_catalog
-from pipelines.defs.ingest.catalog_tables import write_catalog_tables
-from pipelines.defs.ingest.loading import load_scheduler_exports
+from pipelines.defs.ingest.assets import catalog as catalog_step
+from pipelines.defs.ingest.assets import scheduler_exports
 from pipelines.defs.ingest.telemetry import (
     readable_sample_files,
     roll_up_days,
@@ -43,7 +43,7 @@ from pipelines.defs.ingest.telemetry import (
 from pipelines.defs.resources import prepare_connection
 from pipelines.formats import canonical, open_binary
 from pipelines.landing import LandingError, discover
-from tests.conftest import resource_for
+from tests.conftest import month_run, resource_for
 from tests.ingest.test_catalog_and_landing import catalog_dir
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -220,9 +220,10 @@ def assert_reasons_name_a_field(reasons: list[str | None]) -> None:
 
 def check_scheduler_export(root: Path, path: Path, catalog: Catalog) -> None:
     con = prepare_connection(duckdb.connect())
-    write_catalog_tables(con, catalog)
+    run = month_run(con, root, catalog=catalog)
+    catalog_step.build(run)
     try:
-        load_scheduler_exports(con, root / "landing", catalog)
+        scheduler_exports.build(run)
     except LandingError as error:
         assert_one_line_naming(error, path)
         return

@@ -34,7 +34,7 @@ def test_fractional_jobs_share_a_gpu_and_whole_jobs_take_the_lowest_free():
     ) as v(job_id, nodes, gpus, start_at, held_until)""")
     con.execute("create or replace table stg_jobs as select date '2026-11-01' as billing_month, "
                 "'c' as cluster, * from stg_jobs")  # fmt: skip
-    con.execute("""create table month_job_gpus (billing_month date, cluster varchar,
+    con.execute("""create table exported_job_gpus (billing_month date, cluster varchar,
         job_id varchar, node varchar, gpu_index integer, gpu_share integer,
         index_source varchar)""")
     rows = assign_gpu_indices(con, NOVEMBER)
@@ -58,7 +58,7 @@ def test_what_exported_allocations_hold_is_never_taken():
         ('a', 'n1', 1.0, timestamp '2026-11-02 01:00', timestamp '2026-11-02 02:00'),
         ('b', 'n1', 1.0, timestamp '2026-11-02 05:00', timestamp '2026-11-02 06:00')
     ) as v(job_id, nodes, gpus, start_at, held_until)""")
-    con.execute("""create table month_job_gpus as select date '2026-11-01' as billing_month,
+    con.execute("""create table exported_job_gpus as select date '2026-11-01' as billing_month,
         'c' as cluster, 'x' as job_id, 'n1' as node, 0 as gpu_index, 420 as gpu_share,
         'export' as index_source""")
     rows = assign_gpu_indices(con, NOVEMBER)

@@ -8,8 +8,9 @@ Two ways of giving a mart its inputs, chosen per mart (each test module says whi
 - `GivenMonth`: for marts whose rules live in the steps before them (job_usage,
   capacity_buckets, charge_lines, rejects, data_quality). A few export rows (canonical jobs
   and samples CSV in a landing folder under tmp_path) and a catalog (its YAML files, loaded
-  and validated by the real loader) go through the real ingest functions and every SQL file
-  up to the mart, in the order the assets run them, in an in-memory DuckDB. Faking the facts
+  and validated by the real loader) go through the real steps of every table up to the mart
+  (pipelines/definitions.py TABLE_STEPS, in the order a run builds them), in an in-memory
+  DuckDB. Faking the facts
   in between (GPU units of 1/420 GPU-ms, charge numerators in millionths) would be harder to
   read than the export rows, and would not test the rules that compute them.
 """
@@ -25,19 +26,12 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.catalog import Catalog, load_catalog
-from pipelines.defs.ingest.catalog_tables import write_catalog_tables
-from pipelines.defs.ingest.loading import build_month_jobs, load_scheduler_exports
-from pipelines.defs.ingest.telemetry import (
-    load_month_telemetry,
-    month_hour_files,
-    month_sample_files,
-    readable_sample_files,
-    roll_up_days,
-)
+from pipelines.catalog import load_catalog
+from pipelines.definitions import TABLE_STEPS
+from pipelines.defs.ingest.telemetry import roll_up_days
 from pipelines.defs.resources import ChargebackResource, prepare_connection
 from pipelines.months import BillingMonth, MonthParams
-from pipelines.sql import replace_month, run
+from tests.conftest import month_run
 
 MONTH = "2026-11"
 # GPU units: 1/420 GPU-millisecond (sql/macros/gpu_hours.sql); 1,512,000,000 per GPU-hour
@@ -107,29 +101,6 @@ def text(block: str) -> str:
     return textwrap.dedent(block).lstrip("\n")
 
 
-# The steps of a month after ingest, in the order the assets run them
-# (pipelines/defs/*/assets.py): (table, SQL file).
-STEPS = (
-    ("job_gpu_hours", "facts/job_gpu_hours"),
-    ("job_sample_time", "facts/job_sample_time"),
-    ("job_time_buckets", "facts/job_time_buckets"),
-    ("gpu_capacity", "facts/gpu_capacity"),
-    ("capacity_buckets", "marts/capacity_buckets"),
-    ("cost_pools", "facts/cost_pools"),
-    ("job_gpu_charges", "facts/job_gpu_charges"),
-    ("job_usage", "marts/job_usage"),
-    ("quota_steps", "facts/quota_steps"),
-    ("reserved_quota_unused", "facts/reserved_quota_unused"),
-    ("computed_charge_lines", "marts/computed_charge_lines"),
-    ("charge_lines", "marts/charge_lines"),
-    ("quota_compliance", "marts/quota_compliance"),
-    ("tenant_month", "marts/tenant_month"),
-    ("telemetry_label_checks", "marts/telemetry_label_checks"),
-    ("rejects", "marts/rejects"),
-    ("data_quality", "marts/data_quality"),
-)
-
-
 class GivenMonth:
     """A billing month built from export files and a catalog under `root`, by the real ingest
     functions and SQL files, in an in-memory DuckDB of its own (`con`; `close()` it)."""
@@ -160,53 +131,23 @@ class GivenMonth:
             self.file(f"catalog/{stem}.{suffix}", content)
 
     def build(self, target: str) -> list[dict[str, Any]]:
-        """Ingest the month and run every step up to `target`; returns `target`'s rows of the
-        month, in the mart's order."""
-        con, catalog = self.con, load_catalog(self.root / "catalog")
-        month = BillingMonth.parse(self.month, catalog.settings.billing_timezone)
-        params = month.params(catalog.settings)
-        self._ingest(catalog, month, params)
-        telemetry = self.resource.telemetry_dir
-        extra = {
-            "job_sample_time": {
-                "sample_files": month_sample_files(telemetry, month),
-                "hour_files": month_hour_files(telemetry, month),
-            },
-            "cost_pools": {
-                "cost_mode": catalog.settings.cost_mode,
-                "idle_sharing": catalog.settings.idle_sharing,
-            },
-            "telemetry_label_checks": {"files": self._sample_files()},
-        }
-        for table, sql_name in STEPS:
-            if table == "charge_lines":
-                run(con, "ddl/closed_months")
-                run(con, "ddl/issued_charge_lines")
-            replace_month(con, table, sql_name, {**params.sql(), **extra.get(table, {})})
-            if table == target:
-                return records(
-                    con.execute(f"select * from {table} where billing_month = ?", [month.first_day])
-                )
+        """Roll up the month's telemetry days and build every warehouse table up to `target`,
+        in the order a run does (pipelines/definitions.py TABLE_STEPS); returns `target`'s rows
+        of the month, in the mart's order."""
+        catalog = load_catalog(self.root / "catalog")
+        month = month_run(self.con, self.root, self.month, catalog)
+        roll_up_days(self.resource, catalog, month.month.utc_days())
+        for step in TABLE_STEPS:
+            step.build(month)
+            if target in {table.name for table in step.tables}:
+                return records(self.con.execute(
+                    f"select * from {target} where billing_month = $month",
+                    {"month": month.month.first_day},
+                ))  # fmt: skip
         raise KeyError(target)
-
-    def _ingest(self, catalog: Catalog, month: BillingMonth, params: MonthParams) -> None:
-        """The ingest assets: catalog, stg_jobs, gpu_sample_rollup (the month's UTC days, in
-        Parquet under root) and gpu_samples."""
-        landing = self.root / "landing"
-        write_catalog_tables(self.con, catalog)
-        load_scheduler_exports(self.con, landing, catalog)
-        build_month_jobs(self.con, params)
-        roll_up_days(self.resource, catalog, month.utc_days())
-        load_month_telemetry(self.con, landing, self.resource.telemetry_dir, month, params, catalog)
 
     def close(self) -> None:
         self.con.close()
-
-    def _sample_files(self) -> list[str]:
-        paths = [path for (path,) in self.con.execute(
-            "select path from sample_sources order by path"
-        ).fetchall()]  # fmt: skip
-        return readable_sample_files(self.resource.telemetry_dir, paths)
 
 
 @pytest.fixture

@@ -55,7 +55,7 @@ def con_with_lines(con):
 
 def test_focus_columns_and_values(con_with_lines):
     params = month_params(Settings())
-    rows = records(run(con_with_lines, "marts/focus_charges", params))
+    rows = records(run(con_with_lines, "reports/focus_charges", params))
     common = {
         "BillingCurrency": "USD",
         "BillingPeriodStart": "2026-11-01T00:00:00Z",
@@ -124,7 +124,7 @@ def test_focus_columns_and_values(con_with_lines):
 def test_periods_are_the_billing_months_utc_bounds(con_with_lines):
     # November in Europe/Berlin: 2026-11-01 00:00 +01:00 to 2026-12-01 00:00 +01:00
     params = month_params(Settings(billing_timezone="Europe/Berlin"))
-    rows = records(run(con_with_lines, "marts/focus_charges", params))
+    rows = records(run(con_with_lines, "reports/focus_charges", params))
     periods = {(r["BillingPeriodStart"], r["BillingPeriodEnd"], r["ChargePeriodStart"],
                 r["ChargePeriodEnd"]) for r in rows}  # fmt: skip
     assert periods == {("2026-10-31T23:00:00Z", "2026-11-30T23:00:00Z",

@@ -267,8 +267,8 @@ def test_sample_rollup_folds_duplicates_and_clips_cover(con):
         ('c', 'a.parquet', 3, timestamp '2026-11-30 23:59:30', 'n1', 0, 40.0)
     """,
     )
-    create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 15.0})
-    rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 15.0}).fetchall()
+    create_table(con, "ordered_samples", "rollup/ordered_samples", {"idle_threshold_pct": 15.0})
+    rows = run(con, "rollup/gpu_sample_rollup", {"idle_threshold_pct": 15.0}).fetchall()
     # spacings 60 s and 90 s: too few (under 10) for a step of the series' own, and no other
     # series of the cluster has one: the step is 60 s (it was their median, 75 s, before steps
     # became robust; covers were 60, 75, 75 s). The duplicate at 23:58 keeps the last read
@@ -301,8 +301,8 @@ def test_a_busy_folded_duplicate_does_not_break_an_idle_run(con):
         ('c', 'a.parquet', 8, timestamp '2026-11-02 00:02', 'n2', 0, 80.0)
     """,
     )
-    create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
-    rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
+    create_table(con, "ordered_samples", "rollup/ordered_samples", {"idle_threshold_pct": 5.0})
+    rows = run(con, "rollup/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
     # run: an idle sample's label is 1 + the milliseconds from midnight to the latest busy
     # sample before it (0 before the first); busy samples have none
     assert sorted((r[1], r[3].time().isoformat(), r[4], r[9]) for r in rows) == [
@@ -337,14 +337,14 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
     given_declared_steps(con)
     sample_file_spans(con, [str(tmp_path / "a.parquet")])  # the file's window of timestamps
     con.execute(
-        "create table day_samples as " + _sql("staging/day_samples"),
+        "create table day_samples as " + _sql("rollup/day_samples"),
         {"files": [str(tmp_path / "a.parquet")], "owned_files": [],
          "day_start": T(2026, 11, 30), "day_end": T(2026, 12, 1),
          "billing_month": NOV["billing_month"], "next_billing_month": dt.date(2026, 12, 1),
          "next_billing_month_at": T(2026, 11, 30, 23)},
     )  # fmt: skip
-    create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
-    rows = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
+    create_table(con, "ordered_samples", "rollup/ordered_samples", {"idle_threshold_pct": 5.0})
+    rows = run(con, "rollup/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
     # spacings 58 min, 60 s, 90 s and 50 s (to the look-ahead): four, too few for a step of
     # the series' own, and the cluster has no other series: the step is 60 s (it was their
     # median, 75 s, before steps became robust; covers were 75, 60, 75, 50 s). The last
@@ -355,7 +355,7 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
         ("23:58:00", 60000, 60000, None),
         ("23:59:30", 50000, 60000, None),
     ]
-    counts = run(con, "staging/day_sample_file_counts").fetchall()
+    counts = run(con, "rollup/day_sample_file_counts").fetchall()
     # only the day's rows count, in the billing month of their time
     assert [(str(r[0]), r[2], r[3], r[4]) for r in counts] == [
         ("2026-11-01", "a.csv", 1, 1),
@@ -382,7 +382,7 @@ def every(seconds: int, first: str, count: int) -> list[str]:
 
 def rollup_steps_and_covers(con) -> dict[tuple[str, str], tuple[int, list[int]]]:
     """The rollup of the day: per (cluster, node), its step and its samples' covers (ms)."""
-    cursor = run(con, "staging/gpu_sample_rollup", {"idle_threshold_pct": 5.0})
+    cursor = run(con, "rollup/gpu_sample_rollup", {"idle_threshold_pct": 5.0})
     columns = [c[0] for c in cursor.description]
     result: dict[tuple[str, str], tuple[int, list[int]]] = {}
     rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
@@ -413,7 +413,7 @@ def test_a_series_with_few_spacings_takes_its_clusters_typical_step(con):
         # cluster e: no series with 10 spacings
         ("e", "k1"): one_gap,
     }))  # fmt: skip
-    create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
+    create_table(con, "ordered_samples", "rollup/ordered_samples", {"idle_threshold_pct": 5.0})
     assert rollup_steps_and_covers(con) == {
         # 10 spacings of 60 s, of 15 s: their own steps, even next to 60 s series
         ("c", "n1"): (60000, [60000] * 11),
@@ -450,7 +450,7 @@ def test_a_declared_step_overrides_the_estimate(con):
         ),
         declared_steps={"c": 30000},
     )
-    create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
+    create_table(con, "ordered_samples", "rollup/ordered_samples", {"idle_threshold_pct": 5.0})
     assert rollup_steps_and_covers(con) == {
         # 60 s apart: each sample stands for the declared 30 s, the rest is unmeasured
         ("c", "n1"): (30000, [30000] * 11),
@@ -473,7 +473,7 @@ def write_rollup(con, select: str, path, params: list | None = None) -> str:
         params,
     )
     hours = Path(path).with_name("hours.parquet")
-    sql = sql_text("staging/gpu_sample_hours")
+    sql = sql_text("rollup/gpu_sample_hours")
     con.execute(
         f"copy ({sql}) to '{hours}'",
         bind(sql, {"samples_file": str(path)}),
@@ -886,12 +886,12 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
     files = [str(tmp_path / f"{n}.parquet") for n in ("util", "engine", "fb")]
     sample_file_spans(con, files)  # the files' windows of timestamps
     con.execute(
-        "create table day_samples as " + _sql("staging/day_samples"),
+        "create table day_samples as " + _sql("rollup/day_samples"),
         {"files": files, "owned_files": [], "day_start": T(2026, 11, 2),
          "day_end": T(2026, 11, 3), "billing_month": NOV["billing_month"],
          "next_billing_month": dt.date(2026, 12, 1), "next_billing_month_at": NOV["month_end"]},
     )  # fmt: skip
-    create_table(con, "ordered_samples", "staging/ordered_samples", {"idle_threshold_pct": 5.0})
+    create_table(con, "ordered_samples", "rollup/ordered_samples", {"idle_threshold_pct": 5.0})
     rows = con.execute(
         "select ts::time, util_pct, mem_used_mib, file from ordered_samples "
         "join sample_sources using (file_id) order by ts"
@@ -900,7 +900,7 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
         ("00:00:00", "40.0", "1234.0", "engine.json"),
         ("00:01:00", "40.0", "1234.0", "engine.json"),
     ]
-    counts = run(con, "staging/day_sample_file_counts").fetchall()
+    counts = run(con, "rollup/day_sample_file_counts").fetchall()
     # read, loaded, rejected, folded per file: GPU_UTIL's two samples were superseded
     assert [(r[2], r[3], r[4], r[5], r[6]) for r in counts] == [
         ("engine.json", 2, 2, 0, 0),

@@ -4,85 +4,79 @@ import datetime as dt
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-import dagster as dg
 import duckdb
 
 from pipelines.catalog import Catalog, CatalogError
-from pipelines.defs.attribution.assets import gpu_capacity, job_gpu_hours, job_time_buckets
-from pipelines.defs.monthly import MonthRun, materialize_months, monthly_sql_asset, sql_description
-from pipelines.defs.partitions import monthly_partition, single_run
-from pipelines.defs.resources import ChargebackResource
+from pipelines.defs.monthly import MonthRun
+from pipelines.defs.warehouse import Check, sql_table
 from pipelines.months import MonthParams
-from pipelines.sql import replace_month
 from pipelines.sql import run as run_sql
 
 GROUP = "costing"
 
-
-@dg.asset(
-    deps=[job_gpu_hours, gpu_capacity],
-    partitions_def=monthly_partition,
-    backfill_policy=single_run,
-    group_name=GROUP,
-    description=sql_description("facts/job_gpu_charges"),
-    kinds={"duckdb", "sql"},
+# in full_recovery the rates derived from each pool's cost (empty in rate_card)
+cost_pools = sql_table(
+    "cost_pools", "facts", GROUP, ["gpu_capacity", "catalog_clusters", "catalog_nodes"]
 )
-def job_gpu_charges(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
-    def step(run: MonthRun) -> dict[str, int]:
-        # cost_pools first (empty in rate_card): in full_recovery it holds the derived rates
-        settings = run.catalog.settings
-        pool_params = {
-            **run.params.sql(),
-            "cost_mode": settings.cost_mode,
-            "idle_sharing": settings.idle_sharing,
-        }
-        pools = replace_month(run.con, "cost_pools", "facts/cost_pools", pool_params)
-        stop_on_unpriced_job_time(run.con, run.params, run.catalog)
-        return {
-            "cost_pools": pools,
-            "job_gpu_charges": replace_month(
-                run.con, "job_gpu_charges", "facts/job_gpu_charges", run.params
-            ),
-        }
-
-    return materialize_months(context, chargeback, step)
 
 
-job_usage = monthly_sql_asset(
-    "job_usage", "marts/job_usage", [job_time_buckets, job_gpu_charges], GROUP
-)
+def _priced_job_time(run: MonthRun) -> None:
+    stop_on_unpriced_job_time(run.con, run.params, run.catalog)
+
+
+job_gpu_charges = sql_table(
+    "job_gpu_charges", "facts", GROUP,
+    ["job_gpu_hours", "cost_pools", "stg_jobs", "catalog_rates", "catalog_account_tenants"],
+    prepare=_priced_job_time,
+)  # fmt: skip
+
+
+def _unmapped_accounts(found: list[dict]) -> dict[str, str]:
+    return {"unmapped_accounts": ", ".join(sorted({str(row["account"]) for row in found}))}
+
+
+job_usage = sql_table(
+    "job_usage", "marts", GROUP,
+    ["job_time_buckets", "job_gpu_charges", "stg_jobs", "catalog_account_tenants"],
+    # a warning: the usage of an unmapped account is billed to the 'unmapped' tenant
+    checks=[Check("every_account_mapped", warn=True, summary=_unmapped_accounts)],
+)  # fmt: skip
 # the concurrency timeline of tenants on pools: reserved quotas are charged from it here, and
 # quota_compliance (governance) reports on it
-quota_steps = monthly_sql_asset("quota_steps", "facts/quota_steps", [job_usage], GROUP)
-
-
-@dg.asset(
-    deps=[job_gpu_charges, job_usage, quota_steps],
-    partitions_def=monthly_partition,
-    backfill_policy=single_run,
-    group_name=GROUP,
-    description=sql_description("marts/charge_lines"),
-    kinds={"duckdb", "sql"},
+quota_steps = sql_table(
+    "quota_steps", "facts", GROUP, ["job_usage", "job_gpu_hours", "catalog_quotas", "catalog_rates"]
 )
-def charge_lines(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
-    def step(run: MonthRun) -> dict[str, int]:
-        reserved = replace_month(
-            run.con, "reserved_quota_unused", "facts/reserved_quota_unused", run.params
-        )
-        stop_on_unpriced_reservations(run.con, run.month.label, run.params, run.catalog)
-        computed = replace_month(
-            run.con, "computed_charge_lines", "marts/computed_charge_lines", run.params
-        )
-        run_sql(run.con, "ddl/closed_months")
-        run_sql(run.con, "ddl/issued_charge_lines")
-        lines = replace_month(run.con, "charge_lines", "marts/charge_lines", run.params)
-        return {
-            "reserved_quota_unused": reserved,
-            "computed_charge_lines": computed,
-            "charge_lines": lines,
-        }
+reserved_quota_unused = sql_table(
+    "reserved_quota_unused", "facts", GROUP,
+    ["quota_steps", "job_usage", "job_gpu_hours", "gpu_capacity", "cost_pools", "catalog_nodes",
+     "catalog_rates"],
+)  # fmt: skip
 
-    return materialize_months(context, chargeback, step)
+
+def _priced_reservations(run: MonthRun) -> None:
+    stop_on_unpriced_reservations(run.con, run.month.label, run.params, run.catalog)
+
+
+computed_charge_lines = sql_table(
+    "computed_charge_lines", "marts", GROUP,
+    ["job_gpu_charges", "reserved_quota_unused", "cost_pools", "catalog_tenants"],
+    prepare=_priced_reservations,
+)  # fmt: skip
+
+
+def _ledger_tables(run: MonthRun) -> None:
+    """The tables of issued charges (`chargeback close` fills them), empty until a close."""
+    run_sql(run.con, "marts/closed_months")
+    run_sql(run.con, "marts/issued_charge_lines")
+
+
+# a closed month keeps its issued lines; a re-run adds corrections
+charge_lines = sql_table(
+    "charge_lines", "marts", GROUP,
+    ["computed_charge_lines", "issued_charge_lines", "closed_months", "cost_pools"],
+    checks=[Check("cluster_cost_recovered")],
+    prepare=_ledger_tables,
+)  # fmt: skip
 
 
 def stop_on_unpriced_job_time(
@@ -129,10 +123,16 @@ def _rates_file(catalog: Catalog) -> Path:
     return Path(catalog.source or ".") / "rates.yaml"
 
 
-# quota_compliance (governance) is named by key: it depends on job_usage, defined here
-tenant_month = monthly_sql_asset(
-    "tenant_month",
-    "marts/tenant_month",
-    [job_usage, job_time_buckets, charge_lines, "quota_compliance"],
-    GROUP,
-)
+tenant_month = sql_table(
+    "tenant_month", "marts", GROUP,
+    ["job_usage", "job_time_buckets", "charge_lines", "quota_compliance", "catalog_tenants",
+     "catalog_budgets", "job_gpu_charges", "computed_charge_lines", "reserved_quota_unused"],
+    checks=[Check("charges_tie_out")],
+)  # fmt: skip
+
+STEPS = [
+    cost_pools, job_gpu_charges, job_usage, quota_steps, reserved_quota_unused,
+    computed_charge_lines, charge_lines,
+]  # fmt: skip
+# tenant_month reads quota_compliance (governance): it comes after that
+LAST_STEPS = [tenant_month]

@@ -1,10 +1,36 @@
-"""The Dagster job that closes a billing month (`chargeback close` runs it)."""
+"""The Dagster job that closes a billing month (`chargeback close` runs it), and the two
+tables it writes, shown in the asset graph: `closed_months` and `issued_charge_lines`
+(sql/marts/). They are not materialised by a run of the month (which would close it): only
+this job records their materialisation, for the month it closed."""
 
 import dagster as dg
 
 from pipelines.close import close_month
+from pipelines.defs.partitions import monthly_partition
 from pipelines.defs.resources import ChargebackResource
+from pipelines.defs.warehouse import sql_description
 from pipelines.months import parse_month
+
+GROUP = "close"
+
+ledger_tables = [
+    dg.AssetSpec(
+        "issued_charge_lines",
+        deps=["computed_charge_lines"],
+        group_name=GROUP,
+        description=sql_description("marts/issued_charge_lines"),
+        kinds={"duckdb", "sql"},
+        partitions_def=monthly_partition,
+    ),
+    dg.AssetSpec(
+        "closed_months",
+        deps=["issued_charge_lines"],
+        group_name=GROUP,
+        description=sql_description("marts/closed_months"),
+        kinds={"duckdb", "sql"},
+        partitions_def=monthly_partition,
+    ),
+]
 
 
 class CloseMonthConfig(dg.Config):
@@ -18,9 +44,16 @@ def close_billing_month(
 ) -> tuple[int, str]:
     """Issue the month's charge lines; later re-runs of the month only add corrections.
     Returns the lines issued and their total."""
+    first_day = parse_month(config.month)
     with chargeback.connect() as con:
-        lines, total = close_month(con, parse_month(config.month), config.closed_by)
+        lines, total = close_month(con, first_day, config.closed_by)
     context.log.info(f"closed {config.month}: {lines} charge lines issued, total {total}")
+    for spec in ledger_tables:
+        context.log_event(
+            dg.AssetMaterialization(  # partitioned by the month's first day, as every asset
+                spec.key, partition=first_day.isoformat(), metadata={"lines": lines, "total": total}
+            )
+        )
     return lines, total
 
 

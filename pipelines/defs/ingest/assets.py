@@ -1,54 +1,96 @@
-"""Ingest: the catalog, the scheduler exports and the GPU telemetry of each billing month."""
+"""Ingest: the catalog, the scheduler exports and the GPU telemetry of each billing month.
+
+Every table here is `sql/staging/<table>.sql`; what Python reads first (the catalog's YAML,
+the exports' lines, the landing folder's telemetry files) it writes as temporary tables
+those files select from.
+"""
 
 import datetime as dt
 
 import dagster as dg
 
-from pipelines.defs.ingest.catalog_tables import write_catalog_tables
-from pipelines.defs.ingest.loading import build_month_jobs, load_scheduler_exports
-from pipelines.defs.ingest.telemetry import load_month_telemetry, roll_up_days
-from pipelines.defs.monthly import MonthRun, materialize_months
-from pipelines.defs.partitions import daily_partition, monthly_partition, single_run
+from pipelines.defs.ingest.catalog_tables import write_catalog_rows
+from pipelines.defs.ingest.loading import (
+    read_scheduler_exports,
+    write_account_tenants,
+    write_month_job_gpus,
+)
+from pipelines.defs.ingest.telemetry import month_quality_files, roll_up_days, write_sample_sources
+from pipelines.defs.monthly import MonthRun
+from pipelines.defs.partitions import daily_partition, single_run
 from pipelines.defs.resources import ChargebackResource
+from pipelines.defs.warehouse import Table, TableStep, sql_table
 from pipelines.progress import progress
 
 GROUP = "ingest"
 
-
-@dg.asset(partitions_def=monthly_partition, backfill_policy=single_run, group_name=GROUP,
-          kinds={"duckdb", "yaml"})  # fmt: skip
-def catalog(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
-    """The catalog folder validated and written as `catalog_*` tables (one row per tenant, rate,
-    quota, budget, node, outage window per node). Refreshed whole by every run."""
-
-    def step(run: MonthRun) -> dict[str, int]:
-        return write_catalog_tables(run.con, run.catalog)
-
-    return materialize_months(context, chargeback, step)
+CATALOG_TABLES = (
+    "catalog_tenants", "catalog_rates", "catalog_budgets", "catalog_quotas", "catalog_clusters",
+    "catalog_nodes", "catalog_outage_windows",
+)  # fmt: skip
 
 
-@dg.asset(deps=[catalog], partitions_def=monthly_partition, backfill_policy=single_run,
-          group_name=GROUP, kinds={"duckdb", "sql"})  # fmt: skip
-def stg_jobs(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
-    """One row per job that held GPUs in the billing month or was submitted in it (latest
-    record of the job wins); with `job_gpus`, one row per GPU each started job held.
-    Every export row is in stg_job_records / stg_allocation_records, rejected or not."""
-    loaded: dict[str, int] = {}
+def _catalog_rows(run: MonthRun) -> None:
+    write_catalog_rows(run.con, run.catalog)
 
-    def step(run: MonthRun) -> dict[str, int]:
-        if not loaded:  # the exports are read once per run, whatever the number of months
-            loaded.update(load_scheduler_exports(run.con, run.folders.landing, run.catalog))
-        return {**loaded, **build_month_jobs(run.con, run.params)}
 
-    return materialize_months(context, chargeback, step)
+# The catalog folder, validated, as tables; refreshed whole by every run.
+catalog = TableStep(
+    "catalog",
+    GROUP,
+    [Table(name, "staging", whole=True) for name in CATALOG_TABLES],
+    _catalog_rows,
+)
+
+
+def _export_rows(run: MonthRun) -> None:
+    read_scheduler_exports(run.con, run.folders.landing, run.catalog)
+
+
+# Every row of every scheduler export, loaded or set aside with its reason (all months: a job
+# record counts in the month its latest record says); read once per run.
+scheduler_exports = TableStep(
+    "scheduler_exports",
+    GROUP,
+    [
+        Table("stg_scheduler_files", "staging", whole=True),
+        Table("stg_job_records", "staging", ["catalog_clusters", "catalog_nodes"], whole=True),
+        Table("stg_allocation_records", "staging", whole=True),
+    ],
+    _export_rows,
+)
+
+
+def _account_rows(run: MonthRun) -> None:
+    write_account_tenants(run.con, run.catalog)
+
+
+catalog_account_tenants = TableStep(
+    "catalog_account_tenants",
+    GROUP,
+    [Table("catalog_account_tenants", "staging", ["stg_job_records"], whole=True)],  # fmt: skip
+    _account_rows,
+)
+
+stg_jobs = sql_table("stg_jobs", "staging", GROUP, ["stg_job_records"])
+
+
+def _month_job_gpus(run: MonthRun) -> None:
+    write_month_job_gpus(run.con, run.params)
+
+
+job_gpus = sql_table(
+    "job_gpus", "staging", GROUP, ["stg_jobs", "stg_allocation_records", "catalog_nodes"],
+    prepare=_month_job_gpus,
+)  # fmt: skip
 
 
 @dg.asset(
-    # a day reads the catalog of its month (cluster settings, billing timezone, idle threshold);
-    # the current month is no partition yet, and its days still run
+    # a day reads the catalog's settings of its month (cluster settings, billing timezone, idle
+    # threshold); the current month is no partition yet, and its days still run
     deps=[
         dg.AssetDep(
-            catalog,
+            "catalog_clusters",
             partition_mapping=dg.TimeWindowPartitionMapping(
                 allow_nonexistent_upstream_partitions=True
             ),
@@ -63,7 +105,7 @@ def gpu_sample_rollup(
     context: dg.AssetExecutionContext, chargeback: ChargebackResource
 ) -> dg.MaterializeResult:
     """One row per GPU sample of a UTC day (duplicates folded, covered time and idle-run number
-    attached; sql/staging/gpu_sample_rollup.sql) in `<telemetry>/cluster=<c>/day=<d>/`, and the
+    attached; sql/rollup/gpu_sample_rollup.sql) in `<telemetry>/cluster=<c>/day=<d>/`, and the
     day's rejected rows and counts per file in `<telemetry>/quality/day=<d>/`. Parquet only, no
     warehouse: days run in parallel processes, and a day that lands late re-runs alone (then
     re-run its month's assets)."""
@@ -91,22 +133,41 @@ def gpu_sample_rollup(
     )
 
 
-@dg.asset(deps=[catalog, gpu_sample_rollup], partitions_def=monthly_partition,
-          backfill_policy=single_run, group_name=GROUP, kinds={"duckdb", "parquet"})  # fmt: skip
-def gpu_samples(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
-    """The billing month's GPU samples: the daily rollups of the UTC days it overlaps (read in
-    place by attribution; the run stops if one is missing), their rejected rows loaded into
-    sample_rejects and counts per file into sample_file_counts; sample_sources lists every
-    canonical samples file."""
+def _sample_files(run: MonthRun) -> dict[str, list[str]]:
+    files = write_sample_sources(run.con, run.folders.landing, run.folders.telemetry, run.catalog)
+    return {"files": files}
 
-    def step(run: MonthRun) -> dict[str, int]:
-        return load_month_telemetry(
-            run.con,
-            run.folders.landing,
-            run.folders.telemetry,
-            run.month,
-            run.params,
-            run.catalog,
-        )
 
-    return materialize_months(context, chargeback, step)
+# Every telemetry export (all months) as the canonical samples file attribution reads.
+telemetry_files = TableStep(
+    "telemetry_files",
+    GROUP,
+    [
+        Table("sample_sources", "staging", ["catalog_clusters"], whole=True),
+        Table("stg_telemetry_files", "staging", ["sample_sources"], whole=True),
+    ],
+    _sample_files,
+)
+
+
+def _quality_files(run: MonthRun) -> dict[str, list[str]]:
+    return month_quality_files(run.folders.telemetry, run.month)
+
+
+# The month's share of what the daily rollups set aside and counted; the run stops here when
+# one of the month's UTC days is not rolled up. After the catalog: its settings say which UTC
+# days are the month's (a catalog error stops the run at the catalog, once).
+sample_quality = TableStep(
+    "sample_quality",
+    GROUP,
+    [
+        Table("sample_rejects", "staging", ["gpu_sample_rollup", "catalog_clusters"]),
+        Table("sample_file_counts", "staging", ["gpu_sample_rollup", "catalog_clusters"]),
+    ],
+    _quality_files,
+)
+
+STEPS = [
+    catalog, scheduler_exports, catalog_account_tenants, stg_jobs, job_gpus, telemetry_files,
+    sample_quality,
+]  # fmt: skip

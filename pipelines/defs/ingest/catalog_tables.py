@@ -15,7 +15,7 @@ import hostlist
 import pyarrow as pa
 
 from pipelines.catalog import Catalog, CatalogError, check_account_globs
-from pipelines.defs.ingest.tables import write_table
+from pipelines.defs.ingest.tables import write_rows
 
 BEGINNING = dt.datetime(1900, 1, 1)
 END_OF_TIME = dt.datetime(9999, 12, 31)
@@ -23,12 +23,13 @@ MONEY = pa.decimal128(18, 2)
 PRICE = pa.decimal128(18, 6)
 
 
-def write_catalog_tables(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> dict[str, int]:
-    """Replace every `catalog_*` table with the catalog's content; returns rows per table."""
+def write_catalog_rows(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> dict[str, int]:
+    """The catalog's content as the temporary tables `catalog_*_rows` the catalog tables'
+    SQL files select from (sql/staging/catalog_*.sql); returns rows per table."""
     midnight = _midnights(catalog.settings.billing_timezone)
 
     counts = {}
-    counts["catalog_tenants"] = write_table(
+    counts["catalog_tenants"] = write_rows(
         con,
         "catalog_tenants",
         [
@@ -39,7 +40,7 @@ def write_catalog_tables(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> di
         pa.schema([(c, pa.string()) for c in
                    ("tenant_id", "name", "department", "cost_center", "owner")]),
     )  # fmt: skip
-    counts["catalog_rates"] = write_table(
+    counts["catalog_rates"] = write_rows(
         con,
         "catalog_rates",
         [
@@ -60,13 +61,13 @@ def write_catalog_tables(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> di
             ("priority", pa.int32()), ("cluster", pa.string()),
         ]),
     )  # fmt: skip
-    counts["catalog_budgets"] = write_table(
+    counts["catalog_budgets"] = write_rows(
         con,
         "catalog_budgets",
         [{"tenant_id": b.tenant, "month": b.month, "amount": b.amount} for b in catalog.budgets],
         pa.schema([("tenant_id", pa.string()), ("month", pa.string()), ("amount", MONEY)]),
     )
-    counts["catalog_quotas"] = write_table(
+    counts["catalog_quotas"] = write_rows(
         con,
         "catalog_quotas",
         [
@@ -86,7 +87,7 @@ def write_catalog_tables(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> di
             ("valid_from", pa.timestamp("us")), ("valid_to", pa.timestamp("us")),
         ]),
     )  # fmt: skip
-    counts["catalog_clusters"] = write_table(
+    counts["catalog_clusters"] = write_rows(
         con,
         "catalog_clusters",
         [
@@ -98,7 +99,7 @@ def write_catalog_tables(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> di
                    ("monthly_overhead", MONEY)]),
     )  # fmt: skip
     nodes = catalog.nodes or []
-    counts["catalog_nodes"] = write_table(
+    counts["catalog_nodes"] = write_rows(
         con,
         "catalog_nodes",
         [
@@ -119,7 +120,7 @@ def write_catalog_tables(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> di
             ("in_service_to", pa.timestamp("us")), ("monthly_cost", MONEY),
         ]),
     )  # fmt: skip
-    counts["catalog_outage_windows"] = write_table(
+    counts["catalog_outage_windows"] = write_rows(
         con,
         "catalog_outage_windows",
         outage_windows(catalog),

@@ -15,22 +15,20 @@ import pyarrow as pa
 
 from pipelines.catalog import Catalog
 from pipelines.defs.ingest.catalog_tables import ACCOUNT_TENANTS_SCHEMA, account_tenants
-from pipelines.defs.ingest.tables import write_arrow, write_table
+from pipelines.defs.ingest.tables import write_arrow, write_rows, write_table
 from pipelines.formats import canonical
 from pipelines.landing import decompression_errors, discover
 from pipelines.months import MonthParams
-from pipelines.sql import create_table, replace_month
+from pipelines.sql import create_table
 
 
-def load_scheduler_exports(
+def read_scheduler_exports(
     con: duckdb.DuckDBPyConnection, landing_dir: Path, catalog: Catalog
-) -> dict[str, int]:
-    """Read every scheduler export into raw_jobs / raw_allocations and type them.
-
-    Builds stg_job_records, stg_allocation_records (all months, rejects marked),
-    stg_scheduler_files (one row per export file) and catalog_account_tenants (the tenant
-    mappings of every account seen).
-    """
+) -> None:
+    """Read every scheduler export of the landing folder, as text, into the temporary tables
+    the scheduler tables' SQL files read: raw_jobs and raw_allocations (every row, its file,
+    line and raw text; sql/staging/stg_job_records.sql and stg_allocation_records.sql type
+    and check them), raw_node_lists and stg_scheduler_files_rows (one row per export file)."""
     columns = {
         "jobs": (*canonical.JOB_COLUMNS, "record_type"),
         "allocations": canonical.ALLOCATION_COLUMNS,
@@ -67,21 +65,19 @@ def load_scheduler_exports(
             temporary=True,
         )
     # every file, so that data quality lists an empty or header-only one with its 0 rows
-    write_table(con, "stg_scheduler_files", files, SCHEDULER_FILES_SCHEMA)
+    write_rows(con, "stg_scheduler_files", files, SCHEDULER_FILES_SCHEMA)
     write_node_lists(con)
-    counts = {
-        "job_records": create_table(con, "stg_job_records", "staging/stg_job_records"),
-        "allocation_records": create_table(
-            con, "stg_allocation_records", "staging/stg_allocation_records"
-        ),
-    }
+
+
+def write_account_tenants(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> None:
+    """The tenant mappings of every account of stg_job_records, as the temporary table
+    catalog_account_tenants_rows (sql/staging/catalog_account_tenants.sql)."""
     accounts = [a for (a,) in con.execute(
         "select distinct account from stg_job_records where account is not null"
     ).fetchall()]  # fmt: skip
-    write_table(
+    write_rows(
         con, "catalog_account_tenants", account_tenants(catalog, accounts), ACCOUNT_TENANTS_SCHEMA
     )
-    return counts
 
 
 SCHEDULER_FILES_SCHEMA = pa.schema([
@@ -145,10 +141,10 @@ def _conform(
 WHOLE_GPU = 420
 
 
-def build_month_jobs(con: duckdb.DuckDBPyConnection, params: MonthParams) -> dict[str, int]:
-    """stg_jobs and job_gpus of one billing month."""
-    jobs = replace_month(con, "stg_jobs", "staging/stg_jobs", params)
-    create_table(con, "month_job_gpus", "staging/exported_job_gpus", params, temporary=True)
+def write_month_job_gpus(con: duckdb.DuckDBPyConnection, params: MonthParams) -> None:
+    """The GPUs the month's started jobs held, as the temporary tables job_gpus.sql reads:
+    exported_job_gpus (what the exports say) and assigned_job_gpus (the rest, assigned)."""
+    create_table(con, "exported_job_gpus", "staging/exported_job_gpus", params, temporary=True)
     assigned = assign_gpu_indices(con, params)
     schema = pa.schema([
         ("billing_month", pa.date32()), ("cluster", pa.string()), ("job_id", pa.string()),
@@ -156,9 +152,6 @@ def build_month_jobs(con: duckdb.DuckDBPyConnection, params: MonthParams) -> dic
         ("index_source", pa.string()),
     ])  # fmt: skip
     write_table(con, "assigned_job_gpus", assigned, schema, temporary=True)
-    con.execute("insert into month_job_gpus by name select * from assigned_job_gpus")
-    gpus = replace_month(con, "job_gpus", "staging/job_gpus", params)
-    return {"jobs": jobs, "job_gpus": gpus, "assigned_gpus": len(assigned)}
 
 
 def gpu_shares(gpus: float, nodes: int) -> list[int]:
@@ -177,8 +170,9 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> l
 
     Assigned as Slurm's default selection does: in start order, the lowest free indices of each
     node (the job's GPUs spread evenly over its nodes); a fractional share (MIG slice, half a
-    GPU) goes to the lowest GPU with room for it. What exported allocations hold (the temporary
-    table month_job_gpus) is never taken. Telemetry then matches per GPU like for any other job.
+    GPU) goes to the lowest GPU with room for it. What exported allocations hold (the
+    temporary table exported_job_gpus) is never taken. Telemetry then matches per GPU like for
+    any other job.
     """
     month = params.billing_month
     held = con.execute(
@@ -187,7 +181,7 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> l
         from stg_jobs as j
         where billing_month = $billing_month and start_at is not null and gpus > 0
             and not exists (
-                from month_job_gpus as g where g.cluster = j.cluster and g.job_id = j.job_id
+                from exported_job_gpus as g where g.cluster = j.cluster and g.job_id = j.job_id
             )
         order by start_at, cluster, job_id
         """,
@@ -205,7 +199,7 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> l
     exported = con.execute(
         """
         select g.cluster, g.node, j.start_at, j.held_until, g.gpu_index, g.gpu_share
-        from month_job_gpus as g
+        from exported_job_gpus as g
         join stg_jobs as j using (billing_month, cluster, job_id)
         """
     ).fetchall()

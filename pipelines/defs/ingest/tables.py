@@ -33,3 +33,11 @@ def write_arrow(
     finally:
         con.unregister("incoming_rows")
     return data.num_rows
+
+
+def write_rows(
+    con: duckdb.DuckDBPyConnection, table: str, rows: list[dict], schema: pa.Schema
+) -> int:
+    """Rows of the warehouse table `table` made in Python (from the catalog, the landing
+    folder), as the temporary table `<table>_rows` that `sql/staging/<table>.sql` selects from."""
+    return write_table(con, f"{table}_rows", rows, schema, temporary=True)

@@ -10,7 +10,7 @@ an in-memory DuckDB, never the warehouse, so days can run in parallel processes:
 
 A day is written to a staging folder and moved into place once complete, so a failed day leaves
 the previous output; its quality folder moves last and marks the day as rolled up. The monthly
-`gpu_samples` step (`load_month_telemetry`) loads the rejects and counts of the days a billing
+tables sample_rejects and sample_file_counts load the rejects and counts of the days a billing
 month overlaps into the warehouse; attribution reads the samples in place.
 
 Staging folders and partial files carry the name of their process (pipelines/leftovers.py):
@@ -37,13 +37,13 @@ import pyarrow.parquet as pq
 
 from pipelines.catalog import Catalog
 from pipelines.checkpoints import checkpoint
-from pipelines.defs.ingest.tables import write_table
+from pipelines.defs.ingest.tables import write_rows, write_table
 from pipelines.defs.partitions import FIRST_DAY
 from pipelines.defs.resources import ChargebackResource
 from pipelines.landing import ExportFile, decompression_errors, discover
 from pipelines.leftovers import owned_name
-from pipelines.months import BillingMonth, MonthParams
-from pipelines.sql import bind, create_table, replace_month, sql_text
+from pipelines.months import BillingMonth
+from pipelines.sql import bind, create_table, sql_text
 
 # Every column a canonical samples file may carry: one empty file with all of them joins every
 # read, so that optional columns exist (as NULL) even when no export has them.
@@ -134,7 +134,7 @@ class FileSpan:
     """A samples file's first and last plausible timestamp (None: it has none) and its rows
     without one: no readable timestamp, or one outside the file's plausible window (before
     1970, after 2099, or more than 365 days from its median sample day; see
-    sql/staging/sample_file_spans.sql)."""
+    sql/rollup/sample_file_spans.sql)."""
 
     first_ts: dt.datetime | None
     last_ts: dt.datetime | None
@@ -145,7 +145,7 @@ def sample_file_spans(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[
     """The span of every file of `files` that has rows, in one read of their timestamp column
     (a file without rows has no span, and no day reads it). Leaves the temporary table
     sample_file_spans, whose windows of plausible timestamps day_samples.sql reads."""
-    create_table(con, "sample_file_spans", "staging/sample_file_spans", {"files": files},
+    create_table(con, "sample_file_spans", "rollup/sample_file_spans", {"files": files},
                  temporary=True)  # fmt: skip
     rows = con.execute(
         "select path, first_ts, last_ts, unreadable_rows from sample_file_spans order by path"
@@ -201,23 +201,23 @@ def _roll_up_day(
         "next_billing_month_at": month.end,
         "idle_threshold_pct": float(settings.idle_threshold_pct),
     }
-    create_table(con, "day_samples", "staging/day_samples", params, temporary=True)
-    create_table(con, "ordered_samples", "staging/ordered_samples", params, temporary=True)
+    create_table(con, "day_samples", "rollup/day_samples", params, temporary=True)
+    create_table(con, "ordered_samples", "rollup/ordered_samples", params, temporary=True)
     name = owned_name(f"day={day.isoformat()}-{uuid.uuid4().hex[:8]}")
     staging = telemetry_dir / ".staging" / name
     staging.parent.mkdir(parents=True, exist_ok=True)
     try:
-        counts = {"samples": _copy(con, "staging/gpu_sample_rollup", params, staging, True)}
+        counts = {"samples": _copy(con, "rollup/gpu_sample_rollup", params, staging, True)}
         for samples in sorted(staging.glob("cluster=*/day=*/samples_*.parquet")):
             hours = samples.with_name(samples.name.replace("samples_", "hours_"))
-            _copy(con, "staging/gpu_sample_hours", {**params, "samples_file": str(samples)}, hours)
+            _copy(con, "rollup/gpu_sample_hours", {**params, "samples_file": str(samples)}, hours)
         quality = staging / "quality" / f"day={day.isoformat()}"
         quality.mkdir(parents=True, exist_ok=True)
         counts["rejected"] = _copy(
-            con, "staging/day_sample_rejects", params, quality / "sample_rejects.parquet"
+            con, "rollup/day_sample_rejects", params, quality / "sample_rejects.parquet"
         )
         counts["files"] = _copy(
-            con, "staging/day_sample_file_counts", params, quality / "sample_file_counts.parquet"
+            con, "rollup/day_sample_file_counts", params, quality / "sample_file_counts.parquet"
         )
         checkpoint("rollup_day_written")
         _publish(staging, telemetry_dir, day)
@@ -289,23 +289,22 @@ def unreadable_row_owners(
     }
 
 
-def load_month_telemetry(
-    con: duckdb.DuckDBPyConnection,
-    landing_dir: Path,
-    telemetry_dir: Path,
-    month: BillingMonth,
-    params: MonthParams,
-    catalog: Catalog,
-) -> dict[str, int]:
-    """The month's telemetry in the warehouse: sample_sources (every canonical samples file),
-    stg_telemetry_files (every export and its rows, all months), and the month's rows of
-    sample_rejects and sample_file_counts from the daily rollups of the UTC days the month
-    overlaps. Stops when one of those days is not rolled up."""
+def write_sample_sources(
+    con: duckdb.DuckDBPyConnection, landing_dir: Path, telemetry_dir: Path, catalog: Catalog
+) -> list[str]:
+    """Every telemetry export as a canonical samples file, as the temporary table
+    sample_sources_rows (sql/staging/sample_sources.sql); returns the files to read them by
+    (stg_telemetry_files.sql: every export, so that data quality lists one without rows, which
+    no day counts, with its 0)."""
     sources = sample_sources(landing_dir, telemetry_dir, catalog)
-    write_table(con, "sample_sources", sources, SOURCES_SCHEMA)
-    # every export, so that data quality lists one without rows (no day counts it) with its 0
-    files = readable_sample_files(telemetry_dir, [source["path"] for source in sources])
-    create_table(con, "stg_telemetry_files", "staging/stg_telemetry_files", {"files": files})
+    write_rows(con, "sample_sources", sources, SOURCES_SCHEMA)
+    return readable_sample_files(telemetry_dir, [source["path"] for source in sources])
+
+
+def month_quality_files(telemetry_dir: Path, month: BillingMonth) -> dict[str, list[str]]:
+    """The rejects and counts per file the daily rollups wrote for the UTC days the month
+    overlaps (sample_rejects.sql, sample_file_counts.sql read them). Stops when one of those
+    days is not rolled up."""
     days = [day for day in month.utc_days() if day >= dt.date.fromisoformat(FIRST_DAY)]
     quality = [telemetry_dir / "quality" / f"day={day.isoformat()}" for day in days]
     missing = [day.isoformat() for day, folder in zip(days, quality, strict=True)
@@ -315,20 +314,9 @@ def load_month_telemetry(
             f"telemetry of {month.label}: UTC day(s) {', '.join(missing)} not rolled up: "
             "materialise gpu_sample_rollup for them first"
         )
-    month_params = {
-        **params.sql(),
+    return {
         "reject_files": [str(folder / "sample_rejects.parquet") for folder in quality],
         "count_files": [str(folder / "sample_file_counts.parquet") for folder in quality],
-    }
-    return {
-        "rejected": replace_month(con, "sample_rejects", "staging/sample_rejects", month_params),
-        "files": replace_month(
-            con, "sample_file_counts", "staging/sample_file_counts", month_params
-        ),
-        "day_samples": con.execute(
-            "select count(*) from read_parquet($files)",
-            {"files": month_sample_files(telemetry_dir, month)},
-        ).fetchall()[0][0],
     }
 
 

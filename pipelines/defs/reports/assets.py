@@ -1,4 +1,4 @@
-"""Reports: the data-quality marts and the finance workbook of each billing month.
+"""Reports: the finance workbook, the FOCUS export and the manifest of each billing month.
 
 The report assets write into the run's staging folder of the month (`staged_report`);
 `month_manifest`, the last of them, describes it in manifest.json, and the run's commit
@@ -9,10 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from pipelines.defs.attribution.assets import capacity_buckets, gpu_capacity, job_time_buckets
-from pipelines.defs.costing.assets import charge_lines, job_usage, tenant_month
-from pipelines.defs.ingest.assets import gpu_samples, stg_jobs
-from pipelines.defs.monthly import MonthRun, materialize_months, monthly_sql_asset
+from pipelines.defs.monthly import MonthRun, materialize_months
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.reports.publish import carry_over, month_staging
 from pipelines.defs.resources import ChargebackResource
@@ -30,30 +27,21 @@ from pipelines.version import code_version
 
 GROUP = "reports"
 
-rejects = monthly_sql_asset("rejects", "marts/rejects", [stg_jobs, gpu_samples], GROUP)
-data_quality = monthly_sql_asset(
-    "data_quality",
-    "marts/data_quality",
-    [rejects, job_usage, job_time_buckets, gpu_capacity, "telemetry_label_checks"],
-    GROUP,
-)
-
 
 @dg.asset(
     deps=[
-        charge_lines,
-        tenant_month,
-        job_usage,
-        capacity_buckets,
-        data_quality,
-        rejects,
-        # the governance marts, by key: their module builds on the stages imported here
+        "charge_lines",
+        "tenant_month",
+        "job_usage",
+        "capacity_buckets",
+        "data_quality",
+        "rejects",
         "quota_compliance",
         "queue_stats",
         "failure_stats",
         "capacity_evidence",
         "utilization_daily",
-    ],
+    ],  # fmt: skip
     partitions_def=monthly_partition,
     backfill_policy=single_run,
     group_name=GROUP,
@@ -111,7 +99,7 @@ def staged_report(context: dg.AssetExecutionContext, run: MonthRun, name: str) -
 
 
 @dg.asset(
-    deps=[charge_lines],
+    deps=["charge_lines"],
     partitions_def=monthly_partition,
     backfill_policy=single_run,
     group_name=GROUP,
@@ -137,7 +125,7 @@ _MANIFEST_TABLES = (
 
 @dg.asset(
     # every report of the month: they must be in the staging folder before it is published
-    deps=[chargeback_workbook, focus_export, "department_reports", data_quality],
+    deps=[chargeback_workbook, focus_export, "department_reports", "data_quality"],
     partitions_def=monthly_partition,
     backfill_policy=single_run,
     group_name=GROUP,

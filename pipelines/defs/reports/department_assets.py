@@ -2,8 +2,6 @@
 
 import dagster as dg
 
-from pipelines.defs.costing.assets import charge_lines, job_usage, tenant_month
-from pipelines.defs.governance.assets import quota_compliance, utilization_daily
 from pipelines.defs.monthly import MonthRun, materialize_months
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.reports.assets import staged_report
@@ -15,7 +13,7 @@ GROUP = "reports"
 
 
 @dg.asset(
-    deps=[charge_lines, tenant_month, job_usage, quota_compliance, utilization_daily],
+    deps=["charge_lines", "tenant_month", "job_usage", "quota_compliance", "utilization_daily"],
     partitions_def=monthly_partition,
     backfill_policy=single_run,
     group_name=GROUP,
