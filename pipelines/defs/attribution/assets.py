@@ -49,14 +49,7 @@ def _check_rollup_format(con, files: list[str], label: str) -> None:
         {"files": files, "columns": list(ROLLUP_COLUMNS_ADDED)},
     ).fetchall()]  # fmt: skip
     if old:
-        days = ", ".join(
-            sorted({part for path in old for part in path.split("/") if part.startswith("day=")})
-        )
-        raise ValueError(
-            f"telemetry of {label}: {days} rolled up by an earlier release (without the columns "
-            f"{', '.join(ROLLUP_COLUMNS_ADDED)}): materialise gpu_sample_rollup for these days "
-            "again"
-        )
+        _stop_on_old_rollups(label, old, f"without the columns {', '.join(ROLLUP_COLUMNS_ADDED)}")
 
 
 def _check_exact_hour_sums(con, hour_files: list[str], label: str) -> None:
@@ -69,13 +62,17 @@ def _check_exact_hour_sums(con, hour_files: list[str], label: str) -> None:
         {"files": hour_files},
     ).fetchall()]  # fmt: skip
     if old:
-        days = ", ".join(
-            sorted({part for path in old for part in path.split("/") if part.startswith("day=")})
-        )
-        raise ValueError(
-            f"telemetry of {label}: {days} rolled up by an earlier release (utilisation summed "
-            "as a double): materialise gpu_sample_rollup for these days again"
-        )
+        _stop_on_old_rollups(label, old, "utilisation summed as a double")
+
+
+def _stop_on_old_rollups(label: str, paths: list[str], why: str) -> None:
+    days = ", ".join(
+        sorted({part for path in paths for part in path.split("/") if part.startswith("day=")})
+    )
+    raise ValueError(
+        f"telemetry of {label}: {days} rolled up by an earlier release ({why}): materialise "
+        "gpu_sample_rollup for these days again"
+    )
 
 
 def _check_idle_threshold(con, files: list[str], threshold: float, label: str) -> None:

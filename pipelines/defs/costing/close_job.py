@@ -15,21 +15,17 @@ GROUP = "close"
 
 ledger_tables = [
     dg.AssetSpec(
-        "issued_charge_lines",
-        deps=["computed_charge_lines"],
+        table,
+        deps=[upstream],
         group_name=GROUP,
-        description=sql_description("marts/issued_charge_lines"),
+        description=sql_description(f"marts/{table}"),
         kinds={"duckdb", "sql"},
         partitions_def=monthly_partition,
-    ),
-    dg.AssetSpec(
-        "closed_months",
-        deps=["issued_charge_lines"],
-        group_name=GROUP,
-        description=sql_description("marts/closed_months"),
-        kinds={"duckdb", "sql"},
-        partitions_def=monthly_partition,
-    ),
+    )
+    for table, upstream in (
+        ("issued_charge_lines", "computed_charge_lines"),
+        ("closed_months", "issued_charge_lines"),
+    )
 ]
 
 
