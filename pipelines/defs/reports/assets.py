@@ -142,13 +142,14 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
     Reports this run did not rebuild are carried over from the published folder."""
 
     def step(run: MonthRun) -> dict[str, int]:
+        month = {"billing_month": run.month.first_day}
         counts = {
             subject: {"rows_read": read, "rows_loaded": loaded, "rows_rejected": rejected,
                       "duplicates_folded": folded}
             for subject, read, loaded, rejected, folded in run.con.execute(
                 "select subject, rows_read, rows_loaded, rows_rejected, duplicates_folded "
-                "from data_quality where billing_month = ? and category = 'file'",
-                [run.month.first_day],
+                "from data_quality where billing_month = $billing_month and category = 'file'",
+                month,
             ).fetchall()
         }  # fmt: skip
         landing = run.folders.landing
@@ -168,13 +169,14 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
         ]  # fmt: skip
         tables = {
             table: run.con.execute(
-                f"select count(*) from {table} where billing_month = ?", [run.month.first_day]
-            ).fetchone()[0]
+                f"select count(*) from {table} where billing_month = $billing_month", month
+            ).fetchall()[0][0]
             for table in _MANIFEST_TABLES
         }
         [(total,)] = run.con.execute(
-            "select coalesce(sum(amount), 0) from charge_lines where billing_month = ?",
-            [run.month.first_day],
+            "select coalesce(sum(amount), 0) from charge_lines "
+            "where billing_month = $billing_month",
+            month,
         ).fetchall()
         write_manifest(folder / "manifest.json", {
             "billing_month": run.month.label,
