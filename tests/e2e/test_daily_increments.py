@@ -191,6 +191,10 @@ def test_days_under_the_multiprocess_executor_match_an_in_process_run(
     }.items():
         monkeypatch.setenv(name, value)
     days = month_days(root, MONTH)
+    # the instance's storage is made once, before the two runs: two processes creating the
+    # SQLite schedule storage of an empty DAGSTER_HOME at once stamp its schema version twice
+    # ("Version table 'alembic_version' has more than one head present")
+    instance = dg.DagsterInstance.get()
     # two processes at once: the second half of the month from the CLI (in-process executor)
     # while a multiprocess-executor run rolls up the first half in a child process
     cli = subprocess.Popen(
@@ -203,7 +207,7 @@ def test_days_under_the_multiprocess_executor_match_an_in_process_run(
         "dagster/asset_partition_range_end": days[14].isoformat(),
     }
     with (
-        dg.DagsterInstance.get() as instance,
+        instance,
         dg.execute_job(
             dg.build_reconstructable_job(
                 "tests.e2e.test_daily_increments", "rollup_job_multiprocess"
