@@ -52,11 +52,11 @@ line_ties as (
         format('{}/{}/{}/{}/{}', tenant_id, cluster, gpu_model, charge_type, unit_price)
             as subject,
         amount as lines_amount,
-        charge_numerator::double / 1512000000000000 as expected_amount
+        charge_numerator::double / (numerator_per_cent() * 100) as expected_amount
     from charge_lines
     where billing_month = $billing_month
         and charge_class is distinct from 'Correction'  -- differences of two rounded lines
-        and abs(abs(amount) * 15120000000000 * 100 - charge_numerator) >= 15120000000000
+        and abs(abs(amount) * numerator_per_cent() * 100 - charge_numerator) >= numerator_per_cent()
 ),
 
 null_money as (
@@ -65,7 +65,7 @@ null_money as (
         format('charge_lines {}/{}/{}/{}/{}', tenant_id, cluster, gpu_model, charge_type,
             coalesce(unit_price::varchar, 'no price')) as subject,
         amount as lines_amount,
-        charge_numerator::double / 1512000000000000 as expected_amount
+        charge_numerator::double / (numerator_per_cent() * 100) as expected_amount
     from charge_lines
     where billing_month = $billing_month and (amount is null or charge_numerator is null)
     union all

@@ -108,7 +108,7 @@ priced as (
     select
         *,
         case when capacity_units > 0
-            then (cost_cents * 15120000000000 + capacity_units // 2) // capacity_units
+            then (cost_cents * numerator_per_cent() + capacity_units // 2) // capacity_units
         end as price_micro
     from rounded
 ),

@@ -92,10 +92,11 @@ intervals as (
 used as (
     select
         cluster, node, gpu_index,
-        sum(length_ms * least(held_share, 420))::bigint as busy_units,
-        sum(length_ms * greatest(held_share - 420, 0))::bigint as overlap_units,
-        coalesce(sum(length_ms * (420 - least(held_share, 420))) filter (in_outage), 0)::bigint
-            as down_units
+        sum(length_ms * least(held_share, whole_gpu()))::bigint as busy_units,
+        sum(length_ms * greatest(held_share - whole_gpu(), 0))::bigint as overlap_units,
+        coalesce(
+            sum(length_ms * (whole_gpu() - least(held_share, whole_gpu()))) filter (in_outage), 0
+        )::bigint as down_units
     from intervals
     where length_ms is not null
     group by all
@@ -108,7 +109,7 @@ final as (
         i.node,
         i.gpu_index,
         i.gpu_model,
-        (epoch_ms(i.service_to) - epoch_ms(i.service_from)) * 420 as capacity_units,
+        (epoch_ms(i.service_to) - epoch_ms(i.service_from)) * whole_gpu() as capacity_units,
         u.busy_units,
         u.overlap_units,
         u.down_units

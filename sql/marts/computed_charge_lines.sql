@@ -82,8 +82,8 @@ lines as (
 floored as (
     select
         *,
-        charge_numerator // 15120000000000 as floor_cents,
-        charge_numerator % 15120000000000 as remainder
+        charge_numerator // numerator_per_cent() as floor_cents,
+        charge_numerator % numerator_per_cent() as remainder
     from lines
 ),
 
@@ -228,13 +228,13 @@ all_lines as (
     union all
     select
         tenant_id, cluster, gpu_model, unit_price, 'Usage', 'idle_share', null,
-        gpu_units, cents * 15120000000000, cents
+        gpu_units, cents * numerator_per_cent(), cents
     from idle_shares
     where cents <> 0 or gpu_units <> 0
     union all
     select
         'platform', cluster, gpu_model, unit_price, 'Usage', 'platform', null,
-        gpu_units, abs(cents) * 15120000000000, cents
+        gpu_units, abs(cents) * numerator_per_cent(), cents
     from platform
     where cents <> 0 or gpu_units <> 0
 ),

@@ -74,7 +74,7 @@ measured as (
             end as wait_ms,
             case
                 when submit_at is not null and wait_until is not null
-                    then round(gpus * 420)::bigint * greatest(
+                    then round(gpus * whole_gpu())::bigint * greatest(
                         epoch_ms(least(wait_until, $month_end::timestamp))
                         - epoch_ms(greatest(submit_at, $month_start::timestamp)),
                         0

@@ -36,7 +36,7 @@ with samples as (
         nullif(trim(s.node::varchar), '') as node,
         try_cast(s.gpu_index as integer) as gpu_index,
         s.gpu_instance,
-        coalesce(s.gpu_instance_slices * 60, 420) as gpu_share,
+        coalesce(s.gpu_instance_slices * (whole_gpu() // 7), whole_gpu()) as gpu_share,
         try_cast(s.ts as timestamp) as ts,
         nullif(trim(s.job_id::varchar), '') as label_job_id,
         nullif(trim(s.pod), '') as label_pod,

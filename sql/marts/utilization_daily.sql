@@ -18,7 +18,7 @@ with days as (
     select
         d.day_from,
         d.day_from + interval 1 day as day_to,
-        (epoch_ms(d.day_from) - epoch_ms($month_start::timestamp)) // 86400000 as day_index
+        (epoch_ms(d.day_from) - epoch_ms($month_start::timestamp)) // ms_per_day() as day_index
     from (
         select unnest(range($month_start::timestamp, $month_end::timestamp, interval 1 day))
             as day_from
@@ -34,7 +34,7 @@ segments as (
         g.gpu_share,
         epoch_ms(g.seg_from) as from_ms,
         epoch_ms(g.seg_to) as to_ms,
-        (epoch_ms(g.seg_from) - epoch_ms($month_start::timestamp)) // 86400000 as day_index
+        (epoch_ms(g.seg_from) - epoch_ms($month_start::timestamp)) // ms_per_day() as day_index
     from job_gpu_hours as g
     join job_usage as u using (billing_month, cluster, job_id)
     where g.billing_month = $billing_month
@@ -44,7 +44,7 @@ day_pieces as (
     -- a segment lies within one hour, so it touches at most two days
     select
         *,
-        epoch_ms($month_start::timestamp) + (day_index + 1) * 86400000 as cut_ms
+        epoch_ms($month_start::timestamp) + (day_index + 1) * ms_per_day() as cut_ms
     from segments
 ),
 
@@ -101,7 +101,7 @@ capacity_days as (
         d.day_index,
         n.cluster,
         n.gpu_model,
-        sum(n.gpus * 420 * greatest(
+        sum(n.gpus * whole_gpu() * greatest(
             epoch_ms(least(coalesce(n.in_service_to, d.day_to), d.day_to))
             - epoch_ms(greatest(coalesce(n.in_service_from, d.day_from), d.day_from)),
             0
