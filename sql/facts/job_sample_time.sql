@@ -117,7 +117,7 @@ stretch_sums as (
             s.cover_ms,
             s.cover_ms * util_milli_pct(s.util_pct),
             s.ts,
-            s.cover_ms,
+            s.cover_ms,  -- the union's last_cover_ms: a sample is its own last -- noqa: AL08
             util_milli_pct(s.util_pct)
         from read_parquet($sample_files) as s
         join stretch_parts as g

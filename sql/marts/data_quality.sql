@@ -108,7 +108,7 @@ label_checks as (
         format(
             '{} labelled samples on {} GPU(s): {}',
             sum(samples),
-            count(distinct (node, gpu_index)),
+            count(distinct row(node, gpu_index)),
             case kind
                 when 'agrees' then 'the labelled job held the GPU'
                 when 'namespace_mismatch' then 'the labelled pod held it, in another namespace'
@@ -125,14 +125,22 @@ label_checks as (
 
 final as (
     select * from job_files
-    union all by name select * from allocation_files
-    union all by name select * from empty_scheduler_files
-    union all by name select * from sample_files
-    union all by name select * from empty_telemetry_files
-    union all by name select * from unmapped
-    union all by name select * from coverage
-    union all by name select * from overlapping_gpus
-    union all by name select * from label_checks
+    union all by name
+    select * from allocation_files
+    union all by name
+    select * from empty_scheduler_files
+    union all by name
+    select * from sample_files
+    union all by name
+    select * from empty_telemetry_files
+    union all by name
+    select * from unmapped
+    union all by name
+    select * from coverage
+    union all by name
+    select * from overlapping_gpus
+    union all by name
+    select * from label_checks
 )
 
 select

@@ -113,7 +113,7 @@ segment_values as (
             ('fault_domain', n.fault_domain),
             ('driver_version', n.driver_version),
             ('exit_code', s.exit_code)
-        ) as v (dimension, value)
+        ) as v (dimension, value)  -- the outer v's column names -- noqa: AL05
     ) as v
 ),
 

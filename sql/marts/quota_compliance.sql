@@ -6,8 +6,9 @@
 -- Concurrency is the exact step function of the tenant's job_gpu_hours segments in
 -- GPU-equivalents (quota_steps: shares are 1/420ths of a GPU, so a 1g MIG slice counts 1/7),
 -- cut at quota changes and at day boundaries; quotas are effective-dated, so each step takes
--- the guarantee and limit in force then (of overlapping versions, the one valid from later). Sums run in integer GPU units (share × ms) and become
--- hours at the end (1,512,000,000 units = 1 GPU-hour).
+-- the guarantee and limit in force then (of overlapping versions, the one valid from later).
+-- Sums run in integer GPU units (share × ms) and become hours at the end (1,512,000,000 units =
+-- 1 GPU-hour).
 --   used_gpu_hours             integral of concurrent GPUs over the month
 --   mean_gpus / peak_gpus      time-weighted mean over the whole month / maximum (peak_at:
 --                              first time the peak was reached)

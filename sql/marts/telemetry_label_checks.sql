@@ -146,7 +146,7 @@ holders as (
         case
             when c.job_id is not null then c.namespace_fits
             when sp.label_job_id is null and sp.label_pod is null
-                then j.account is not distinct from sp.label_namespace
+                then (j.account is not distinct from sp.label_namespace)
         end as fits,
         greatest(
             0,
@@ -156,25 +156,25 @@ holders as (
         g.gpu_index = sp.gpu_index as on_span_gpu,
         g.gpu_index
     from (
-        select sp.span_id, g.*
-        from spans as sp
+        select s.span_id, g.*
+        from spans as s
         join job_gpu_hours as g
             on g.billing_month = $billing_month
-            and g.cluster = sp.cluster
-            and g.node = sp.node
-            and g.gpu_index = sp.gpu_index
-            and g.hour = sp.hour
+            and g.cluster = s.cluster
+            and g.node = s.node
+            and g.gpu_index = s.gpu_index
+            and g.hour = s.hour
         union all
-        select sp.span_id, g.*
-        from spans as sp
-        join candidates as c on c.label_id = sp.label_id
+        select s.span_id, g.*
+        from spans as s
+        join candidates as k on k.label_id = s.label_id
         join job_gpu_hours as g
             on g.billing_month = $billing_month
-            and g.cluster = sp.cluster
-            and g.node = sp.node
-            and g.hour = sp.hour
-            and g.job_id = c.job_id
-            and g.gpu_index <> sp.gpu_index
+            and g.cluster = s.cluster
+            and g.node = s.node
+            and g.hour = s.hour
+            and g.job_id = k.job_id
+            and g.gpu_index <> s.gpu_index
     ) as g
     join spans as sp using (span_id)
     left join stg_jobs as j

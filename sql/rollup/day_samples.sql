@@ -44,7 +44,7 @@ with typed as not materialized (
         src.ts_until
     from read_parquet($files, filename = true, file_row_number = true, union_by_name = true)
         as s
-    join (from sample_sources left join sample_file_spans using (path)) as src
+    join (select * from sample_sources left join sample_file_spans using (path)) as src
         on src.path = s.filename
 ),
 
