@@ -39,7 +39,8 @@ held as (
 
 changes as (
     -- +share when a job starts holding the GPU, -share when it stops
-    select h.cluster, h.node, h.gpu_index, greatest(h.held_from, i.service_from) as moment,
+    select
+        h.cluster, h.node, h.gpu_index, greatest(h.held_from, i.service_from) as moment,
         h.gpu_share as share_change, 0 as outage_change
     from held as h
     join in_service as i using (cluster, node, gpu_index)
@@ -70,7 +71,8 @@ changes as (
 ),
 
 points as (
-    select cluster, node, gpu_index, moment,
+    select
+        cluster, node, gpu_index, moment,
         sum(share_change) as share_change, sum(outage_change) as outage_change
     from changes
     group by all
@@ -85,8 +87,10 @@ intervals as (
     from points
     window
         timeline as (partition by cluster, node, gpu_index order by moment),
-        running as (partition by cluster, node, gpu_index order by moment
-                    rows between unbounded preceding and current row)
+        running as (
+            partition by cluster, node, gpu_index order by moment
+            rows between unbounded preceding and current row
+        )
 ),
 
 used as (

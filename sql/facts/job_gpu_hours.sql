@@ -40,9 +40,11 @@ outage_cuts as (
         list_sort(list_distinct(
             [any_value(p.piece_from), any_value(p.piece_to)]
             || coalesce(list(o.outage_from) filter (
-                o.outage_from > p.piece_from and o.outage_from < p.piece_to), [])
+                o.outage_from > p.piece_from and o.outage_from < p.piece_to
+            ), [])
             || coalesce(list(o.outage_to) filter (
-                o.outage_to > p.piece_from and o.outage_to < p.piece_to), [])
+                o.outage_to > p.piece_from and o.outage_to < p.piece_to
+            ), [])
         )) as points
     from pieces as p
     join catalog_outage_windows as o

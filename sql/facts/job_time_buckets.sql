@@ -46,7 +46,8 @@ joined as (
         coalesce(t.idle_units, 0) as idle_units,
         coalesce(t.zombie_units, 0) as zombie_units
     from held as h
-    join stg_jobs as j on j.billing_month = $billing_month and j.cluster = h.cluster
+    join stg_jobs as j
+        on j.billing_month = $billing_month and j.cluster = h.cluster
         and j.job_id = h.job_id
     left join job_sample_totals as t
         on t.cluster = h.cluster and t.job_id = h.job_id and t.gpu_model = h.gpu_model

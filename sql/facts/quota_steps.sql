@@ -111,10 +111,11 @@ final as (
         on q.tenant_id = s.tenant_id and q.pool = s.pool
         and s.step_from >= q.quota_from and s.step_from < q.quota_to
     where s.step_to is not null
-    qualify row_number() over (
-        partition by s.tenant_id, s.pool, s.step_from
-        order by q.quota_from desc, q.reserved desc, q.guaranteed_gpus desc
-    ) = 1
+    qualify
+        row_number() over (
+            partition by s.tenant_id, s.pool, s.step_from
+            order by q.quota_from desc, q.reserved desc, q.guaranteed_gpus desc
+        ) = 1
 )
 
 select * from final

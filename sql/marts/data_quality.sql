@@ -42,7 +42,8 @@ allocation_files as (
 
 empty_scheduler_files as (
     -- an export without rows (empty, or a header alone) is still an input of the month
-    select cluster, 'file' as category, file as subject,
+    select
+        cluster, 'file' as category, file as subject,
         0 as rows_read, 0 as rows_loaded, 0 as rows_rejected, 0 as duplicates_folded
     from stg_scheduler_files
     where rows_read = 0
@@ -58,7 +59,8 @@ sample_files as (
 
 empty_telemetry_files as (
     -- likewise a telemetry export without rows, which no rolled-up day counts
-    select cluster, 'file' as category, file as subject,
+    select
+        cluster, 'file' as category, file as subject,
         0 as rows_read, 0 as rows_loaded, 0 as rows_rejected, 0 as duplicates_folded
     from stg_telemetry_files
     where rows_read = 0

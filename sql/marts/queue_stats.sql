@@ -27,9 +27,10 @@ with held_models as (
     from job_gpu_hours
     where billing_month = $billing_month
     group by cluster, job_id, gpu_model
-    qualify row_number() over (
-        partition by cluster, job_id order by sum(gpu_ms) desc, gpu_model
-    ) = 1
+    qualify
+        row_number() over (
+            partition by cluster, job_id order by sum(gpu_ms) desc, gpu_model
+        ) = 1
 ),
 
 jobs as (

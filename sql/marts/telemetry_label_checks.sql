@@ -72,8 +72,7 @@ steps as (
     select
         cluster, node, gpu_index,
         coalesce(
-            median((epoch_ms(last_ts) - epoch_ms(first_ts)) / (samples - 1))
-                filter (samples > 1),
+            median((epoch_ms(last_ts) - epoch_ms(first_ts)) / (samples - 1)) filter (samples > 1),
             60000
         ) as step_ms
     from hours
@@ -88,7 +87,8 @@ spans as (
             order by h.cluster, h.label_job_id, h.label_pod, h.label_namespace
         ) as label_id,
         row_number() over (
-            order by h.cluster, h.node, h.gpu_index, h.gpu_instance, h.hour, h.label_job_id,
+            order by
+                h.cluster, h.node, h.gpu_index, h.gpu_instance, h.hour, h.label_job_id,
                 h.label_pod, h.label_namespace
         ) as span_id,
         epoch_ms(h.first_ts) as first_ms,
@@ -151,7 +151,7 @@ holders as (
         greatest(
             0,
             least(sp.samples, ceil((epoch_ms(g.seg_to) - sp.first_ms) / sp.spacing_ms))
-                - greatest(0, ceil((epoch_ms(g.seg_from) - sp.first_ms) / sp.spacing_ms))
+            - greatest(0, ceil((epoch_ms(g.seg_from) - sp.first_ms) / sp.spacing_ms))
         ) as held_samples,
         g.gpu_index = sp.gpu_index as on_span_gpu,
         g.gpu_index
@@ -276,8 +276,10 @@ grouped as (
 
 final as (
     select
-        * exclude (job_ids, accounts, gpu_indexes, first_sample_at, last_sample_at, samples,
-            gpu_hours),
+        * exclude (
+            job_ids, accounts, gpu_indexes, first_sample_at, last_sample_at, samples,
+            gpu_hours
+        ),
         nullif(array_to_string(job_ids, ','), '') as scheduler_job_ids,
         nullif(array_to_string(accounts, ','), '') as scheduler_accounts,
         nullif(array_to_string(gpu_indexes, ','), '') as label_job_gpu_indexes,

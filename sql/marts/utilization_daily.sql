@@ -50,7 +50,8 @@ day_pieces as (
 
 job_days as (
     -- allocated time per job and day, and the job's measured time per day
-    select cluster, job_id, gpu_model, tenant_id, day_index,
+    select
+        cluster, job_id, gpu_model, tenant_id, day_index,
         (least(to_ms, cut_ms) - from_ms) * gpu_share as allocated_units,
         0 as productive_units, 0 as measured_units,
         -- job_sample_time's exact DECIMAL: a double here would make every sum below one of
@@ -58,7 +59,8 @@ job_days as (
         null::decimal(38, 3) as util_weighted_units
     from day_pieces
     union all
-    select cluster, job_id, gpu_model, tenant_id, day_index + 1,
+    select
+        cluster, job_id, gpu_model, tenant_id, day_index + 1,
         (to_ms - cut_ms) * gpu_share, 0, 0, null
     from day_pieces
     where to_ms > cut_ms
