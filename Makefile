@@ -45,8 +45,9 @@ ui: venv
 bench: venv $(VENV)/.bench
 	$(BIN)/python benchmarks/run.py --gpus 1000 --days 30 --interval-s 60
 
+# ruff, then sqlfluff over sql/ (.sqlfluff holds the house rules; the suite runs it too)
 lint: venv
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/sqlfluff lint sql/
 
 clean:
 	rm -rf data

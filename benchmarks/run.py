@@ -503,8 +503,8 @@ def compare_with_pandas(root: Path, pandas_out: Path) -> dict:
         row = con.execute(
             f"""
             with pipeline as (
-                select job_id::bigint as job_id, sum(measured_{unit}) / {per_ms} as measured_ms,
-                       sum(util_weighted_{unit}) / {per_ms} as util_weighted_ms
+                select job_id::bigint as job_id, sum(measured_{unit}) / $per_ms as measured_ms,
+                       sum(util_weighted_{unit}) / $per_ms as util_weighted_ms
                 from job_sample_time
                 where billing_month = $m
                 group by all
@@ -522,7 +522,7 @@ def compare_with_pandas(root: Path, pandas_out: Path) -> dict:
             from pipeline as p
             full join pandas as d using (job_id)
             """,
-            {"m": dt.date.fromisoformat(PARTITION), "p": str(pandas_out)},
+            {"m": dt.date.fromisoformat(PARTITION), "p": str(pandas_out), "per_ms": per_ms},
         ).fetchone()
     finally:
         con.close()

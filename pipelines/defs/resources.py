@@ -33,6 +33,13 @@ MACROS = (
     "macros/known",
     "macros/to_utc",
     "macros/normal_state",
+    # the unit constants first: the macros after them use them
+    "macros/whole_gpu",
+    "macros/ms_per_minute",
+    "macros/ms_per_hour",
+    "macros/ms_per_day",
+    "macros/units_per_gpu_hour",
+    "macros/numerator_per_cent",
     "macros/gpu_hours",
     "macros/gpu_units",
     "macros/util_milli_pct",

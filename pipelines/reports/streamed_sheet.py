@@ -52,7 +52,7 @@ class RowsQuery:
 
     con: duckdb.DuckDBPyConnection
     sql: str
-    params: Sequence[Any] | Mapping[str, Any]
+    params: Mapping[str, Any]  # bound by name, as pipelines.sql.bind gives them
     order_by: str
 
 

@@ -36,8 +36,10 @@ total_tie as (
         money(
             cents_half_up(coalesce(sum(charge_numerator), 0))
             - cents_half_up(coalesce(sum(credit_numerator), 0))
-            + (select cents_half_up(coalesce(sum(charge_numerator), 0))
-               from reserved_quota_unused where billing_month = $billing_month)
+            + (
+                select cents_half_up(coalesce(sum(charge_numerator), 0))
+                from reserved_quota_unused where billing_month = $billing_month
+            )
         ) + (
             select coalesce(sum(amount), 0) from computed_charge_lines
             where billing_month = $billing_month and charge_type in ('idle_share', 'platform')
@@ -52,36 +54,47 @@ line_ties as (
         format('{}/{}/{}/{}/{}', tenant_id, cluster, gpu_model, charge_type, unit_price)
             as subject,
         amount as lines_amount,
-        charge_numerator::double / 1512000000000000 as expected_amount
+        charge_numerator::double / (numerator_per_cent() * 100) as expected_amount
     from charge_lines
     where billing_month = $billing_month
         and charge_class is distinct from 'Correction'  -- differences of two rounded lines
-        and abs(abs(amount) * 15120000000000 * 100 - charge_numerator) >= 15120000000000
+        and abs(abs(amount) * numerator_per_cent() * 100 - charge_numerator) >= numerator_per_cent()
 ),
 
 null_money as (
     select
         'null' as level,
-        format('charge_lines {}/{}/{}/{}/{}', tenant_id, cluster, gpu_model, charge_type,
-            coalesce(unit_price::varchar, 'no price')) as subject,
+        format(
+            'charge_lines {}/{}/{}/{}/{}', tenant_id, cluster, gpu_model, charge_type,
+            coalesce(unit_price::varchar, 'no price')
+        ) as subject,
         amount as lines_amount,
-        charge_numerator::double / 1512000000000000 as expected_amount
+        charge_numerator::double / (numerator_per_cent() * 100) as expected_amount
     from charge_lines
     where billing_month = $billing_month and (amount is null or charge_numerator is null)
     union all
-    select 'null', format('job_gpu_charges {}/{}/{}/{}', cluster, job_id, tenant_id, gpu_model),
-        null, null
+    select
+        'null',
+        format('job_gpu_charges {}/{}/{}/{}', cluster, job_id, tenant_id, gpu_model),
+        null,
+        null
     from job_gpu_charges
     where billing_month = $billing_month
         and (unit_price is null or charge_numerator is null or credit_numerator is null)
     union all
-    select 'null', format('reserved_quota_unused {}/{}/{}', capacity_reservation_id, cluster,
-        gpu_model), null, null
+    select
+        'null',
+        format('reserved_quota_unused {}/{}/{}', capacity_reservation_id, cluster, gpu_model),
+        null,
+        null
     from reserved_quota_unused
     where billing_month = $billing_month and (price_micro is null or charge_numerator is null)
 )
 
-select level, subject, lines_amount::double as lines_amount,
+select
+    level,
+    subject,
+    lines_amount::double as lines_amount,
     expected_amount::double as expected_amount
 from (
     select * from tenant_ties

@@ -26,7 +26,10 @@ by_pool as (
 ),
 
 final as (
-    select 'cluster' as level, cluster as subject, sum(lines_amount) as lines_amount,
+    select
+        'cluster' as level,
+        cluster as subject,
+        sum(lines_amount) as lines_amount,
         sum(cost_amount) as cost_amount
     from by_pool
     group by all

@@ -48,7 +48,7 @@ excess as (
         on h.cluster = i.cluster and h.node = i.node and h.gpu_index = i.gpu_index
         and h.held_from <= i.interval_from and h.held_to >= i.interval_to
     group by all
-    having sum(h.gpu_share) > 420
+    having sum(h.gpu_share) > whole_gpu()
 )
 
 select

@@ -14,17 +14,18 @@ with segments as (
 unpriced as (
     select s.*
     from segments as s
-    where not exists (
-        from catalog_rates as r
-        where (r.gpu_model = s.gpu_model or r.gpu_model = '*')
-            and (r.cluster = s.cluster or r.cluster is null)
-            and s.hour >= r.valid_from and s.hour < r.valid_to
-    )
-    and not exists (
-        from cost_pools as p
-        where p.billing_month = $billing_month and p.cluster = s.cluster
-            and p.gpu_model = s.gpu_model and p.price_micro is not null
-    )
+    where
+        not exists (
+            from catalog_rates as r
+            where (r.gpu_model = s.gpu_model or r.gpu_model = '*')
+                and (r.cluster = s.cluster or r.cluster is null)
+                and s.hour >= r.valid_from and s.hour < r.valid_to
+        )
+        and not exists (
+            from cost_pools as p
+            where p.billing_month = $billing_month and p.cluster = s.cluster
+                and p.gpu_model = s.gpu_model and p.price_micro is not null
+        )
 ),
 
 final as (

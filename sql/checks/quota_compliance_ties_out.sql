@@ -25,8 +25,10 @@ row_errors as (
         or unused_guaranteed_gpu_hours < 0
         or unused_guaranteed_gpu_hours > guaranteed_gpu_hours + 1e-6
         or minutes_above_limit > hours * 60 + 1e-6
-        or abs(used_gpu_hours - (guaranteed_gpu_hours - unused_guaranteed_gpu_hours
-            + borrowed_gpu_hours)) > 1e-6
+        or abs(
+            used_gpu_hours
+            - (guaranteed_gpu_hours - unused_guaranteed_gpu_hours + borrowed_gpu_hours)
+        ) > 1e-6
 ),
 
 allocated as (

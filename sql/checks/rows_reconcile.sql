@@ -19,6 +19,8 @@ from data_quality as d
 left join rejected as r on r.file = d.subject
 where d.billing_month = $billing_month
     and d.category = 'file'
-    and (d.rows_read <> d.rows_loaded + d.rows_rejected
-        or d.rows_rejected <> coalesce(r.rows_in_rejects, 0))
+    and (
+        d.rows_read <> d.rows_loaded + d.rows_rejected
+        or d.rows_rejected <> coalesce(r.rows_in_rejects, 0)
+    )
 order by d.subject

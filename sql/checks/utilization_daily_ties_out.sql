@@ -38,12 +38,18 @@ compared as (
         cluster,
         gpu_model,
         unnest([
-            {'measure': 'allocated', 'daily': d.tenant_allocated,
-             'monthly': coalesce(m.allocated, 0)},
-            {'measure': 'productive', 'daily': d.tenant_productive,
-             'monthly': coalesce(m.productive, 0)},
-            {'measure': 'gpu_model rows allocated', 'daily': d.model_allocated,
-             'monthly': d.tenant_allocated},
+            {
+                'measure': 'allocated', 'daily': d.tenant_allocated,
+                'monthly': coalesce(m.allocated, 0)
+            },
+            {
+                'measure': 'productive', 'daily': d.tenant_productive,
+                'monthly': coalesce(m.productive, 0)
+            },
+            {
+                'measure': 'gpu_model rows allocated', 'daily': d.model_allocated,
+                'monthly': d.tenant_allocated
+            },
             {'measure': 'capacity', 'daily': d.capacity, 'monthly': i.capacity}
         ], recursive := true)
     from daily as d

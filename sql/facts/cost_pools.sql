@@ -22,8 +22,10 @@ with node_cost as (
         gpu_model,
         sum(
             (monthly_cost * 100)::hugeint
-            * (epoch_ms(least(in_service_to, $month_end::timestamp))
-               - epoch_ms(greatest(in_service_from, $month_start::timestamp)))
+            * (
+                epoch_ms(least(in_service_to, $month_end::timestamp))
+                - epoch_ms(greatest(in_service_from, $month_start::timestamp))
+            )
         ) as cost_cent_ms
     from catalog_nodes
     where $cost_mode = 'full_recovery'
@@ -67,7 +69,7 @@ exact as (
         p.gpu_model,
         p.capacity_units,
         p.cost_cent_ms * p.cluster_units
-            + coalesce(o.overhead_cents, 0) * p.capacity_units * m.month_ms as numerator,
+        + coalesce(o.overhead_cents, 0) * p.capacity_units * m.month_ms as numerator,
         m.month_ms * p.cluster_units as denominator
     from pools as p
     cross join month as m
@@ -77,9 +79,7 @@ exact as (
     -- a cluster whose nodes hold no GPU in service this month: its overhead alone
     select o.cluster, '*', 0, o.overhead_cents, 1
     from overheads as o
-    where not exists (
-        select 1 from pools as p where p.cluster = o.cluster and p.cluster_units > 0
-    )
+    where not exists (select 1 from pools as p where p.cluster = o.cluster and p.cluster_units > 0)
 ),
 
 floored as (
@@ -87,9 +87,10 @@ floored as (
         *,
         numerator // denominator as floor_cents,
         numerator % denominator as remainder,
-        (sum(numerator) over (partition by cluster) + any_value(denominator) over (
-            partition by cluster) // 2) // any_value(denominator) over (partition by cluster)
-            as cluster_cents
+        (
+            sum(numerator) over (partition by cluster)
+            + any_value(denominator) over (partition by cluster) // 2
+        ) // any_value(denominator) over (partition by cluster) as cluster_cents
     from exact
 ),
 
@@ -97,9 +98,11 @@ rounded as (
     select
         *,
         floor_cents + case
-            when row_number() over (
-                partition by cluster order by remainder desc, gpu_model
-            ) <= cluster_cents - sum(floor_cents) over (partition by cluster) then 1 else 0
+            when
+                row_number() over (partition by cluster order by remainder desc, gpu_model)
+                <= cluster_cents - sum(floor_cents) over (partition by cluster)
+                then 1
+            else 0
         end as cost_cents
     from floored
 ),
@@ -107,8 +110,9 @@ rounded as (
 priced as (
     select
         *,
-        case when capacity_units > 0
-            then (cost_cents * 15120000000000 + capacity_units // 2) // capacity_units
+        case
+            when capacity_units > 0
+                then (cost_cents * numerator_per_cent() + capacity_units // 2) // capacity_units
         end as price_micro
     from rounded
 ),

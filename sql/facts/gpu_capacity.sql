@@ -39,7 +39,8 @@ held as (
 
 changes as (
     -- +share when a job starts holding the GPU, -share when it stops
-    select h.cluster, h.node, h.gpu_index, greatest(h.held_from, i.service_from) as moment,
+    select
+        h.cluster, h.node, h.gpu_index, greatest(h.held_from, i.service_from) as moment,
         h.gpu_share as share_change, 0 as outage_change
     from held as h
     join in_service as i using (cluster, node, gpu_index)
@@ -70,7 +71,8 @@ changes as (
 ),
 
 points as (
-    select cluster, node, gpu_index, moment,
+    select
+        cluster, node, gpu_index, moment,
         sum(share_change) as share_change, sum(outage_change) as outage_change
     from changes
     group by all
@@ -85,17 +87,20 @@ intervals as (
     from points
     window
         timeline as (partition by cluster, node, gpu_index order by moment),
-        running as (partition by cluster, node, gpu_index order by moment
-                    rows between unbounded preceding and current row)
+        running as (
+            partition by cluster, node, gpu_index order by moment
+            rows between unbounded preceding and current row
+        )
 ),
 
 used as (
     select
         cluster, node, gpu_index,
-        sum(length_ms * least(held_share, 420))::bigint as busy_units,
-        sum(length_ms * greatest(held_share - 420, 0))::bigint as overlap_units,
-        coalesce(sum(length_ms * (420 - least(held_share, 420))) filter (in_outage), 0)::bigint
-            as down_units
+        sum(length_ms * least(held_share, whole_gpu()))::bigint as busy_units,
+        sum(length_ms * greatest(held_share - whole_gpu(), 0))::bigint as overlap_units,
+        coalesce(
+            sum(length_ms * (whole_gpu() - least(held_share, whole_gpu()))) filter (in_outage), 0
+        )::bigint as down_units
     from intervals
     where length_ms is not null
     group by all
@@ -108,7 +113,7 @@ final as (
         i.node,
         i.gpu_index,
         i.gpu_model,
-        (epoch_ms(i.service_to) - epoch_ms(i.service_from)) * 420 as capacity_units,
+        (epoch_ms(i.service_to) - epoch_ms(i.service_from)) * whole_gpu() as capacity_units,
         u.busy_units,
         u.overlap_units,
         u.down_units

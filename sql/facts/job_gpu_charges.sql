@@ -43,10 +43,11 @@ model_hours as (
         on (r.gpu_model = s.gpu_model or r.gpu_model = '*')
         and (r.cluster = s.cluster or r.cluster is null)
         and s.hour >= r.valid_from and s.hour < r.valid_to
-    qualify row_number() over (
-        partition by s.cluster, s.gpu_model, s.hour
-        order by r.gpu_model = '*', r.cluster is null, r.valid_from desc, r.priority
-    ) = 1
+    qualify
+        row_number() over (
+            partition by s.cluster, s.gpu_model, s.hour
+            order by r.gpu_model = '*', r.cluster is null, r.valid_from desc, r.priority
+        ) = 1
 ),
 
 pool_rates as (

@@ -40,9 +40,11 @@ outage_cuts as (
         list_sort(list_distinct(
             [any_value(p.piece_from), any_value(p.piece_to)]
             || coalesce(list(o.outage_from) filter (
-                o.outage_from > p.piece_from and o.outage_from < p.piece_to), [])
+                o.outage_from > p.piece_from and o.outage_from < p.piece_to
+            ), [])
             || coalesce(list(o.outage_to) filter (
-                o.outage_to > p.piece_from and o.outage_to < p.piece_to), [])
+                o.outage_to > p.piece_from and o.outage_to < p.piece_to
+            ), [])
         )) as points
     from pieces as p
     join catalog_outage_windows as o
@@ -67,7 +69,7 @@ segments as (
         p.cluster, p.job_id, p.node, p.gpu_index, p.gpu_share, p.gpu_model, p.hour,
         p.held_to, p.piece_from as seg_from, p.piece_to as seg_to
     from pieces as p
-    anti join outage_cuts as c using (cluster, job_id, node, gpu_index, hour)
+    anti join outage_cuts using (cluster, job_id, node, gpu_index, hour)
     union all
     select
         p.cluster, p.job_id, p.node, p.gpu_index, p.gpu_share, p.gpu_model, p.hour,
@@ -82,11 +84,11 @@ final as (
         s.* exclude (held_to),
         epoch_ms(s.seg_to) - epoch_ms(s.seg_from) as gpu_ms,
         (epoch_ms(s.seg_to) - epoch_ms(s.seg_from)) * s.gpu_share as gpu_units,
-        exists (
+        (exists (
             select 1 from catalog_outage_windows as o
             where o.cluster = s.cluster and o.node = s.node
                 and s.seg_from >= o.outage_from and s.seg_from < o.outage_to
-        ) as in_outage,
+        )) as in_outage,
         -- how far a sample taken in this segment may count: to the job's end in the month or
         -- the next outage edge of the node, not to the hour boundary (a sample at 10:59:30
         -- with a 60 s step covers until 11:00:30 when the job goes on)

@@ -42,7 +42,7 @@ parts as (
     select
         job_gpu, series_key, hour, hour::date as day, day_index, in_outage, gpu_share,
         cover_until_ms,
-        epoch_ms(day_start) + 86400000 as day_end_ms,
+        epoch_ms(day_start) + ms_per_day() as day_end_ms,
         greatest(seg_from, day_start) as part_from,
         least(seg_to, day_start + interval 1 day) as part_to
     from (
@@ -52,8 +52,8 @@ parts as (
                 k.job_gpu, s.series_key, g.hour, g.in_outage, g.gpu_share, g.seg_from,
                 g.seg_to, epoch_ms(g.cover_until) as cover_until_ms,
                 unnest(range(
-                    (epoch_ms(g.seg_from) - epoch_ms($month_start::timestamp)) // 86400000,
-                    (epoch_ms(g.seg_to) - 1 - epoch_ms($month_start::timestamp)) // 86400000 + 1
+                    (epoch_ms(g.seg_from) - epoch_ms($month_start::timestamp)) // ms_per_day(),
+                    (epoch_ms(g.seg_to) - 1 - epoch_ms($month_start::timestamp)) // ms_per_day() + 1
                 )) as day_index
             from job_gpu_hours as g
             join job_gpus as k using (cluster, job_id, node, gpu_index)
@@ -103,7 +103,7 @@ stretch_sums as (
             g.stretch,
             h.run,
             h.cover_ms,
-            (h.util_weighted_ms * 1000)::bigint as util_milli_pct_ms,
+            util_milli_pct(h.util_weighted_ms) as util_milli_pct_ms,
             h.last_ts,
             h.last_cover_ms,
             util_milli_pct(h.last_util_pct) as last_util_milli_pct
@@ -117,7 +117,7 @@ stretch_sums as (
             s.cover_ms,
             s.cover_ms * util_milli_pct(s.util_pct),
             s.ts,
-            s.cover_ms,
+            s.cover_ms,  -- the union's last_cover_ms: a sample is its own last -- noqa: AL08
             util_milli_pct(s.util_pct)
         from read_parquet($sample_files) as s
         join stretch_parts as g

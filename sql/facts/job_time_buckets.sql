@@ -1,5 +1,6 @@
 -- One row per job × GPU model: the job's allocated time in the billing month split into the
--- waste buckets of DESIGN.md, in GPU units (1/420 GPU-ms; 1,512,000,000 units = 1 GPU-hour). The buckets of a job sum to its allocated time:
+-- waste buckets of DESIGN.md, in GPU units (1/420 GPU-ms; 1,512,000,000 units = 1 GPU-hour).
+-- The buckets of a job sum to its allocated time:
 --   failed_infra: all of a NODE_FAIL job; otherwise its time inside outage windows
 --   failed_job:   the rest of a FAILED or OUT_OF_MEMORY job
 --   productive / idle / zombie: from the samples covering the rest; unmeasured: no sample.
@@ -9,7 +10,7 @@ with held as (
         cluster,
         job_id,
         gpu_model,
-        count(distinct (node, gpu_index)) as gpus_held,
+        count(distinct row(node, gpu_index)) as gpus_held,
         sum(gpu_units)::bigint as allocated_units,
         coalesce(sum(gpu_units) filter (in_outage), 0)::bigint as outage_units
     from job_gpu_hours
@@ -45,7 +46,8 @@ joined as (
         coalesce(t.idle_units, 0) as idle_units,
         coalesce(t.zombie_units, 0) as zombie_units
     from held as h
-    join stg_jobs as j on j.billing_month = $billing_month and j.cluster = h.cluster
+    join stg_jobs as j
+        on j.billing_month = $billing_month and j.cluster = h.cluster
         and j.job_id = h.job_id
     left join job_sample_totals as t
         on t.cluster = h.cluster and t.job_id = h.job_id and t.gpu_model = h.gpu_model
@@ -61,7 +63,9 @@ final as (
         allocated_units,
         measured_units,
         util_weighted_units,
-        case when state = 'NODE_FAIL' then allocated_units else outage_units end as failed_infra_units,
+        case
+            when state = 'NODE_FAIL' then allocated_units else outage_units
+        end as failed_infra_units,
         case
             when state in ('FAILED', 'OUT_OF_MEMORY') then allocated_units - outage_units else 0
         end as failed_job_units,

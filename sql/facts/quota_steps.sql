@@ -100,21 +100,22 @@ final as (
         s.step_from,
         s.step_to,
         epoch_ms(s.step_to) - epoch_ms(s.step_from) as step_ms,
-        (epoch_ms(s.step_from) - epoch_ms($month_start::timestamp)) // 86400000 as day_index,
+        (epoch_ms(s.step_from) - epoch_ms($month_start::timestamp)) // ms_per_day() as day_index,
         s.share,
         q.quota_from is not null as in_quota,
-        round(coalesce(q.guaranteed_gpus, 0) * 420)::bigint as guaranteed_share,
-        round(q.limit_gpus * 420)::bigint as limit_share,
+        round(coalesce(q.guaranteed_gpus, 0) * whole_gpu())::bigint as guaranteed_share,
+        round(q.limit_gpus * whole_gpu())::bigint as limit_share,
         coalesce(q.reserved, false) as reserved
     from steps as s
     left join quotas as q
         on q.tenant_id = s.tenant_id and q.pool = s.pool
         and s.step_from >= q.quota_from and s.step_from < q.quota_to
     where s.step_to is not null
-    qualify row_number() over (
-        partition by s.tenant_id, s.pool, s.step_from
-        order by q.quota_from desc, q.reserved desc, q.guaranteed_gpus desc
-    ) = 1
+    qualify
+        row_number() over (
+            partition by s.tenant_id, s.pool, s.step_from
+            order by q.quota_from desc, q.reserved desc, q.guaranteed_gpus desc
+        ) = 1
 )
 
 select * from final

@@ -155,19 +155,23 @@ rounded as (
         *,
         unused_floor + case
             when row_number() over (
-                partition by tenant_id, pool, gpu_model, rate_period
-                order by unused_remainder desc, cluster
-            ) <= unused_units - sum(unused_floor) over (
-                partition by tenant_id, pool, gpu_model, rate_period
-            ) then 1 else 0
+                    partition by tenant_id, pool, gpu_model, rate_period
+                    order by unused_remainder desc, cluster
+                ) <= unused_units - sum(unused_floor) over (
+                    partition by tenant_id, pool, gpu_model, rate_period
+                )
+                then 1
+            else 0
         end as cluster_unused_units,
         guaranteed_floor + case
             when row_number() over (
-                partition by tenant_id, pool, gpu_model, rate_period
-                order by guaranteed_remainder desc, cluster
-            ) <= guaranteed_units - sum(guaranteed_floor) over (
-                partition by tenant_id, pool, gpu_model, rate_period
-            ) then 1 else 0
+                    partition by tenant_id, pool, gpu_model, rate_period
+                    order by guaranteed_remainder desc, cluster
+                ) <= guaranteed_units - sum(guaranteed_floor) over (
+                    partition by tenant_id, pool, gpu_model, rate_period
+                )
+                then 1
+            else 0
         end as cluster_guaranteed_units
     from floored
 ),
@@ -182,10 +186,11 @@ cluster_rates as (
         on (c.gpu_model = r.gpu_model or c.gpu_model = '*')
         and (c.cluster = r.cluster or c.cluster is null)
         and r.rate_period >= c.valid_from and r.rate_period < c.valid_to
-    qualify row_number() over (
-        partition by r.tenant_id, r.pool, r.gpu_model, r.rate_period, r.cluster
-        order by c.gpu_model = '*', c.cluster is null, c.valid_from desc, c.priority
-    ) = 1
+    qualify
+        row_number() over (
+            partition by r.tenant_id, r.pool, r.gpu_model, r.rate_period, r.cluster
+            order by c.gpu_model = '*', c.cluster is null, c.valid_from desc, c.priority
+        ) = 1
 ),
 
 priced as (

@@ -74,7 +74,7 @@ shares as (
     select
         b.*,
         b.productive_gpu_hours + b.idle_gpu_hours + b.zombie_gpu_hours + b.failed_job_gpu_hours
-            + b.failed_infra_gpu_hours + b.unmeasured_gpu_hours as allocated_gpu_hours,
+        + b.failed_infra_gpu_hours + b.unmeasured_gpu_hours as allocated_gpu_hours,
         q.wait_p95_s,
         coalesce(q.pending_gpu_hours, 0) as pending_gpu_hours,
         k.guaranteed_gpu_hours,
@@ -90,7 +90,7 @@ rates as (
         100.0 * allocated_gpu_hours / nullif(capacity_gpu_hours, 0) as allocation_rate_pct,
         100.0 * productive_gpu_hours / nullif(allocated_gpu_hours, 0) as productive_share_pct,
         100.0 * (idle_gpu_hours + zombie_gpu_hours + failed_job_gpu_hours)
-            / nullif(allocated_gpu_hours, 0) as waste_share_pct,
+        / nullif(allocated_gpu_hours, 0) as waste_share_pct,
         100.0 * unmeasured_gpu_hours / nullif(allocated_gpu_hours, 0) as unmeasured_share_pct,
         100.0 * idle_quota_gpu_hours / nullif(guaranteed_gpu_hours, 0)
             as idle_quota_share_pct,
@@ -109,24 +109,34 @@ tests as (
         coalesce(r.wait_p95_s >= t.expand_wait_p95_s, false) as long_waits,
         coalesce(r.waste_share_pct < t.expand_waste_below_pct, false) as low_waste,
         coalesce(r.unmeasured_share_pct <= t.expand_unmeasured_max_pct, false) as measured,
-        coalesce(format('waste share {:.1f}% {} {:g}%', r.waste_share_pct,
-            if(r.waste_share_pct >= t.govern_waste_pct, '>=', '<'), t.govern_waste_pct),
-            'waste share unknown (no allocated time)') as waste_text,
-        coalesce(format('idle quota share {:.1f}% {} {:g}%', r.idle_quota_share_pct,
+        coalesce(format(
+            'waste share {:.1f}% {} {:g}%', r.waste_share_pct,
+            if(r.waste_share_pct >= t.govern_waste_pct, '>=', '<'), t.govern_waste_pct
+        ), 'waste share unknown (no allocated time)') as waste_text,
+        coalesce(format(
+            'idle quota share {:.1f}% {} {:g}%', r.idle_quota_share_pct,
             if(r.idle_quota_share_pct >= t.govern_idle_quota_pct, '>=', '<'),
-            t.govern_idle_quota_pct), 'no guaranteed quota') as idle_quota_text,
-        coalesce(format('allocation {:.1f}% {} {:g}%', r.allocation_rate_pct,
+            t.govern_idle_quota_pct
+        ), 'no guaranteed quota') as idle_quota_text,
+        coalesce(format(
+            'allocation {:.1f}% {} {:g}%', r.allocation_rate_pct,
             if(r.allocation_rate_pct >= t.expand_allocation_pct, '>=', '<'),
-            t.expand_allocation_pct), 'allocation unknown (no inventory)') as allocation_text,
-        coalesce(format('p95 wait {:.1f} h {} {:g} h', r.wait_p95_s / 3600,
-            if(r.wait_p95_s >= t.expand_wait_p95_s, '>=', '<'), t.expand_wait_p95_s / 3600),
-            'p95 wait unknown (no job started)') as wait_text,
-        coalesce(format('waste share {:.1f}% {} {:g}%', r.waste_share_pct,
+            t.expand_allocation_pct
+        ), 'allocation unknown (no inventory)') as allocation_text,
+        coalesce(format(
+            'p95 wait {:.1f} h {} {:g} h', r.wait_p95_s / 3600,
+            if(r.wait_p95_s >= t.expand_wait_p95_s, '>=', '<'), t.expand_wait_p95_s / 3600
+        ), 'p95 wait unknown (no job started)') as wait_text,
+        coalesce(format(
+            'waste share {:.1f}% {} {:g}%', r.waste_share_pct,
             if(r.waste_share_pct < t.expand_waste_below_pct, '<', '>='),
-            t.expand_waste_below_pct), 'waste share unknown') as low_waste_text,
-        coalesce(format('unmeasured {:.1f}% {} {:g}%', r.unmeasured_share_pct,
+            t.expand_waste_below_pct
+        ), 'waste share unknown') as low_waste_text,
+        coalesce(format(
+            'unmeasured {:.1f}% {} {:g}%', r.unmeasured_share_pct,
             if(r.unmeasured_share_pct <= t.expand_unmeasured_max_pct, '<=', '>'),
-            t.expand_unmeasured_max_pct), 'unmeasured unknown') as measured_text
+            t.expand_unmeasured_max_pct
+        ), 'unmeasured unknown') as measured_text
     from rates as r
     cross join thresholds as t
 ),
@@ -163,15 +173,18 @@ final as (
             else 'hold'
         end as verdict,
         case
-            when high_waste or high_idle_quota then concat_ws('; ',
-                case when high_waste then waste_text end,
-                case when high_idle_quota then idle_quota_text end
-            ) || ' → govern first'
+            when high_waste or high_idle_quota
+                then concat_ws(
+                    '; ',
+                    case when high_waste then waste_text end,
+                    case when high_idle_quota then idle_quota_text end
+                ) || ' → govern first'
             when high_allocation and long_waits and low_waste and measured
                 then concat_ws(', ', allocation_text, wait_text, low_waste_text, measured_text)
-                    || ' → expansion justified'
+                || ' → expansion justified'
             else concat_ws('; ', waste_text, idle_quota_text) || '; but '
-                || concat_ws(', ',
+                || concat_ws(
+                    ', ',
                     case when not high_allocation then allocation_text end,
                     case when not long_waits then wait_text end,
                     case when not low_waste then low_waste_text end,

@@ -33,7 +33,7 @@ corrections as (
         coalesce(c.capacity_reservation_id, i.capacity_reservation_id)
             as capacity_reservation_id,
         'Correction of the issued line: '
-            || coalesce(c.charge_description, i.charge_description) as charge_description,
+        || coalesce(c.charge_description, i.charge_description) as charge_description,
         coalesce(c.gpu_hours, 0) - coalesce(i.gpu_hours, 0) as gpu_hours,
         coalesce(c.gpu_units, 0) - coalesce(i.gpu_units, 0) as gpu_units,
         coalesce(c.unit_price, i.unit_price) as unit_price,

@@ -82,8 +82,8 @@ lines as (
 floored as (
     select
         *,
-        charge_numerator // 15120000000000 as floor_cents,
-        charge_numerator % 15120000000000 as remainder
+        charge_numerator // numerator_per_cent() as floor_cents,
+        charge_numerator % numerator_per_cent() as remainder
     from lines
 ),
 
@@ -100,10 +100,11 @@ rounded as (
         f.* exclude (floor_cents, remainder),
         f.floor_cents + case
             when row_number() over (
-                partition by f.charge_type
-                order by f.remainder desc, f.tenant_id, f.cluster, f.gpu_model, f.unit_price,
-                    f.capacity_reservation_id
-            ) <= s.cents then 1 else 0
+                    partition by f.charge_type
+                    order by
+                        f.remainder desc, f.tenant_id, f.cluster, f.gpu_model, f.unit_price,
+                        f.capacity_reservation_id
+                ) <= s.cents then 1 else 0
         end as cents
     from floored as f
     join shortfall as s using (charge_type)
@@ -195,15 +196,17 @@ idle_shares as (
         cluster, gpu_model, tenant_id, unit_price, idle_sharing,
         floor_cents + case
             when row_number() over (
-                partition by cluster, gpu_model order by cents_remainder desc, tenant_id
-            ) <= left_cents - sum(floor_cents) over (partition by cluster, gpu_model)
-            then 1 else 0
+                    partition by cluster, gpu_model order by cents_remainder desc, tenant_id
+                ) <= left_cents - sum(floor_cents) over (partition by cluster, gpu_model)
+                then 1
+            else 0
         end as cents,
         floor_units + case
             when row_number() over (
-                partition by cluster, gpu_model order by units_remainder desc, tenant_id
-            ) <= idle_units - sum(floor_units) over (partition by cluster, gpu_model)
-            then 1 else 0
+                    partition by cluster, gpu_model order by units_remainder desc, tenant_id
+                ) <= idle_units - sum(floor_units) over (partition by cluster, gpu_model)
+                then 1
+            else 0
         end as gpu_units
     from shares
 ),
@@ -228,13 +231,13 @@ all_lines as (
     union all
     select
         tenant_id, cluster, gpu_model, unit_price, 'Usage', 'idle_share', null,
-        gpu_units, cents * 15120000000000, cents
+        gpu_units, cents * numerator_per_cent(), cents
     from idle_shares
     where cents <> 0 or gpu_units <> 0
     union all
     select
         'platform', cluster, gpu_model, unit_price, 'Usage', 'platform', null,
-        gpu_units, abs(cents) * 15120000000000, cents
+        gpu_units, abs(cents) * numerator_per_cent(), cents
     from platform
     where cents <> 0 or gpu_units <> 0
 ),
@@ -243,11 +246,15 @@ final as (
     select
         $billing_month::date as billing_month,
         l.tenant_id,
-        coalesce(t.name, case l.tenant_id
-            when 'platform' then 'Platform (unrecovered)' else 'Unmapped accounts' end
+        coalesce(
+            t.name,
+            case l.tenant_id
+                when 'platform' then 'Platform (unrecovered)' else 'Unmapped accounts'
+            end
         ) as tenant_name,
-        coalesce(t.department, case l.tenant_id
-            when 'platform' then 'Platform' else 'Unmapped' end
+        coalesce(
+            t.department,
+            case l.tenant_id when 'platform' then 'Platform' else 'Unmapped' end
         ) as department,
         t.cost_center,
         l.cluster,
@@ -257,21 +264,31 @@ final as (
         l.charge_type,
         l.capacity_reservation_id,
         case l.charge_type
-            when 'usage' then format(
-                'GPU usage, {} at {}{} {}/GPU-hour', l.gpu_model,
-                case when p.cluster is not null then 'the derived rate ' else '' end,
-                l.unit_price, $currency)
-            when 'credit' then format(
-                'Credit for failed infrastructure, {} at {} {}/GPU-hour', l.gpu_model,
-                l.unit_price, $currency)
-            when 'reserved_unused' then format(
-                'Reserved capacity unused ({}), {} at {} {}/GPU-hour',
-                l.capacity_reservation_id, l.gpu_model, l.unit_price, $currency)
-            when 'idle_share' then format(
-                'Share of unrecovered {} capacity cost on {} ({} policy)', l.gpu_model,
-                l.cluster, p.idle_sharing)
-            else format(
-                'Capacity cost of {} on {} not recovered from tenants', l.gpu_model, l.cluster)
+            when 'usage'
+                then format(
+                    'GPU usage, {} at {}{} {}/GPU-hour', l.gpu_model,
+                    case when p.cluster is not null then 'the derived rate ' else '' end,
+                    l.unit_price, $currency
+                )
+            when 'credit'
+                then format(
+                    'Credit for failed infrastructure, {} at {} {}/GPU-hour', l.gpu_model,
+                    l.unit_price, $currency
+                )
+            when 'reserved_unused'
+                then format(
+                    'Reserved capacity unused ({}), {} at {} {}/GPU-hour',
+                    l.capacity_reservation_id, l.gpu_model, l.unit_price, $currency
+                )
+            when 'idle_share'
+                then format(
+                    'Share of unrecovered {} capacity cost on {} ({} policy)', l.gpu_model,
+                    l.cluster, p.idle_sharing
+                )
+            else
+                format(
+                    'Capacity cost of {} on {} not recovered from tenants', l.gpu_model, l.cluster
+                )
         end as charge_description,
         gpu_hours(l.gpu_units) as gpu_hours,
         l.gpu_units::bigint as gpu_units,

@@ -42,7 +42,8 @@ allocation_files as (
 
 empty_scheduler_files as (
     -- an export without rows (empty, or a header alone) is still an input of the month
-    select cluster, 'file' as category, file as subject,
+    select
+        cluster, 'file' as category, file as subject,
         0 as rows_read, 0 as rows_loaded, 0 as rows_rejected, 0 as duplicates_folded
     from stg_scheduler_files
     where rows_read = 0
@@ -58,7 +59,8 @@ sample_files as (
 
 empty_telemetry_files as (
     -- likewise a telemetry export without rows, which no rolled-up day counts
-    select cluster, 'file' as category, file as subject,
+    select
+        cluster, 'file' as category, file as subject,
         0 as rows_read, 0 as rows_loaded, 0 as rows_rejected, 0 as duplicates_folded
     from stg_telemetry_files
     where rows_read = 0
@@ -108,7 +110,7 @@ label_checks as (
         format(
             '{} labelled samples on {} GPU(s): {}',
             sum(samples),
-            count(distinct (node, gpu_index)),
+            count(distinct row(node, gpu_index)),
             case kind
                 when 'agrees' then 'the labelled job held the GPU'
                 when 'namespace_mismatch' then 'the labelled pod held it, in another namespace'
@@ -125,14 +127,22 @@ label_checks as (
 
 final as (
     select * from job_files
-    union all by name select * from allocation_files
-    union all by name select * from empty_scheduler_files
-    union all by name select * from sample_files
-    union all by name select * from empty_telemetry_files
-    union all by name select * from unmapped
-    union all by name select * from coverage
-    union all by name select * from overlapping_gpus
-    union all by name select * from label_checks
+    union all by name
+    select * from allocation_files
+    union all by name
+    select * from empty_scheduler_files
+    union all by name
+    select * from sample_files
+    union all by name
+    select * from empty_telemetry_files
+    union all by name
+    select * from unmapped
+    union all by name
+    select * from coverage
+    union all by name
+    select * from overlapping_gpus
+    union all by name
+    select * from label_checks
 )
 
 select

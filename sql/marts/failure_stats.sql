@@ -108,12 +108,13 @@ segment_values as (
     from segments as s
     join node_values as n using (cluster, node)
     cross join lateral (
-        select * from (values
+        select * from (
+            values
             ('node', s.node),
             ('fault_domain', n.fault_domain),
             ('driver_version', n.driver_version),
             ('exit_code', s.exit_code)
-        ) as v (dimension, value)
+        ) as v (dimension, value)  -- the outer v's column names -- noqa: AL05
     ) as v
 ),
 
@@ -186,15 +187,18 @@ final as (
     select
         $billing_month::date as billing_month,
         *,
-        case when dimension <> 'exit_code' then row_number() over (
-            partition by dimension
-            order by
-                infra_failure_rate_pct desc nulls last,
-                job_failure_rate_pct desc nulls last,
-                jobs desc,
-                cluster,
-                value
-        ) end as failure_rank
+        case
+            when dimension <> 'exit_code'
+                then row_number() over (
+                    partition by dimension
+                    order by
+                        infra_failure_rate_pct desc nulls last,
+                        job_failure_rate_pct desc nulls last,
+                        jobs desc,
+                        cluster,
+                        value
+                )
+        end as failure_rank
     from joined
 )
 

@@ -27,9 +27,10 @@ with held_models as (
     from job_gpu_hours
     where billing_month = $billing_month
     group by cluster, job_id, gpu_model
-    qualify row_number() over (
-        partition by cluster, job_id order by sum(gpu_ms) desc, gpu_model
-    ) = 1
+    qualify
+        row_number() over (
+            partition by cluster, job_id order by sum(gpu_ms) desc, gpu_model
+        ) = 1
 ),
 
 jobs as (
@@ -74,7 +75,7 @@ measured as (
             end as wait_ms,
             case
                 when submit_at is not null and wait_until is not null
-                    then round(gpus * 420)::bigint * greatest(
+                    then round(gpus * whole_gpu())::bigint * greatest(
                         epoch_ms(least(wait_until, $month_end::timestamp))
                         - epoch_ms(greatest(submit_at, $month_start::timestamp)),
                         0

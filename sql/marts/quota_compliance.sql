@@ -6,8 +6,9 @@
 -- Concurrency is the exact step function of the tenant's job_gpu_hours segments in
 -- GPU-equivalents (quota_steps: shares are 1/420ths of a GPU, so a 1g MIG slice counts 1/7),
 -- cut at quota changes and at day boundaries; quotas are effective-dated, so each step takes
--- the guarantee and limit in force then (of overlapping versions, the one valid from later). Sums run in integer GPU units (share × ms) and become
--- hours at the end (1,512,000,000 units = 1 GPU-hour).
+-- the guarantee and limit in force then (of overlapping versions, the one valid from later).
+-- Sums run in integer GPU units (share × ms) and become hours at the end (1,512,000,000 units =
+-- 1 GPU-hour).
 --   used_gpu_hours             integral of concurrent GPUs over the month
 --   mean_gpus / peak_gpus      time-weighted mean over the whole month / maximum (peak_at:
 --                              first time the peak was reached)
@@ -113,15 +114,15 @@ final as (
         coalesce(q.guaranteed_gpus, 0) as guaranteed_gpus,
         q.limit_gpus,
         coalesce(q.reserved, false) as reserved,
-        p.month_ms / 3600000.0 as hours,
+        p.month_ms / ms_per_hour() as hours,
         gpu_hours(p.used_units) as used_gpu_hours,
-        p.used_units / (p.month_ms * 420.0) as mean_gpus,
-        p.peak_share / 420.0 as peak_gpus,
+        p.used_units / (p.month_ms * whole_gpu()) as mean_gpus,
+        p.peak_share / whole_gpu() as peak_gpus,
         k.peak_at,
         gpu_hours(p.guaranteed_units) as guaranteed_gpu_hours,
         gpu_hours(p.borrowed_units) as borrowed_gpu_hours,
         gpu_hours(p.unused_guaranteed_units) as unused_guaranteed_gpu_hours,
-        p.above_limit_ms / 60000.0 as minutes_above_limit,
+        p.above_limit_ms / ms_per_minute() as minutes_above_limit,
         100.0 * p.used_units / nullif(p.guaranteed_units, 0) as quota_use_pct,
         d.borrowing_days,
         d.days,

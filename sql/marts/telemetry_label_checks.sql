@@ -36,7 +36,7 @@ with samples as (
         nullif(trim(s.node::varchar), '') as node,
         try_cast(s.gpu_index as integer) as gpu_index,
         s.gpu_instance,
-        coalesce(s.gpu_instance_slices * 60, 420) as gpu_share,
+        coalesce(s.gpu_instance_slices * (whole_gpu() // 7), whole_gpu()) as gpu_share,
         try_cast(s.ts as timestamp) as ts,
         nullif(trim(s.job_id::varchar), '') as label_job_id,
         nullif(trim(s.pod), '') as label_pod,
@@ -72,8 +72,7 @@ steps as (
     select
         cluster, node, gpu_index,
         coalesce(
-            median((epoch_ms(last_ts) - epoch_ms(first_ts)) / (samples - 1))
-                filter (samples > 1),
+            median((epoch_ms(last_ts) - epoch_ms(first_ts)) / (samples - 1)) filter (samples > 1),
             60000
         ) as step_ms
     from hours
@@ -88,7 +87,8 @@ spans as (
             order by h.cluster, h.label_job_id, h.label_pod, h.label_namespace
         ) as label_id,
         row_number() over (
-            order by h.cluster, h.node, h.gpu_index, h.gpu_instance, h.hour, h.label_job_id,
+            order by
+                h.cluster, h.node, h.gpu_index, h.gpu_instance, h.hour, h.label_job_id,
                 h.label_pod, h.label_namespace
         ) as span_id,
         epoch_ms(h.first_ts) as first_ms,
@@ -146,35 +146,35 @@ holders as (
         case
             when c.job_id is not null then c.namespace_fits
             when sp.label_job_id is null and sp.label_pod is null
-                then j.account is not distinct from sp.label_namespace
+                then (j.account is not distinct from sp.label_namespace)
         end as fits,
         greatest(
             0,
             least(sp.samples, ceil((epoch_ms(g.seg_to) - sp.first_ms) / sp.spacing_ms))
-                - greatest(0, ceil((epoch_ms(g.seg_from) - sp.first_ms) / sp.spacing_ms))
+            - greatest(0, ceil((epoch_ms(g.seg_from) - sp.first_ms) / sp.spacing_ms))
         ) as held_samples,
         g.gpu_index = sp.gpu_index as on_span_gpu,
         g.gpu_index
     from (
-        select sp.span_id, g.*
-        from spans as sp
+        select s.span_id, g.*
+        from spans as s
         join job_gpu_hours as g
             on g.billing_month = $billing_month
-            and g.cluster = sp.cluster
-            and g.node = sp.node
-            and g.gpu_index = sp.gpu_index
-            and g.hour = sp.hour
+            and g.cluster = s.cluster
+            and g.node = s.node
+            and g.gpu_index = s.gpu_index
+            and g.hour = s.hour
         union all
-        select sp.span_id, g.*
-        from spans as sp
-        join candidates as c on c.label_id = sp.label_id
+        select s.span_id, g.*
+        from spans as s
+        join candidates as k on k.label_id = s.label_id
         join job_gpu_hours as g
             on g.billing_month = $billing_month
-            and g.cluster = sp.cluster
-            and g.node = sp.node
-            and g.hour = sp.hour
-            and g.job_id = c.job_id
-            and g.gpu_index <> sp.gpu_index
+            and g.cluster = s.cluster
+            and g.node = s.node
+            and g.hour = s.hour
+            and g.job_id = k.job_id
+            and g.gpu_index <> s.gpu_index
     ) as g
     join spans as sp using (span_id)
     left join stg_jobs as j
@@ -276,8 +276,10 @@ grouped as (
 
 final as (
     select
-        * exclude (job_ids, accounts, gpu_indexes, first_sample_at, last_sample_at, samples,
-            gpu_hours),
+        * exclude (
+            job_ids, accounts, gpu_indexes, first_sample_at, last_sample_at, samples,
+            gpu_hours
+        ),
         nullif(array_to_string(job_ids, ','), '') as scheduler_job_ids,
         nullif(array_to_string(accounts, ','), '') as scheduler_accounts,
         nullif(array_to_string(gpu_indexes, ','), '') as label_job_gpu_indexes,

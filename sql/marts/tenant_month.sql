@@ -3,7 +3,8 @@
 -- (>= 80 % used), over (> 100 %), or 'no budget'. Every catalog tenant appears, used or not;
 -- 'unmapped' appears when it has jobs, 'platform' (full_recovery's unrecovered capacity cost)
 -- when it has charge lines and the catalog has no tenant of that id.
--- quota_flags lists the quota_compliance flags raised, e.g. 'breach (A100-80GB), idle_quota (H100)'.
+-- quota_flags lists the quota_compliance flags raised, e.g.
+-- 'breach (A100-80GB), idle_quota (H100)'.
 -- Parameters: $billing_month, $budget_month, $currency.
 with job_units as (
     -- each job's time in GPU units, from job_time_buckets as job_usage sums it: a tenant's

@@ -18,7 +18,7 @@ with days as (
     select
         d.day_from,
         d.day_from + interval 1 day as day_to,
-        (epoch_ms(d.day_from) - epoch_ms($month_start::timestamp)) // 86400000 as day_index
+        (epoch_ms(d.day_from) - epoch_ms($month_start::timestamp)) // ms_per_day() as day_index
     from (
         select unnest(range($month_start::timestamp, $month_end::timestamp, interval 1 day))
             as day_from
@@ -34,7 +34,7 @@ segments as (
         g.gpu_share,
         epoch_ms(g.seg_from) as from_ms,
         epoch_ms(g.seg_to) as to_ms,
-        (epoch_ms(g.seg_from) - epoch_ms($month_start::timestamp)) // 86400000 as day_index
+        (epoch_ms(g.seg_from) - epoch_ms($month_start::timestamp)) // ms_per_day() as day_index
     from job_gpu_hours as g
     join job_usage as u using (billing_month, cluster, job_id)
     where g.billing_month = $billing_month
@@ -44,13 +44,14 @@ day_pieces as (
     -- a segment lies within one hour, so it touches at most two days
     select
         *,
-        epoch_ms($month_start::timestamp) + (day_index + 1) * 86400000 as cut_ms
+        epoch_ms($month_start::timestamp) + (day_index + 1) * ms_per_day() as cut_ms
     from segments
 ),
 
 job_days as (
     -- allocated time per job and day, and the job's measured time per day
-    select cluster, job_id, gpu_model, tenant_id, day_index,
+    select
+        cluster, job_id, gpu_model, tenant_id, day_index,
         (least(to_ms, cut_ms) - from_ms) * gpu_share as allocated_units,
         0 as productive_units, 0 as measured_units,
         -- job_sample_time's exact DECIMAL: a double here would make every sum below one of
@@ -58,7 +59,8 @@ job_days as (
         null::decimal(38, 3) as util_weighted_units
     from day_pieces
     union all
-    select cluster, job_id, gpu_model, tenant_id, day_index + 1,
+    select
+        cluster, job_id, gpu_model, tenant_id, day_index + 1,
         (to_ms - cut_ms) * gpu_share, 0, 0, null
     from day_pieces
     where to_ms > cut_ms
@@ -101,7 +103,7 @@ capacity_days as (
         d.day_index,
         n.cluster,
         n.gpu_model,
-        sum(n.gpus * 420 * greatest(
+        sum(n.gpus * whole_gpu() * greatest(
             epoch_ms(least(coalesce(n.in_service_to, d.day_to), d.day_to))
             - epoch_ms(greatest(coalesce(n.in_service_from, d.day_from), d.day_from)),
             0

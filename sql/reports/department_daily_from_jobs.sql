@@ -4,10 +4,13 @@
 -- Days as in utilization_daily: 24-hour days from $period_start, the period's start in UTC.
 -- Parameters: $billing_month, $department ('' for none), $period_start.
 select
-    $billing_month::date
-    + ((epoch_ms(greatest(j.start_at, $period_start::timestamp))
-        - epoch_ms($period_start::timestamp)) // 86400000)::int as day,
-    sum(round(j.allocated_gpu_hours * 1512000000)::hugeint) / 1512000000.0 as allocated_gpu_hours
+    $billing_month::date + (
+        (
+            epoch_ms(greatest(j.start_at, $period_start::timestamp))
+            - epoch_ms($period_start::timestamp)
+        ) // ms_per_day()
+    )::int as day,
+    gpu_hours(sum(gpu_units(j.allocated_gpu_hours))) as allocated_gpu_hours
 from job_usage as j
 inner join tenant_month as t on t.billing_month = j.billing_month and t.tenant_id = j.tenant_id
 where j.billing_month = $billing_month

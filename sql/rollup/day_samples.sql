@@ -42,9 +42,8 @@ with typed as not materialized (
         src.median_day,
         src.ts_from,
         src.ts_until
-    from read_parquet($files, filename = true, file_row_number = true, union_by_name = true)
-        as s
-    join (from sample_sources left join sample_file_spans using (path)) as src
+    from read_parquet($files, filename = true, file_row_number = true, union_by_name = true) as s
+    join (select * from sample_sources left join sample_file_spans using (path)) as src
         on src.path = s.filename
 ),
 
@@ -57,12 +56,13 @@ checked as not materialized (
             when ts is null then 'field ts: missing or not a timestamp'
             when ts < timestamp '1970-01-01' then format('field ts: {} is before 1970', ts)
             when ts >= timestamp '2100-01-01' then format('field ts: {} is in 2100 or later', ts)
-            when ts < ts_from or ts >= ts_until then format(
-                'field ts: {} is more than 365 days from {}, the median day of the file''s '
-                || 'samples (a clock or unit error?)',
-                ts,
-                median_day
-            )
+            when ts < ts_from or ts >= ts_until
+                then format(
+                    'field ts: {} is more than 365 days from {}, the median day of the file''s '
+                    || 'samples (a clock or unit error?)',
+                    ts,
+                    median_day
+                )
             when node is null then 'field node: missing'
             when gpu_index is null or gpu_index < 0 then 'field gpu_index: not a GPU index'
             when util_rank > 0 and util_pct is null then 'field util_pct: missing'

@@ -77,7 +77,8 @@ series as (
     -- the names of each series of the day
     select *, series_key(cluster, node, gpu_index) as series_key
     from (
-        select d.series_id, any_value(src.cluster) as cluster, any_value(d.node) as node,
+        select
+            d.series_id, any_value(src.cluster) as cluster, any_value(d.node) as node,
             any_value(d.gpu_index) as gpu_index
         from day_samples as d
         join sample_sources as src using (file_id)

@@ -10,7 +10,8 @@
 -- One read of the timestamp column, grouped by file and UTC day (few groups).
 -- Parameters: $files.
 with days as (
-    select filename as path, ts::date as day, count(*) as n_rows, min(ts) as first_ts,
+    select
+        filename as path, ts::date as day, count(*) as n_rows, min(ts) as first_ts,
         max(ts) as last_ts
     from (
         select filename, try_cast(ts as timestamp) as ts

@@ -17,7 +17,9 @@ select
     job_id,
     node,
     gpu_index,
-    least(420, greatest(1, round(420 * gpus / count(*) over (partition by cluster, job_id))))
-        ::integer as gpu_share,
+    least(
+        whole_gpu(),
+        greatest(1, round(whole_gpu() * gpus / count(*) over (partition by cluster, job_id)))
+    )::integer as gpu_share,
     'export' as index_source
 from exported

@@ -144,20 +144,23 @@ final as (
     -- folded, like a duplicate): its tasks are the jobs.
     select
         c.* exclude (gpus_text, submit_time, start_time, end_time, node_gpus, cluster_gpus),
-        case when c.reject_reason is null and c.record_type = 'job' then row_number() over (
-            partition by
-                c.cluster,
-                coalesce(p.array_id || '_[]', c.job_id),
-                c.reject_reason is null and c.record_type = 'job'
-            order by
-                s.is_superseded is not null,
-                c.end_at is not null desc,
-                c.state not in ('RUNNING', 'PENDING') desc,
-                c.end_at desc nulls last,
-                c.start_at is not null desc,
-                c.file desc,
-                c.line desc
-        ) + (s.is_superseded is not null)::integer end as record_rank
+        case
+            when c.reject_reason is null and c.record_type = 'job'
+                then row_number() over (
+                    partition by
+                        c.cluster,
+                        coalesce(p.array_id || '_[]', c.job_id),
+                        c.reject_reason is null and c.record_type = 'job'
+                    order by
+                        s.is_superseded is not null,
+                        c.end_at is not null desc,
+                        c.state not in ('RUNNING', 'PENDING') desc,
+                        c.end_at desc nulls last,
+                        c.start_at is not null desc,
+                        c.file desc,
+                        c.line desc
+                ) + (s.is_superseded is not null)::integer
+        end as record_rank
     from checked as c
     left join pending_arrays as p using (cluster, file, line)
     left join superseded as s using (cluster, file, line)

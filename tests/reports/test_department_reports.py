@@ -18,6 +18,7 @@ import openpyxl
 import pytest
 from openpyxl.utils.cell import range_boundaries
 
+from pipelines.defs.resources import prepare_connection
 from pipelines.months import BillingMonth
 from pipelines.reports.department_page import DAILY_FALLBACK, render_department_page
 from pipelines.reports.department_reports import write_department_reports
@@ -139,7 +140,8 @@ QUOTAS = [
 
 @pytest.fixture
 def con(tmp_path):
-    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    # the report queries use the project's macros, as the report assets' connection has them
+    con = prepare_connection(duckdb.connect(str(tmp_path / "warehouse.duckdb")))
     for statement in DDL:
         con.execute(statement)
     for line in CHARGE_LINES:

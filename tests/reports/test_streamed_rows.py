@@ -61,7 +61,7 @@ def _package(streamed: bool, rows: list[tuple], types: str = TYPES) -> bytes:
     ws.title = "Rows"
     if streamed:
         sheets.write_table(ws, 1, COLS, [])
-        query = streamed_sheet.RowsQuery(con, "select * from awkward", [], "n")
+        query = streamed_sheet.RowsQuery(con, "select * from awkward", {}, "n")
         rows = streamed_sheet.StreamedRows.below_header(ws, COLS, query)
         return package.workbook_bytes(wb, dt.datetime(2026, 12, 1), [rows])
     # openpyxl writes the same values, as DuckDB returns them
@@ -162,7 +162,7 @@ def test_streamed_columns_are_as_wide_as_their_widest_value():
     con.executemany(f"insert into awkward values ({', '.join('?' * len(COLS))})", rows)
     wb = Workbook()
     sheets.add_named_styles(wb)
-    query = streamed_sheet.RowsQuery(con, "select * from awkward", [], "n")
+    query = streamed_sheet.RowsQuery(con, "select * from awkward", {}, "n")
     streamed = streamed_sheet.StreamedRows.below_header(wb.active, COLS, query)
     widths = sheets.fit_widths_to(COLS, streamed.width_values)
     assert widths == sheets.fit_widths({}, COLS, rows)
@@ -185,7 +185,7 @@ def _sheet_part(streamed: bool, rows: list[tuple], print_setup: bool) -> bytes:
     streamed_rows = []
     if streamed:
         sheets.write_table(ws, 1, cols, [])
-        query = streamed_sheet.RowsQuery(con, "select * from awkward", [], "n")
+        query = streamed_sheet.RowsQuery(con, "select * from awkward", {}, "n")
         streamed_rows.append(streamed_sheet.StreamedRows.below_header(ws, cols, query))
         last = streamed_rows[0].last_row
     else:
@@ -232,7 +232,7 @@ def test_a_streamed_sheet_holding_more_than_its_table_is_refused():
     sheets.add_named_styles(wb)
     ws = wb.active
     sheets.write_table(ws, 1, COLS, [])
-    query = streamed_sheet.RowsQuery(con, "select * from awkward", [], "n")
+    query = streamed_sheet.RowsQuery(con, "select * from awkward", {}, "n")
     rows = streamed_sheet.StreamedRows.below_header(ws, COLS, query)
     ws.merge_cells("A1:B1")
     with pytest.raises(ValueError, match="holds one table, not \\['merged cells'\\]"):
