@@ -110,6 +110,22 @@ from (
 )
 """
 
+# What the checks of the body and its series need, in one pass over raw_series.
+_BODY_FACTS = """
+select
+    count(*) filter (series_no is null) as bodies,
+    any_value(status) filter (series_no is null),
+    any_value(error_type) filter (series_no is null),
+    any_value(error) filter (series_no is null),
+    any_value(result_type) filter (series_no is null),
+    min(series_no) filter (coalesce(labels['__name__'], '') = '') as unnamed,
+    count(series_no) as series,
+    count(series_no) filter (list_contains($metrics, labels['__name__'])) as known,
+    string_agg(distinct labels['__name__'], ', ' order by labels['__name__']) as names,
+    max(point_count) as longest
+from raw_series
+"""
+
 # One row per series of the four metrics, numbered by its place in data.result, with its
 # labels, its GPU's utilisation metric, the role of its points and its time span (the points
 # stay in `raw_series`). Labels as text here; `series` holds them as the `label` ENUM below.
@@ -211,20 +227,26 @@ join series as b
     and a.first_s <= b.last_s and b.first_s <= a.last_s
 """
 
-# One row per point, typed; the start of both ways to sample rows below.
-_POINTS = """
-with points as (
+# The points of the series, one row each (with the series' labels): unnested from raw_series.
+_SERIES_POINTS = """
     select
         m.* exclude (first_s, last_s),
         unnest(r.points) as point,
-        generate_subscripts(r.points, 1) as point_no
+        generate_subscripts(r.points, 1) as point_no,
+        r.point_count,
+        r.points as series_points
     from raw_series as r
     join series as m using (series_no)
-),
+"""
 
-valued as (
+# One row per point, typed: the start of every way to sample rows below; `{points}` is the
+# select of the points. Not materialized: a query reads its points straight from raw_series.
+_POINTS = """
+points as not materialized ({points}),
+
+valued as not materialized (
     select
-        * exclude (point, point_no, epoch_s, raw_value),
+        * exclude (point, raw_value),
         series_no * $points_per_series + point_no as source_line,
         case
             when epoch_s >= 0 and epoch_s < $year_2100_s
@@ -271,9 +293,17 @@ valued as (
 )
 """
 
+# The points in two halves of the series, each a pipeline of its own: two threads make and
+# write the rows (one scan of the file's series is one thread, whatever the cores).
+_HALVES = f"""{_SERIES_POINTS}    where r.series_no % 2 = 0
+    union all
+{_SERIES_POINTS}    where r.series_no % 2 = 1
+"""
+
 # No two series of a GPU overlap in time: every point is a sample row of its own.
 _ROWS_PER_POINT = (
-    _POINTS
+    "with "
+    + _POINTS.replace("{points}", _HALVES)
     + """
 select
     ts,
@@ -300,7 +330,8 @@ from valued
 # role there (series $repeating overlap another of their role) make two rows, folded
 # downstream; points without a readable timestamp each stay a row of their own.
 _ROWS_PER_TIMESTAMP = (
-    _POINTS
+    "with "
+    + _POINTS.replace("{points}", _HALVES)
     + """,
 
 copies as (
@@ -338,6 +369,106 @@ select
     min(parse_error) as parse_error
 from copies
 group by device_key, ts, copy_no
+"""
+)
+
+# _ROWS_PER_TIMESTAMP's rows without grouping, for a file whose devices have one series of
+# each role (util, other_util, mem, power) and whose series line up as Prometheus returns the
+# series of one query (sorted by their labels, every GPU at the same steps): the series of
+# each role in data.result order, side by side point by point (POSITIONAL JOIN), are then the
+# points of one device and timestamp. Each row checks that they are: one point of each of the
+# file's $roles roles, of one device and one timestamp stamped 1970-2099, the next point of
+# its series later (no timestamp twice). A row that is not stops the query ($not_aligned) and
+# the file is grouped by timestamp instead. As there, a row takes the line of its utilisation
+# point, else the least, and the least labels of its points: its device's series' least.
+_ALIGNED_ROWS = (
+    "with "
+    + _POINTS.replace("{points}", _SERIES_POINTS)
+    + """,
+
+role_points as not materialized (
+    select
+        kind,
+        device_key,
+        epoch_s,
+        value,
+        source_line,
+        -- the timestamp of the next point of the series (of one role)
+        case
+            when kind = $lead_role and point_no < point_count
+                then try_cast(series_points[point_no + 1][1] as double)
+        end as next_epoch_s
+    from valued
+),
+
+side_by_side as (
+    select *
+    from (select columns(*) as 'u_\\0' from role_points where kind = 'util')
+    positional join (select columns(*) as 'g_\\0' from role_points where kind = 'other_util')
+    positional join (select columns(*) as 'm_\\0' from role_points where kind = 'mem')
+    positional join (select columns(*) as 'p_\\0' from role_points where kind = 'power')
+),
+
+lined_up as (
+    select
+        *,
+        coalesce(u_device_key, g_device_key, m_device_key, p_device_key) as device_key,
+        coalesce(u_epoch_s, g_epoch_s, m_epoch_s, p_epoch_s) as epoch_s
+    from side_by_side
+    where
+        case
+            when
+                epoch_s >= 0 and epoch_s < $year_2100_s
+                and (u_kind is not null)::integer + (g_kind is not null)::integer
+                    + (m_kind is not null)::integer + (p_kind is not null)::integer = $roles
+                and (u_kind is null or (u_device_key = device_key and u_epoch_s = epoch_s))
+                and (g_kind is null or (g_device_key = device_key and g_epoch_s = epoch_s))
+                and (m_kind is null or (m_device_key = device_key and m_epoch_s = epoch_s))
+                and (p_kind is null or (p_device_key = device_key and p_epoch_s = epoch_s))
+                and coalesce(u_next_epoch_s, g_next_epoch_s, m_next_epoch_s, p_next_epoch_s,
+                    'infinity') > epoch_s
+                then true
+            else error($not_aligned)
+        end
+),
+
+devices as (
+    select
+        device_key,
+        any_value(node) as node,
+        any_value(gpu_index) as gpu_index,
+        min(job_id) as job_id,
+        min(gpu_uuid) as gpu_uuid,
+        min(gpu_model) as gpu_model,
+        min(pod) as pod,
+        min(namespace) as namespace,
+        any_value(util_metric) as util_metric,
+        any_value(gpu_instance) as gpu_instance,
+        any_value(gpu_instance_slices) as gpu_instance_slices
+    from series
+    group by device_key
+)
+
+select
+    make_timestamp(round(l.epoch_s * 1e6)::bigint) as ts,
+    d.node,
+    d.gpu_index,
+    l.u_value as util_pct,
+    l.m_value as mem_used_mib,
+    l.p_value as power_w,
+    coalesce(l.u_source_line, least(l.g_source_line, l.m_source_line, l.p_source_line))
+        as source_line,
+    d.job_id,
+    d.gpu_uuid,
+    d.gpu_model,
+    d.pod,
+    d.namespace,
+    d.util_metric,
+    d.gpu_instance,
+    d.gpu_instance_slices,
+    null::varchar as parse_error
+from lined_up as l
+join devices as d using (device_key)
 """
 )
 
@@ -411,6 +542,11 @@ left join gpus as g using (node, gpu_index, ts)
 where r.gpu_instance is not null or g.last_line is null
 """
 
+# the roles of series in a row, the first present leads _ALIGNED_ROWS (its points' order is
+# checked)
+_ROLES = ("util", "other_util", "mem", "power")
+_NOT_ALIGNED = "dcgm: series not aligned"
+
 _MALFORMED = re.compile(r"Malformed JSON.*? at byte (\d+)")
 # keys whose line an error message names (the first occurrence in the file's first MiB)
 STATUS_KEY, RESULT_TYPE_KEY, RESULT_KEY = b'"status"', b'"resultType"', b'"result"'
@@ -427,14 +563,34 @@ def to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
         con.execute(_LABEL_TYPE)
         con.execute(_SERIES)
         overlaps = con.execute(_OVERLAPS).fetchall()
-        sql = _ROWS_PER_TIMESTAMP if overlaps else _ROWS_PER_POINT
-        if con.execute("select count(gpu_instance) from series").fetchone()[0]:
-            sql = _MIG_GPU_ROWS.format(rows=sql)
         repeating = sorted({n for a, b, same_kind in overlaps if same_kind for n in (a, b)})
-        copy = f"copy ({sql}) to '{_quoted(out)}' (format parquet, compression snappy)"
-        return con.execute(copy, bind(sql, {**_PARAMS, "repeating": repeating})).fetchone()[0]
+        instances, roles, one_per_role = con.execute(
+            "select count(gpu_instance), coalesce(list(distinct kind), []),"
+            " count(*) = count(distinct (device_key, kind)) from series"
+        ).fetchone()
+        params = {
+            **_PARAMS,
+            "repeating": repeating,
+            "roles": len(roles),
+            "lead_role": next((role for role in _ROLES if role in roles), ""),
+        }
+        if overlaps and not repeating and one_per_role:
+            try:
+                return _copy(con, _ALIGNED_ROWS, instances > 0, out, params)
+            except duckdb.Error as error:
+                if _NOT_ALIGNED not in str(error):
+                    raise
+        rows = _ROWS_PER_TIMESTAMP if overlaps else _ROWS_PER_POINT
+        return _copy(con, rows, instances > 0, out, params)
     finally:
         con.close()
+
+
+def _copy(con: duckdb.DuckDBPyConnection, rows: str, mig: bool, out: Path, params: dict) -> int:
+    """Write the sample rows of the select `rows` (of a MIG GPU: its GPU's rows) to `out`."""
+    sql = _MIG_GPU_ROWS.format(rows=rows) if mig else rows
+    copy = f"copy ({sql}) to '{_quoted(out)}' (format parquet, compression snappy)"
+    return con.execute(copy, bind(sql, params)).fetchone()[0]
 
 
 _DATABASE: tuple[int, duckdb.DuckDBPyConnection] | None = None
@@ -449,6 +605,8 @@ def _connection() -> duckdb.DuckDBPyConnection:
     with _DATABASE_LOCK:
         if _DATABASE is None or _DATABASE[0] != os.getpid():  # not a forked parent's
             _DATABASE = (os.getpid(), duckdb.connect())
+            # rows in any order (each has its source_line): lets two threads write one file
+            _DATABASE[1].execute("set preserve_insertion_order = false")
         con = _DATABASE[1].cursor()
     con.execute("set TimeZone = 'UTC'")  # a setting of the connection, not the database
     return con
@@ -462,12 +620,12 @@ _PARAMS = {
     "points_per_series": POINTS_PER_SERIES,
     "year_2100_s": 4_102_444_800,  # 2100-01-01 in Unix seconds
     "host_port": r"^(?:\[([^\]]*)\]|([^:]*)):\d+$",
+    "not_aligned": _NOT_ALIGNED,
 }
 
 
 def _read_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Parse the file into the temporary table `raw_series` and check it is one query_range
-    body.
+    """Parse the file into the temporary table `raw_series`.
 
     DuckDB reads a gzipped file in place; it is told so by content, not left to guess from the
     name (a `.json` file may hold gzip, a `.gz` file plain text)."""
@@ -489,15 +647,18 @@ def _read_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             if point_type != _POINT_TYPES[-1] and "transform error" in str(error):
                 continue  # a point that is not a number: read them as text
             raise LandingError(_json_error(path, error)) from None
-    bodies = con.execute("select count(*) from raw_series where series_no is null").fetchone()[0]
+
+
+def _check_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Stop on a file that is not one query_range body, or on series that cannot be read as
+    DCGM samples, naming the field (and the series)."""
+    facts = con.execute(_BODY_FACTS, {"metrics": list(METRICS)}).fetchone()
+    bodies, status, error_type, error, result_type, unnamed, total, known, names, longest = facts
     if bodies != 1:
         raise LandingError(
             f"{path}: line {_line_of(path, STATUS_KEY)}: field status: expected one "
             f"query_range body, found {bodies} JSON values"
         )
-    status, error_type, error, result_type = con.execute(
-        "select status, error_type, error, result_type from raw_series where series_no is null"
-    ).fetchone()
     if status != "success":
         detail = f" ({error_type}: {error})" if error_type or error else ""
         raise LandingError(
@@ -509,26 +670,6 @@ def _read_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             f"{path}: line {_line_of(path, RESULT_TYPE_KEY)}: field data.resultType: "
             f"{result_type!r}, expected 'matrix' (a Prometheus /api/v1/query_range response body)"
         )
-
-
-def _check_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Stop on series that cannot be read as DCGM samples, naming the series."""
-    unnamed, total, known, names, longest = con.execute(
-        """
-        select
-            min(series_no) filter (coalesce(name, '') = ''),
-            count(*),
-            count(*) filter (list_contains($metrics, name)),
-            string_agg(distinct name, ', ' order by name),
-            max(point_count)
-        from (
-            select labels['__name__'] as name, point_count, series_no
-            from raw_series
-            where series_no is not null
-        )
-        """,
-        {"metrics": list(METRICS)},
-    ).fetchone()
     if unnamed is not None:
         raise LandingError(
             f"{path}: line {_line_of(path, METRIC_KEY)}: field "
