@@ -373,102 +373,121 @@ group by device_key, ts, copy_no
 )
 
 # _ROWS_PER_TIMESTAMP's rows without grouping, for a file whose devices have one series of
-# each role (util, other_util, mem, power) and whose series line up as Prometheus returns the
-# series of one query (sorted by their labels, every GPU at the same steps): the series of
-# each role in data.result order, side by side point by point (POSITIONAL JOIN), are then the
-# points of one device and timestamp. Each row checks that they are: one point of each of the
-# file's $roles roles, of one device and one timestamp stamped 1970-2099, the next point of
-# its series later (no timestamp twice). A row that is not stops the query ($not_aligned) and
-# the file is grouped by timestamp instead. As there, a row takes the line of its utilisation
-# point, else the least, and the least labels of its points: its device's series' least.
+# each role (util, other_util, mem, power: util among them) and whose series line up as
+# Prometheus returns the series of one query (sorted by their labels, every GPU at the same
+# steps): the series of each role in data.result order, side by side point by point
+# (POSITIONAL JOIN), are then the points of one device and timestamp. Each row checks that they
+# are: one point of each of the file's $roles roles, of one device and one timestamp stamped
+# 1970-2099, the next point of its utilisation series later (no timestamp twice). A row that
+# is not stops the query ($not_aligned) and the file is grouped by timestamp instead. As
+# there, a row takes the line of its utilisation point and the least labels of its points,
+# which are its device's series' least.
 _ALIGNED_ROWS = (
-    "with "
-    + _POINTS.replace("{points}", _SERIES_POINTS)
+    """with devices as (
+    select
+        device_key,
+        min(job_id) as least_job_id,
+        min(gpu_uuid) as least_gpu_uuid,
+        min(gpu_model) as least_gpu_model,
+        min(pod) as least_pod,
+        min(namespace) as least_namespace
+    from series
+    group by device_key
+),
+
+"""
+    + _POINTS.replace(
+        "{points}",
+        """
+    select
+        d.* exclude (device_key),
+        m.* exclude (first_s, last_s),
+        unnest(r.points) as point,
+        generate_subscripts(r.points, 1) as point_no,
+        r.point_count,
+        r.points as series_points
+    from raw_series as r
+    join series as m using (series_no)
+    join devices as d using (device_key)
+""",
+    )
     + """,
 
-role_points as not materialized (
+util_points as (
     select
-        kind,
-        device_key,
-        epoch_s,
-        value,
-        source_line,
-        -- the timestamp of the next point of the series (of one role)
+        device_key as u_device_key,
+        epoch_s as u_epoch_s,
+        -- the timestamp of the next point of the series
         case
-            when kind = $lead_role and point_no < point_count
-                then try_cast(series_points[point_no + 1][1] as double)
-        end as next_epoch_s
+            when point_no < point_count then try_cast(series_points[point_no + 1][1] as double)
+        end as u_next_epoch_s,
+        value as util_pct,
+        source_line,
+        node,
+        gpu_index,
+        least_job_id as job_id,
+        least_gpu_uuid as gpu_uuid,
+        least_gpu_model as gpu_model,
+        least_pod as pod,
+        least_namespace as namespace,
+        util_metric,
+        gpu_instance,
+        gpu_instance_slices
     from valued
+    where kind = 'util'
 ),
 
 side_by_side as (
     select *
-    from (select columns(*) as 'u_\\0' from role_points where kind = 'util')
-    positional join (select columns(*) as 'g_\\0' from role_points where kind = 'other_util')
-    positional join (select columns(*) as 'm_\\0' from role_points where kind = 'mem')
-    positional join (select columns(*) as 'p_\\0' from role_points where kind = 'power')
-),
-
-lined_up as (
-    select
-        *,
-        coalesce(u_device_key, g_device_key, m_device_key, p_device_key) as device_key,
-        coalesce(u_epoch_s, g_epoch_s, m_epoch_s, p_epoch_s) as epoch_s
-    from side_by_side
-    where
-        case
-            when
-                epoch_s >= 0 and epoch_s < $year_2100_s
-                and (u_kind is not null)::integer + (g_kind is not null)::integer
-                    + (m_kind is not null)::integer + (p_kind is not null)::integer = $roles
-                and (u_kind is null or (u_device_key = device_key and u_epoch_s = epoch_s))
-                and (g_kind is null or (g_device_key = device_key and g_epoch_s = epoch_s))
-                and (m_kind is null or (m_device_key = device_key and m_epoch_s = epoch_s))
-                and (p_kind is null or (p_device_key = device_key and p_epoch_s = epoch_s))
-                and coalesce(u_next_epoch_s, g_next_epoch_s, m_next_epoch_s, p_next_epoch_s,
-                    'infinity') > epoch_s
-                then true
-            else error($not_aligned)
-        end
-),
-
-devices as (
-    select
-        device_key,
-        any_value(node) as node,
-        any_value(gpu_index) as gpu_index,
-        min(job_id) as job_id,
-        min(gpu_uuid) as gpu_uuid,
-        min(gpu_model) as gpu_model,
-        min(pod) as pod,
-        min(namespace) as namespace,
-        any_value(util_metric) as util_metric,
-        any_value(gpu_instance) as gpu_instance,
-        any_value(gpu_instance_slices) as gpu_instance_slices
-    from series
-    group by device_key
+    from util_points
+    positional join (
+        select device_key as g_device_key, epoch_s as g_epoch_s
+        from valued
+        where kind = 'other_util'
+    )
+    positional join (
+        select device_key as m_device_key, epoch_s as m_epoch_s, value as mem_used_mib
+        from valued
+        where kind = 'mem'
+    )
+    positional join (
+        select device_key as p_device_key, epoch_s as p_epoch_s, value as power_w
+        from valued
+        where kind = 'power'
+    )
 )
 
 select
-    make_timestamp(round(l.epoch_s * 1e6)::bigint) as ts,
-    d.node,
-    d.gpu_index,
-    l.u_value as util_pct,
-    l.m_value as mem_used_mib,
-    l.p_value as power_w,
-    coalesce(l.u_source_line, least(l.g_source_line, l.m_source_line, l.p_source_line))
-        as source_line,
-    d.job_id,
-    d.gpu_uuid,
-    d.gpu_model,
-    d.pod,
-    d.namespace,
-    d.util_metric,
-    d.gpu_instance,
-    d.gpu_instance_slices,
+    make_timestamp(round(u_epoch_s * 1e6)::bigint) as ts,
+    node,
+    gpu_index,
+    util_pct,
+    mem_used_mib,
+    power_w,
+    source_line,
+    job_id,
+    gpu_uuid,
+    gpu_model,
+    pod,
+    namespace,
+    util_metric,
+    gpu_instance,
+    gpu_instance_slices,
     null::varchar as parse_error
-from lined_up as l
-join devices as d using (device_key)
+from side_by_side
+where
+    case
+        when
+            u_epoch_s >= 0 and u_epoch_s < $year_2100_s
+            and coalesce(u_next_epoch_s, 'infinity') > u_epoch_s
+            and 1 + (g_device_key is not null)::integer + (m_device_key is not null)::integer
+                + (p_device_key is not null)::integer = $roles
+            and (g_device_key is null or (g_device_key = u_device_key and g_epoch_s = u_epoch_s))
+            and (m_device_key is null or (m_device_key = u_device_key and m_epoch_s = u_epoch_s))
+            and (p_device_key is null or (p_device_key = u_device_key and p_epoch_s = u_epoch_s))
+            then true
+        else error($not_aligned)
+    end
 """
 )
 
@@ -542,9 +561,6 @@ left join gpus as g using (node, gpu_index, ts)
 where r.gpu_instance is not null or g.last_line is null
 """
 
-# the roles of series in a row, the first present leads _ALIGNED_ROWS (its points' order is
-# checked)
-_ROLES = ("util", "other_util", "mem", "power")
 _NOT_ALIGNED = "dcgm: series not aligned"
 
 _MALFORMED = re.compile(r"Malformed JSON.*? at byte (\d+)")
@@ -572,9 +588,8 @@ def to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
             **_PARAMS,
             "repeating": repeating,
             "roles": len(roles),
-            "lead_role": next((role for role in _ROLES if role in roles), ""),
         }
-        if overlaps and not repeating and one_per_role:
+        if overlaps and not repeating and one_per_role and "util" in roles:
             try:
                 return _copy(con, _ALIGNED_ROWS, instances > 0, out, params)
             except duckdb.Error as error:
