@@ -89,7 +89,25 @@ select
     error,
     result_type,
     case when series_index < coalesce(series_count, 0) then series_index + 1 end as series_no,
-    s.metric as labels,
+    s.metric['__name__'] as metric,
+    coalesce(
+        nullif(trim(s.metric['Hostname']), ''),
+        nullif(trim(s.metric['hostname']), ''),
+        -- the host of `host:port` or `[ipv6]:port`
+        nullif(regexp_replace(s.metric['instance'], $host_port, '\\1\\2'), '')
+    ) as node,
+    s.metric['gpu'] as gpu,
+    s.metric['UUID'] as gpu_uuid,
+    s.metric['modelName'] as gpu_model,
+    s.metric['pod'] as pod,
+    s.metric['namespace'] as namespace,
+    s.metric['hpc_job'] as job_id,
+    s.metric['GPU_I_ID'] as gpu_instance,
+    -- compute slices of a MIG instance: `3g.40gb` (and `1c.3g.40gb`, `1g.10gb+me`) -> 3
+    case when s.metric['GPU_I_ID'] is not null then coalesce(
+        try_cast(regexp_extract(s.metric['GPU_I_PROFILE'], '(\\d+)g\\.\\d+gb', 1) as integer),
+        1
+    ) end as gpu_instance_slices,
     s."values" as points,
     len(s."values") as point_count,
     -- Prometheus returns the values of a series in time order
@@ -118,47 +136,42 @@ select
     any_value(error_type) filter (series_no is null),
     any_value(error) filter (series_no is null),
     any_value(result_type) filter (series_no is null),
-    min(series_no) filter (coalesce(labels['__name__'], '') = '') as unnamed,
+    min(series_no) filter (coalesce(metric, '') = '') as unnamed,
     count(series_no) as series,
-    count(series_no) filter (list_contains($metrics, labels['__name__'])) as known,
-    string_agg(distinct labels['__name__'], ', ' order by labels['__name__']) as names,
+    count(series_no) filter (list_contains($metrics, metric)) as known,
+    string_agg(distinct metric, ', ' order by metric) as names,
     max(point_count) as longest
 from raw_series
 """
 
+# The file's label texts as one ENUM, in text order (so that min() and comparisons agree with
+# the text's). The series carry their labels as this type, and so every row written: Parquet
+# writes an ENUM column from its dictionary, without hashing each row's text (6x faster).
+_LABEL_TYPE = """
+create or replace temp type label as enum (
+    select distinct text
+    from (
+        select unnest([node, gpu_uuid, gpu_model, pod, namespace, job_id, gpu_instance]) as text
+        from raw_series
+        union all
+        select unnest([$gr_engine_active, $gpu_util, 'none'])  -- the util_metric values
+    )
+    where text is not null
+    order by text
+)
+"""
+
 # One row per series of the four metrics, numbered by its place in data.result, with its
-# labels, its GPU's utilisation metric, the role of its points and its time span (the points
-# stay in `raw_series`). Labels as text here; `series` holds them as the `label` ENUM below.
-_READ_SERIES = """
-create or replace temp table series_text as
-with labelled as (
+# labels (as `label`), its GPU's utilisation metric, the role of its points and its time span
+# (the points stay in `raw_series`).
+_SERIES = """
+create or replace temp table series as
+with ranked as (
     select
-        series_no,
-        labels['__name__'] as metric,
-        coalesce(
-            nullif(trim(labels['Hostname']), ''),
-            nullif(trim(labels['hostname']), ''),
-            -- the host of `host:port` or `[ipv6]:port`
-            nullif(regexp_replace(labels['instance'], $host_port, '\\1\\2'), '')
-        ) as node,
-        labels['gpu'] as gpu,
-        labels['UUID'] as gpu_uuid,
-        labels['modelName'] as gpu_model,
-        labels['pod'] as pod,
-        labels['namespace'] as namespace,
-        labels['hpc_job'] as job_id,
-        labels['GPU_I_ID'] as gpu_instance,
-        -- compute slices of a MIG instance: `3g.40gb` (and `1c.3g.40gb`, `1g.10gb+me`) -> 3
-        case when labels['GPU_I_ID'] is not null then coalesce(
-            try_cast(regexp_extract(labels['GPU_I_PROFILE'], '(\\d+)g\\.\\d+gb', 1) as integer),
-            1
-        ) end as gpu_instance_slices,
-        case labels['__name__'] when $gr_engine_active then 2 when $gpu_util then 1 else 0 end
-            as util_rank,
-        first_point_s,
-        last_point_s
+        * exclude (points, point_count, status, error_type, error, result_type),
+        case metric when $gr_engine_active then 2 when $gpu_util then 1 else 0 end as util_rank
     from raw_series
-    where series_no is not null
+    where metric in ($gr_engine_active, $gpu_util, $fb_used, $power_usage)
 ),
 
 chosen as (
@@ -168,54 +181,31 @@ chosen as (
         max(util_rank) over (partition by node, gpu) as gpu_util_rank,
         -- the device a series measures: the GPU, or one MIG instance of it
         dense_rank() over (order by node, gpu, gpu_instance) as device_key
-    from labelled
-    where metric in ($gr_engine_active, $gpu_util, $fb_used, $power_usage)
+    from ranked
 )
 
 select
-    * exclude (util_rank, gpu_util_rank, first_point_s, last_point_s),
-    case
-        when util_rank > 0 and util_rank = gpu_util_rank then 'util'
-        when metric = $fb_used then 'mem'
-        when metric = $power_usage then 'power'
-        else 'other_util'  -- GPU_UTIL of a GPU that has GR_ENGINE_ACTIVE: not used
-    end as kind,
-    case gpu_util_rank when 2 then $gr_engine_active when 1 then $gpu_util else 'none' end
-        as util_metric,
-    least(first_point_s, last_point_s) as first_s,
-    greatest(first_point_s, last_point_s) as last_s
-from chosen
-"""
-
-# The file's label texts as one ENUM, in text order (so that min() and comparisons agree with
-# the text's). The series carry their labels as this type, and so every row written: Parquet
-# writes an ENUM column from its dictionary, without hashing each row's text (6x faster).
-_LABEL_TYPE = """
-create or replace temp type label as enum (
-    select distinct text
-    from series_text,
-        unnest([node, gpu_uuid, gpu_model, pod, namespace, job_id, gpu_instance, util_metric])
-            as labels(text)
-    where text is not null
-    order by text
-)
-"""
-
-_SERIES = """
-create or replace temp table series as
-select
-    * exclude (gpu) replace (
+    * exclude (gpu, util_rank, gpu_util_rank, first_point_s, last_point_s) replace (
         node::label as node,
         gpu_uuid::label as gpu_uuid,
         gpu_model::label as gpu_model,
         pod::label as pod,
         namespace::label as namespace,
         job_id::label as job_id,
-        gpu_instance::label as gpu_instance,
-        util_metric::label as util_metric
+        gpu_instance::label as gpu_instance
     ),
-    try_cast(gpu as integer) as gpu_index
-from series_text
+    try_cast(gpu as integer) as gpu_index,
+    case
+        when util_rank > 0 and util_rank = gpu_util_rank then 'util'
+        when metric = $fb_used then 'mem'
+        when metric = $power_usage then 'power'
+        else 'other_util'  -- GPU_UTIL of a GPU that has GR_ENGINE_ACTIVE: not used
+    end as kind,
+    case gpu_util_rank when 2 then $gr_engine_active when 1 then $gpu_util else 'none' end::label
+        as util_metric,
+    least(first_point_s, last_point_s) as first_s,
+    greatest(first_point_s, last_point_s) as last_s
+from chosen
 """
 
 # Pairs of series of one device whose time spans overlap: their points may share timestamps.
@@ -575,9 +565,8 @@ def to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
     try:
         _read_body(con, path)
         _check_body(con, path)
-        con.execute(_READ_SERIES, bind(_READ_SERIES, _PARAMS))
-        con.execute(_LABEL_TYPE)
-        con.execute(_SERIES)
+        con.execute(_LABEL_TYPE, bind(_LABEL_TYPE, _PARAMS))
+        con.execute(_SERIES, bind(_SERIES, _PARAMS))
         overlaps = con.execute(_OVERLAPS).fetchall()
         repeating = sorted({n for a, b, same_kind in overlaps if same_kind for n in (a, b)})
         instances, roles, one_per_role = con.execute(
@@ -654,6 +643,7 @@ def _read_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             # the body is one JSON value: DuckDB must be allowed to hold all of it
             "max_size": max(size + 1024, 16 * 2**20),
             "compression": "gzip" if compressed else "none",
+            "host_port": _PARAMS["host_port"],
         }
         try:
             con.execute(_READ_BODY, params)
