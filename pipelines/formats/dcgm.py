@@ -7,7 +7,13 @@ skipped; a file with series but none of these four stops the run.
 
 DuckDB's JSON reader parses the file, gzipped or not (never Python's `json`), and the points
 are pivoted to one canonical sample row per (node, GPU, timestamp) at which any of the four
-metrics has a point:
+metrics has a point. No Python touches a point: the file is parsed once, with an explicit
+schema, into a row per series holding its points as a list (`raw_series`); the COPY that writes
+the Parquet unnests them. Where the series of the file's GPUs overlap in time (a combined
+export), their points are put side by side (`_ALIGNED_ROWS`: a positional join of the series
+of each metric, checked row by row) or, where they do not line up, grouped by GPU and
+timestamp. Labels are written as an ENUM of the file's label texts, the rows by two threads;
+one in-memory database serves every file of the process (see `_connection`). The rows are:
 
 - node: label `Hostname`, else `hostname`, else the host part of `instance` (`10.0.0.7:9400` ->
   `10.0.0.7`); GPU index: label `gpu`; `UUID`, `modelName`, `pod`, `namespace` and `hpc_job`
