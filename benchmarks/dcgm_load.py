@@ -1,38 +1,57 @@
-"""Time the DCGM (Prometheus query_range JSON) converter on a generated month.
+"""Time the DCGM (Prometheus query_range JSON) converter on a generated month, per layout.
 
 Generates a month of DCGM exporter data for `--gpus` GPUs (8 per node) sampled every `--step`
 seconds as Prometheus would return it, one `/api/v1/query_range` body per day and metric
-(`--layout per-metric`, the usual export: one query per metric) or per day with all four metrics
-(`--layout combined`), then converts every file with `pipelines.formats.dcgm.to_parquet` as the
-pipeline does and prints rows/s (sample rows written) and points/s (values read). With one file
-per metric every point is a row; combined, the four points of a GPU and minute make one row.
-Deterministic: the same seed gives the same files. CPU-seconds are printed too: on a busy
-machine they say more than the wall time.
+(`per-metric`, the usual export: one query per metric) or per day with all four metrics
+(`combined`), then converts every file with `pipelines.formats.dcgm.to_parquet` as the
+pipeline does (one file after the other, in one process) and prints, per layout:
+
+    samples/s   GPU-timestamps converted per second (a sample: one GPU at one timestamp with
+                its four metrics, whichever layout carries them): the issue's measure
+    points/s    metric values read per second (4 per sample)
+    rows/s      canonical rows written per second (per-metric: a row per point; combined: a row
+                per sample)
+
+Each layout is converted in its own Python process, so that its peak RSS (VmHWM) is its own;
+CPU-seconds (all threads) are printed too: on the shared machine they say more than the wall
+time. The figures are merged into benchmarks/results/latest.json under `dcgm_load`.
 
     .venv/bin/python benchmarks/dcgm_load.py                      # 256 GPUs, 30 days, 60 s
     .venv/bin/python benchmarks/dcgm_load.py --layout combined --days 7
+    .venv/bin/python benchmarks/dcgm_load.py --baseline /tmp/old/dcgm.py
 
-Not run by pytest. Files go to a temporary folder, removed at the end unless `--keep DIR`.
+`--baseline FILE` times another copy of the converter module (a dcgm.py of an earlier commit:
+`git show main:pipelines/formats/dcgm.py > /tmp/old/dcgm.py`) on the same files, right before
+the current one for each layout, and reports the ratio: on this noisy machine only runs
+seconds apart compare. Generated files are deterministic (the same seed gives the same files)
+and cached under `--work` by their parameters. Not run by pytest.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import json
-import resource
-import shutil
-import tempfile
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
-from pipelines.catalog import ClusterSettings
-from pipelines.formats import dcgm
+import numpy as np  # noqa: E402  (after the repository is on the path, as the imports below)
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 
+from pipelines.catalog import ClusterSettings  # noqa: E402
+from pipelines.formats import dcgm  # noqa: E402
+
+RESULTS = REPO / "benchmarks" / "results" / "latest.json"
+SECTION = "dcgm_load"
+LAYOUTS = ("per-metric", "combined")
 GPUS_PER_NODE = 8
 MONTH_START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 
@@ -103,45 +122,166 @@ def write_month(folder: Path, gpus: int, days: int, step: int, layout: str, seed
     return written
 
 
+def month_files(work: Path, args: argparse.Namespace, layout: str) -> tuple[Path, dict]:
+    """The generated files of a layout, from the cache under `work` when they are there."""
+    folder = work / f"g{args.gpus}-d{args.days}-s{args.step}-seed{args.seed}-{layout}"
+    stamp = folder / "generated.json"  # written last: a folder without it is incomplete
+    if stamp.exists():
+        return folder, json.loads(stamp.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("dcgm_*.json"):
+        old.unlink()
+    started = time.perf_counter()
+    points = write_month(folder, args.gpus, args.days, args.step, layout, args.seed)
+    files = sorted(folder.glob("dcgm_*.json"))
+    info = {
+        "files": len(files),
+        "points": points,
+        "samples": args.gpus * args.days * (86_400 // args.step),
+        "mib": round(sum(f.stat().st_size for f in files) / 2**20, 1),
+    }
+    stamp.write_text(json.dumps(info))
+    print(
+        f"generated {layout}: {info['files']} files, {points:,} points, {info['mib']:,.0f} MiB "
+        f"in {time.perf_counter() - started:.1f} s ({folder})",
+        flush=True,
+    )
+    return folder, info
+
+
+def peak_rss_mib() -> int:
+    """This process's peak resident memory (VmHWM; not ru_maxrss, which Linux carries across
+    exec from the parent)."""
+    with open("/proc/self/status") as status:
+        kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    return round(kib / 1024)
+
+
+def convert_all(folder: Path, converter: str | None) -> dict:
+    """In a child process: convert every file of `folder` with `to_parquet` of the current
+    module, or of the module file `converter`."""
+    module = dcgm
+    if converter:
+        spec = importlib.util.spec_from_file_location("dcgm_baseline", converter)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    out = folder / "converted"
+    out.mkdir(exist_ok=True)
+    files = sorted(folder.glob("dcgm_*.json"))
+    rows = 0
+    started, cpu_started = time.perf_counter(), time.process_time()
+    for path in files:
+        rows += module.to_parquet(path, out / f"{path.stem}.parquet", ClusterSettings())
+    return {
+        "seconds": time.perf_counter() - started,
+        "cpu_s": time.process_time() - cpu_started,  # all threads of this process
+        "rows": rows,
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def measure(folder: Path, info: dict, converter: str | None) -> dict:
+    """Convert the layout's files in a fresh process; its figures."""
+    load = os.getloadavg()[0]
+    proc = subprocess.run(
+        [sys.executable, __file__, "_convert", str(folder), converter or ""],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        raise SystemExit(f"conversion failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    run = json.loads(lines[-1].removeprefix("RESULT "))
+    seconds = run["seconds"]
+    return {
+        "seconds": round(seconds, 2),
+        "cpu_s": round(run["cpu_s"], 2),
+        "samples_per_s": round(info["samples"] / seconds),
+        "points_per_s": round(info["points"] / seconds),
+        "rows_per_s": round(run["rows"] / seconds),
+        "mib_per_s": round(info["mib"] / seconds, 1),
+        "rows": run["rows"],
+        "peak_rss_mib": run["peak_rss_mib"],
+        "load_avg": round(load, 2),
+    }
+
+
+def show(label: str, layout: str, m: dict) -> None:
+    print(
+        f"  {label:<8} {layout:<10} {m['seconds']:6.1f} s ({m['cpu_s']:5.1f} CPU-s): "
+        f"{m['samples_per_s'] / 1e6:5.2f} M samples/s, {m['points_per_s'] / 1e6:5.2f} M points/s,"
+        f" {m['rows_per_s'] / 1e6:5.2f} M rows/s; peak RSS {m['peak_rss_mib']:,} MiB"
+        f" (load {m['load_avg']:.1f})",
+        flush=True,
+    )
+
+
+def save(section: dict) -> None:
+    """Merge this benchmark's section into latest.json, leaving the other sections as they are."""
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    latest = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    latest[SECTION] = section
+    RESULTS.write_text(json.dumps(latest, indent=2) + "\n")
+    print(f"wrote {RESULTS.relative_to(REPO)} ({SECTION})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpus", type=int, default=256)
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--step", type=int, default=60, help="sample spacing, seconds")
-    parser.add_argument("--layout", choices=("per-metric", "combined"), default="per-metric")
+    parser.add_argument("--layout", choices=(*LAYOUTS, "both"), default="both")
     parser.add_argument("--seed", type=int, default=20261101)
-    parser.add_argument("--keep", type=Path, help="write the files here and keep them")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=Path("/tmp/chargeback-bench/dcgm"),
+        help="where generated files go (cached by parameters)",
+    )
+    parser.add_argument("--baseline", type=Path, help="a converter module file to compare with")
+    parser.add_argument("--no-save", action="store_true", help="do not write latest.json")
     args = parser.parse_args()
 
-    folder = args.keep or Path(tempfile.mkdtemp(prefix="dcgm_load_"))
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        started = time.perf_counter()
-        points = write_month(folder, args.gpus, args.days, args.step, args.layout, args.seed)
-        files = sorted(folder.glob("dcgm_*.json"))
-        size = sum(f.stat().st_size for f in files)
+    layouts = LAYOUTS if args.layout == "both" else (args.layout,)
+    results = {}
+    for layout in layouts:
+        folder, info = month_files(args.work, args, layout)
         print(
-            f"generated {len(files)} files, {points:,} points, {size / 2**20:,.0f} MiB "
-            f"in {time.perf_counter() - started:.1f} s"
+            f"{layout}: {info['files']} files, {info['samples']:,} samples, "
+            f"{info['points']:,} points, {info['mib']:,.0f} MiB",
+            flush=True,
         )
-        out = folder / "converted"
-        out.mkdir(exist_ok=True)
-        rows = 0
-        started, cpu_started = time.perf_counter(), time.process_time()
-        for path in files:
-            rows += dcgm.to_parquet(path, out / f"{path.stem}.parquet", ClusterSettings())
-        seconds = time.perf_counter() - started
-        cpu = time.process_time() - cpu_started  # all threads; tells apart a busy machine
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
-        print(
-            f"to_parquet: {rows:,} sample rows from {points:,} points in {seconds:.1f} s "
-            f"({cpu:.1f} CPU-s): {rows / seconds:,.0f} rows/s, {points / seconds:,.0f} points/s, "
-            f"{size / 2**20 / seconds:,.0f} MiB/s; peak RSS {peak:,.0f} MiB"
+        result = {**info}
+        if args.baseline:
+            result["baseline"] = measure(folder, info, str(args.baseline.resolve()))
+            show("baseline", layout, result["baseline"])
+        result["current"] = measure(folder, info, None)
+        show("current", layout, result["current"])
+        if args.baseline:
+            result["speedup_x"] = round(
+                result["baseline"]["seconds"] / result["current"]["seconds"], 2
+            )
+            print(f"  speedup {result['speedup_x']:.2f}x", flush=True)
+        results[layout] = result
+    if not args.no_save:
+        save(
+            {
+                "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+                "command": " ".join(["benchmarks/dcgm_load.py", *sys.argv[1:]]),
+                "gpus": args.gpus,
+                "days": args.days,
+                "step_s": args.step,
+                "target_samples_per_s": 1_000_000,
+                "layouts": results,
+            }
         )
-    finally:
-        if args.keep is None:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "_convert":
+        result = convert_all(Path(sys.argv[2]), sys.argv[3] or None)
+        print("RESULT " + json.dumps(result), flush=True)
+    else:
+        main()

@@ -7,7 +7,13 @@ skipped; a file with series but none of these four stops the run.
 
 DuckDB's JSON reader parses the file, gzipped or not (never Python's `json`), and the points
 are pivoted to one canonical sample row per (node, GPU, timestamp) at which any of the four
-metrics has a point:
+metrics has a point. No Python touches a point: the file is parsed once, with an explicit
+schema, into a row per series holding its points as a list (`raw_series`); the COPY that writes
+the Parquet unnests them. Where the series of the file's GPUs overlap in time (a combined
+export), their points are put side by side (`_ALIGNED_ROWS`: a positional join of the series
+of each metric, checked row by row) or, where they do not line up, grouped by GPU and
+timestamp. Labels are written as an ENUM of the file's label texts, the rows by two threads;
+one in-memory database serves every file of the process (see `_connection`). The rows are:
 
 - node: label `Hostname`, else `hostname`, else the host part of `instance` (`10.0.0.7:9400` ->
   `10.0.0.7`); GPU index: label `gpu`; `UUID`, `modelName`, `pod`, `namespace` and `hpc_job`
@@ -46,7 +52,9 @@ GR_ENGINE_ACTIVE across files, is for the SQL to do (it has `util_metric` to go 
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from pathlib import Path
 
 import duckdb
@@ -75,52 +83,101 @@ _BODY_COLUMNS = {
     "{point}[][])[])",
 }
 
+# The file parsed once into one row per series of data.result (its labels and its points,
+# numbered by its place there) and one more row per body (series_no NULL), so that a body
+# without series, and a second body, are seen too. The points stay lists here: unnested only
+# by the COPY that writes them.
 _READ_BODY = """
-create or replace temp table body as
-select status, errorType as error_type, error, data.resultType as result_type,
-    data.result as result
-from read_json($path, format = 'unstructured', records = true, columns = $columns,
-    maximum_object_size = $max_size, compression = $compression)
+create or replace temp table raw_series as
+select
+    status,
+    error_type,
+    error,
+    result_type,
+    case when series_index < coalesce(series_count, 0) then series_index + 1 end as series_no,
+    s.metric['__name__'] as metric,
+    coalesce(
+        nullif(trim(s.metric['Hostname']), ''),
+        nullif(trim(s.metric['hostname']), ''),
+        -- the host of `host:port` or `[ipv6]:port`
+        nullif(regexp_replace(s.metric['instance'], $host_port, '\\1\\2'), '')
+    ) as node,
+    s.metric['gpu'] as gpu,
+    s.metric['UUID'] as gpu_uuid,
+    s.metric['modelName'] as gpu_model,
+    s.metric['pod'] as pod,
+    s.metric['namespace'] as namespace,
+    s.metric['hpc_job'] as job_id,
+    s.metric['GPU_I_ID'] as gpu_instance,
+    -- compute slices of a MIG instance: `3g.40gb` (and `1c.3g.40gb`, `1g.10gb+me`) -> 3
+    case when s.metric['GPU_I_ID'] is not null then coalesce(
+        try_cast(regexp_extract(s.metric['GPU_I_PROFILE'], '(\\d+)g\\.\\d+gb', 1) as integer),
+        1
+    ) end as gpu_instance_slices,
+    s."values" as points,
+    len(s."values") as point_count,
+    -- Prometheus returns the values of a series in time order
+    try_cast(s."values"[1][1] as double) as first_point_s,
+    try_cast(s."values"[-1][1] as double) as last_point_s
+from (
+    select
+        status,
+        errorType as error_type,
+        error,
+        data.resultType as result_type,
+        len(data.result) as series_count,
+        unnest(data.result) as s,
+        -- one element longer than data.result: its last row (s NULL) is the body's
+        unnest(range(coalesce(len(data.result), 0) + 1)) as series_index
+    from read_json($path, format = 'unstructured', records = true, columns = $columns,
+        maximum_object_size = $max_size, compression = $compression)
+)
+"""
+
+# What the checks of the body and its series need, in one pass over raw_series.
+_BODY_FACTS = """
+select
+    count(*) filter (series_no is null) as bodies,
+    any_value(status) filter (series_no is null),
+    any_value(error_type) filter (series_no is null),
+    any_value(error) filter (series_no is null),
+    any_value(result_type) filter (series_no is null),
+    min(series_no) filter (coalesce(metric, '') = '') as unnamed,
+    count(series_no) as series,
+    count(series_no) filter (list_contains($metrics, metric)) as known,
+    string_agg(distinct metric, ', ' order by metric) as names,
+    max(point_count) as longest
+from raw_series
+"""
+
+# The file's label texts as one ENUM, in text order (so that min() and comparisons agree with
+# the text's). The series carry their labels as this type, and so every row written: Parquet
+# writes an ENUM column from its dictionary, without hashing each row's text (6x faster).
+_LABEL_TYPE = """
+create or replace temp type label as enum (
+    select distinct text
+    from (
+        select unnest([node, gpu_uuid, gpu_model, pod, namespace, job_id, gpu_instance]) as text
+        from raw_series
+        union all
+        select unnest([$gr_engine_active, $gpu_util, 'none'])  -- the util_metric values
+    )
+    where text is not null
+    order by text
+)
 """
 
 # One row per series of the four metrics, numbered by its place in data.result, with its
-# labels, its GPU's utilisation metric, the role of its points and its time span (the points
-# stay in `body`).
-_READ_SERIES = """
-create temp table series as
-with numbered as (
-    select unnest(result) as s, generate_subscripts(result, 1) as series_no
-    from body
-),
-
-labelled as (
+# labels (as `label`), its GPU's utilisation metric, the role of its points and its time span
+# (the points stay in `raw_series`).
+_SERIES = """
+create or replace temp table series as
+with ranked as (
     select
-        series_no,
-        s.metric['__name__'] as metric,
-        coalesce(
-            nullif(trim(s.metric['Hostname']), ''),
-            nullif(trim(s.metric['hostname']), ''),
-            -- the host of `host:port` or `[ipv6]:port`
-            nullif(regexp_replace(s.metric['instance'], $host_port, '\\1\\2'), '')
-        ) as node,
-        s.metric['gpu'] as gpu,
-        s.metric['UUID'] as gpu_uuid,
-        s.metric['modelName'] as gpu_model,
-        s.metric['pod'] as pod,
-        s.metric['namespace'] as namespace,
-        s.metric['hpc_job'] as job_id,
-        s.metric['GPU_I_ID'] as gpu_instance,
-        -- compute slices of a MIG instance: `3g.40gb` (and `1c.3g.40gb`, `1g.10gb+me`) -> 3
-        case when s.metric['GPU_I_ID'] is not null then coalesce(
-            try_cast(regexp_extract(s.metric['GPU_I_PROFILE'], '(\\d+)g\\.\\d+gb', 1) as integer),
-            1
-        ) end as gpu_instance_slices,
-        case s.metric['__name__'] when $gr_engine_active then 2 when $gpu_util then 1 else 0 end
-            as util_rank,
-        -- Prometheus returns the values of a series in time order
-        try_cast(s."values"[1][1] as double) as first_point_s,
-        try_cast(s."values"[-1][1] as double) as last_point_s
-    from numbered
+        * exclude (points, point_count, status, error_type, error, result_type),
+        case metric when $gr_engine_active then 2 when $gpu_util then 1 else 0 end as util_rank
+    from raw_series
+    where metric in ($gr_engine_active, $gpu_util, $fb_used, $power_usage)
 ),
 
 chosen as (
@@ -130,19 +187,27 @@ chosen as (
         max(util_rank) over (partition by node, gpu) as gpu_util_rank,
         -- the device a series measures: the GPU, or one MIG instance of it
         dense_rank() over (order by node, gpu, gpu_instance) as device_key
-    from labelled
-    where metric in ($gr_engine_active, $gpu_util, $fb_used, $power_usage)
+    from ranked
 )
 
 select
-    * exclude (util_rank, gpu_util_rank, first_point_s, last_point_s),
+    * exclude (gpu, util_rank, gpu_util_rank, first_point_s, last_point_s) replace (
+        node::label as node,
+        gpu_uuid::label as gpu_uuid,
+        gpu_model::label as gpu_model,
+        pod::label as pod,
+        namespace::label as namespace,
+        job_id::label as job_id,
+        gpu_instance::label as gpu_instance
+    ),
+    try_cast(gpu as integer) as gpu_index,
     case
         when util_rank > 0 and util_rank = gpu_util_rank then 'util'
         when metric = $fb_used then 'mem'
         when metric = $power_usage then 'power'
         else 'other_util'  -- GPU_UTIL of a GPU that has GR_ENGINE_ACTIVE: not used
     end as kind,
-    case gpu_util_rank when 2 then $gr_engine_active when 1 then $gpu_util else 'none' end
+    case gpu_util_rank when 2 then $gr_engine_active when 1 then $gpu_util else 'none' end::label
         as util_metric,
     least(first_point_s, last_point_s) as first_s,
     greatest(first_point_s, last_point_s) as last_s
@@ -158,20 +223,26 @@ join series as b
     and a.first_s <= b.last_s and b.first_s <= a.last_s
 """
 
-# One row per point, typed; the start of both ways to sample rows below.
-_POINTS = """
-with points as (
+# The points of the series, one row each (with the series' labels): unnested from raw_series.
+_SERIES_POINTS = """
     select
         m.* exclude (first_s, last_s),
-        unnest(n.s."values") as point,
-        generate_subscripts(n.s."values", 1) as point_no
-    from (select unnest(result) as s, generate_subscripts(result, 1) as series_no from body) as n
+        unnest(r.points) as point,
+        generate_subscripts(r.points, 1) as point_no,
+        r.point_count,
+        r.points as series_points
+    from raw_series as r
     join series as m using (series_no)
-),
+"""
 
-valued as (
+# One row per point, typed: the start of every way to sample rows below; `{points}` is the
+# select of the points. Not materialized: a query reads its points straight from raw_series.
+_POINTS = """
+points as not materialized ({points}),
+
+valued as not materialized (
     select
-        * exclude (point, point_no, epoch_s, raw_value),
+        * exclude (point, raw_value),
         series_no * $points_per_series + point_no as source_line,
         case
             when epoch_s >= 0 and epoch_s < $year_2100_s
@@ -218,14 +289,22 @@ valued as (
 )
 """
 
+# The points in two halves of the series, each a pipeline of its own: two threads make and
+# write the rows (one scan of the file's series is one thread, whatever the cores).
+_HALVES = f"""{_SERIES_POINTS}    where r.series_no % 2 = 0
+    union all
+{_SERIES_POINTS}    where r.series_no % 2 = 1
+"""
+
 # No two series of a GPU overlap in time: every point is a sample row of its own.
 _ROWS_PER_POINT = (
-    _POINTS
+    "with "
+    + _POINTS.replace("{points}", _HALVES)
     + """
 select
     ts,
     node,
-    try_cast(gpu as integer) as gpu_index,
+    gpu_index,
     case when kind = 'util' then value end as util_pct,
     case when kind = 'mem' then value end as mem_used_mib,
     case when kind = 'power' then value end as power_w,
@@ -247,7 +326,8 @@ from valued
 # role there (series $repeating overlap another of their role) make two rows, folded
 # downstream; points without a readable timestamp each stay a row of their own.
 _ROWS_PER_TIMESTAMP = (
-    _POINTS
+    "with "
+    + _POINTS.replace("{points}", _HALVES)
     + """,
 
 copies as (
@@ -268,7 +348,7 @@ copies as (
 select
     ts,
     any_value(node) as node,
-    try_cast(any_value(gpu) as integer) as gpu_index,
+    any_value(gpu_index) as gpu_index,
     any_value(value) filter (kind = 'util') as util_pct,
     any_value(value) filter (kind = 'mem') as mem_used_mib,
     any_value(value) filter (kind = 'power') as power_w,
@@ -285,6 +365,125 @@ select
     min(parse_error) as parse_error
 from copies
 group by device_key, ts, copy_no
+"""
+)
+
+# _ROWS_PER_TIMESTAMP's rows without grouping, for a file whose devices have one series of
+# each role (util, other_util, mem, power: util among them) and whose series line up as
+# Prometheus returns the series of one query (sorted by their labels, every GPU at the same
+# steps): the series of each role in data.result order, side by side point by point
+# (POSITIONAL JOIN), are then the points of one device and timestamp. Each row checks that they
+# are: one point of each of the file's $roles roles, of one device and one timestamp stamped
+# 1970-2099, the next point of its utilisation series later (no timestamp twice). A row that
+# is not stops the query ($not_aligned) and the file is grouped by timestamp instead. As
+# there, a row takes the line of its utilisation point and the least labels of its points,
+# which are its device's series' least.
+_ALIGNED_ROWS = (
+    """with devices as (
+    select
+        device_key,
+        min(job_id) as least_job_id,
+        min(gpu_uuid) as least_gpu_uuid,
+        min(gpu_model) as least_gpu_model,
+        min(pod) as least_pod,
+        min(namespace) as least_namespace
+    from series
+    group by device_key
+),
+
+"""
+    + _POINTS.replace(
+        "{points}",
+        """
+    select
+        d.* exclude (device_key),
+        m.* exclude (first_s, last_s),
+        unnest(r.points) as point,
+        generate_subscripts(r.points, 1) as point_no,
+        r.point_count,
+        r.points as series_points
+    from raw_series as r
+    join series as m using (series_no)
+    join devices as d using (device_key)
+""",
+    )
+    + """,
+
+util_points as (
+    select
+        device_key as u_device_key,
+        epoch_s as u_epoch_s,
+        -- the timestamp of the next point of the series
+        case
+            when point_no < point_count then try_cast(series_points[point_no + 1][1] as double)
+        end as u_next_epoch_s,
+        value as util_pct,
+        source_line,
+        node,
+        gpu_index,
+        least_job_id as job_id,
+        least_gpu_uuid as gpu_uuid,
+        least_gpu_model as gpu_model,
+        least_pod as pod,
+        least_namespace as namespace,
+        util_metric,
+        gpu_instance,
+        gpu_instance_slices
+    from valued
+    where kind = 'util'
+),
+
+side_by_side as (
+    select *
+    from util_points
+    positional join (
+        select device_key as g_device_key, epoch_s as g_epoch_s
+        from valued
+        where kind = 'other_util'
+    )
+    positional join (
+        select device_key as m_device_key, epoch_s as m_epoch_s, value as mem_used_mib
+        from valued
+        where kind = 'mem'
+    )
+    positional join (
+        select device_key as p_device_key, epoch_s as p_epoch_s, value as power_w
+        from valued
+        where kind = 'power'
+    )
+)
+
+select
+    make_timestamp(round(u_epoch_s * 1e6)::bigint) as ts,
+    node,
+    gpu_index,
+    util_pct,
+    mem_used_mib,
+    power_w,
+    source_line,
+    job_id,
+    gpu_uuid,
+    gpu_model,
+    pod,
+    namespace,
+    util_metric,
+    gpu_instance,
+    gpu_instance_slices,
+    null::varchar as parse_error
+from side_by_side
+where
+    case
+        when
+            u_epoch_s >= 0 and u_epoch_s < $year_2100_s
+            and coalesce(u_next_epoch_s, 'infinity') > u_epoch_s
+            and 1 + (g_device_key is not null)::integer + (m_device_key is not null)::integer
+                + (p_device_key is not null)::integer = $roles
+            and (g_device_key is null or (g_device_key = u_device_key and g_epoch_s = u_epoch_s))
+            and (m_device_key is null or (m_device_key = u_device_key and m_epoch_s = u_epoch_s))
+            and (p_device_key is null or (p_device_key = u_device_key and p_epoch_s = u_epoch_s))
+            then true
+        else error($not_aligned)
+    end
 """
 )
 
@@ -358,6 +557,8 @@ left join gpus as g using (node, gpu_index, ts)
 where r.gpu_instance is not null or g.last_line is null
 """
 
+_NOT_ALIGNED = "dcgm: series not aligned"
+
 _MALFORMED = re.compile(r"Malformed JSON.*? at byte (\d+)")
 # keys whose line an error message names (the first occurrence in the file's first MiB)
 STATUS_KEY, RESULT_TYPE_KEY, RESULT_KEY = b'"status"', b'"resultType"', b'"result"'
@@ -366,21 +567,59 @@ METRIC_KEY, VALUES_KEY = b'"metric"', b'"values"'
 
 def to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
     """Convert one query_range body to canonical samples Parquet at `out`; rows written."""
-    con = duckdb.connect()
+    con = _connection()
     try:
-        con.execute("set TimeZone = 'UTC'")
         _read_body(con, path)
         _check_body(con, path)
-        con.execute(_READ_SERIES, bind(_READ_SERIES, _PARAMS))
+        con.execute(_LABEL_TYPE, bind(_LABEL_TYPE, _PARAMS))
+        con.execute(_SERIES, bind(_SERIES, _PARAMS))
         overlaps = con.execute(_OVERLAPS).fetchall()
-        sql = _ROWS_PER_TIMESTAMP if overlaps else _ROWS_PER_POINT
-        if con.execute("select count(gpu_instance) from series").fetchone()[0]:
-            sql = _MIG_GPU_ROWS.format(rows=sql)
         repeating = sorted({n for a, b, same_kind in overlaps if same_kind for n in (a, b)})
-        copy = f"copy ({sql}) to '{_quoted(out)}' (format parquet, compression snappy)"
-        return con.execute(copy, bind(sql, {**_PARAMS, "repeating": repeating})).fetchone()[0]
+        instances, roles, one_per_role = con.execute(
+            "select count(gpu_instance), coalesce(list(distinct kind), []),"
+            " count(*) = count(distinct (device_key, kind)) from series"
+        ).fetchone()
+        params = {
+            **_PARAMS,
+            "repeating": repeating,
+            "roles": len(roles),
+        }
+        if overlaps and not repeating and one_per_role and "util" in roles:
+            try:
+                return _copy(con, _ALIGNED_ROWS, instances > 0, out, params)
+            except duckdb.Error as error:
+                if _NOT_ALIGNED not in str(error):
+                    raise
+        rows = _ROWS_PER_TIMESTAMP if overlaps else _ROWS_PER_POINT
+        return _copy(con, rows, instances > 0, out, params)
     finally:
         con.close()
+
+
+def _copy(con: duckdb.DuckDBPyConnection, rows: str, mig: bool, out: Path, params: dict) -> int:
+    """Write the sample rows of the select `rows` (of a MIG GPU: its GPU's rows) to `out`."""
+    sql = _MIG_GPU_ROWS.format(rows=rows) if mig else rows
+    copy = f"copy ({sql}) to '{_quoted(out)}' (format parquet, compression snappy)"
+    return con.execute(copy, bind(sql, params)).fetchone()[0]
+
+
+_DATABASE: tuple[int, duckdb.DuckDBPyConnection] | None = None
+_DATABASE_LOCK = threading.Lock()
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    """A connection of its own (its temporary tables and types are its own) to this process's
+    in-memory database. One database serves every file: a database per file cost as much as
+    the conversion itself, re-allocating its memory from the system (page faults) each time."""
+    global _DATABASE
+    with _DATABASE_LOCK:
+        if _DATABASE is None or _DATABASE[0] != os.getpid():  # not a forked parent's
+            _DATABASE = (os.getpid(), duckdb.connect())
+            # rows in any order (each has its source_line): lets two threads write one file
+            _DATABASE[1].execute("set preserve_insertion_order = false")
+        con = _DATABASE[1].cursor()
+    con.execute("set TimeZone = 'UTC'")  # a setting of the connection, not the database
+    return con
 
 
 _PARAMS = {
@@ -391,11 +630,12 @@ _PARAMS = {
     "points_per_series": POINTS_PER_SERIES,
     "year_2100_s": 4_102_444_800,  # 2100-01-01 in Unix seconds
     "host_port": r"^(?:\[([^\]]*)\]|([^:]*)):\d+$",
+    "not_aligned": _NOT_ALIGNED,
 }
 
 
 def _read_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Parse the file into the temporary table `body` and check it is one query_range body.
+    """Parse the file into the temporary table `raw_series`.
 
     DuckDB reads a gzipped file in place; it is told so by content, not left to guess from the
     name (a `.json` file may hold gzip, a `.gz` file plain text)."""
@@ -409,6 +649,7 @@ def _read_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             # the body is one JSON value: DuckDB must be allowed to hold all of it
             "max_size": max(size + 1024, 16 * 2**20),
             "compression": "gzip" if compressed else "none",
+            "host_port": _PARAMS["host_port"],
         }
         try:
             con.execute(_READ_BODY, params)
@@ -417,15 +658,18 @@ def _read_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             if point_type != _POINT_TYPES[-1] and "transform error" in str(error):
                 continue  # a point that is not a number: read them as text
             raise LandingError(_json_error(path, error)) from None
-    bodies = con.execute("select count(*) from body").fetchone()[0]
+
+
+def _check_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Stop on a file that is not one query_range body, or on series that cannot be read as
+    DCGM samples, naming the field (and the series)."""
+    facts = con.execute(_BODY_FACTS, {"metrics": list(METRICS)}).fetchone()
+    bodies, status, error_type, error, result_type, unnamed, total, known, names, longest = facts
     if bodies != 1:
         raise LandingError(
             f"{path}: line {_line_of(path, STATUS_KEY)}: field status: expected one "
             f"query_range body, found {bodies} JSON values"
         )
-    status, error_type, error, result_type = con.execute(
-        "select status, error_type, error, result_type from body"
-    ).fetchone()
     if status != "success":
         detail = f" ({error_type}: {error})" if error_type or error else ""
         raise LandingError(
@@ -437,26 +681,6 @@ def _read_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             f"{path}: line {_line_of(path, RESULT_TYPE_KEY)}: field data.resultType: "
             f"{result_type!r}, expected 'matrix' (a Prometheus /api/v1/query_range response body)"
         )
-
-
-def _check_body(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Stop on series that cannot be read as DCGM samples, naming the series."""
-    unnamed, total, known, names, longest = con.execute(
-        """
-        select
-            min(series_no) filter (coalesce(name, '') = ''),
-            count(*),
-            count(*) filter (list_contains($metrics, name)),
-            string_agg(distinct name, ', ' order by name),
-            max(len(points))
-        from (
-            select s.metric['__name__'] as name, s."values" as points, series_no
-            from (select unnest(result) as s, generate_subscripts(result, 1) as series_no
-                  from body)
-        )
-        """,
-        {"metrics": list(METRICS)},
-    ).fetchone()
     if unnamed is not None:
         raise LandingError(
             f"{path}: line {_line_of(path, METRIC_KEY)}: field "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -338,6 +339,144 @@ def test_an_empty_result_is_no_rows(tmp_path):
     path = tmp_path / "empty.json"
     path.write_text(_body())
     assert rows_of(path, tmp_path) == []
+
+
+def test_a_body_with_series_and_a_second_body_is_two_json_values(tmp_path):
+    path = tmp_path / "export.json"
+    path.write_text(_body(_series(UTIL)) + "\n" + _body())
+    with pytest.raises(LandingError) as error:
+        dcgm.to_parquet(path, tmp_path / "out.partial", UTC)
+    assert str(error.value) == (
+        f"{path}: line 1: field status: expected one query_range body, found 2 JSON values"
+    )
+
+
+# ---- a combined export: its series side by side, or grouped by timestamp ------------------
+
+T0, T1, T2 = 1793491200, 1793492100, 1793493000  # 00:00, 00:15, 00:30
+
+
+def _gpu_series(name: str, gpu: str, points: list[tuple[int, str]], **labels: str) -> dict:
+    return {
+        "metric": {"__name__": name, "Hostname": "n1", "gpu": gpu, "UUID": f"GPU-{gpu}", **labels},
+        "values": [[ts, value] for ts, value in points],
+    }
+
+
+def _combined(power_1_at_t2: str = "120") -> list[dict]:
+    """Two GPUs with all four metrics at 00:00, 00:15 and 00:30, in Prometheus' order (by
+    metric, then labels); n1/0 has pods on two series (the least is its rows')."""
+    return [
+        _gpu_series(GR, "0", [(T0, "0.5"), (T1, "0.25"), (T2, "NaN")], pod="train-b",
+                    namespace="ml"),
+        _gpu_series(GR, "1", [(T0, "1"), (T1, "0"), (T2, "0.125")]),
+        _gpu_series(UTIL, "0", [(T0, "50"), (T1, "50"), (T2, "50")]),
+        _gpu_series(UTIL, "1", [(T0, "60"), (T1, "60"), (T2, "60")]),
+        _gpu_series(dcgm.FB_USED, "0", [(T0, "100"), (T1, "200"), (T2, "300")], pod="Train-a"),
+        _gpu_series(dcgm.FB_USED, "1", [(T0, "10"), (T1, "20"), (T2, "30")]),
+        _gpu_series(dcgm.POWER_USAGE, "0", [(T0, "250.5"), (T1, "260"), (T2, "NaN")]),
+        _gpu_series(dcgm.POWER_USAGE, "1", [(T0, "100"), (T1, "110"), (T2, power_1_at_t2)]),
+    ]  # fmt: skip
+
+
+def _combined_rows(power_1_at_t2: float | None = 120.0) -> list[tuple]:
+    n1_0 = (None, "GPU-0", None, "Train-a", "ml", GR)  # "T" sorts before "t"
+    n1_1 = (None, "GPU-1", None, None, None, GR)
+    return [
+        (at(0), "n1", 0, 50.0, 100.0, 250.5, 1_000_001, *n1_0),
+        (at(15), "n1", 0, 25.0, 200.0, 260.0, 1_000_002, *n1_0),
+        (at(30), "n1", 0, None, 300.0, None, 1_000_003, *n1_0),  # utilisation and power NaN
+        (at(0), "n1", 1, 100.0, 10.0, 100.0, 2_000_001, *n1_1),
+        (at(15), "n1", 1, 0.0, 20.0, 110.0, 2_000_002, *n1_1),
+        (at(30), "n1", 1, 12.5, 30.0, power_1_at_t2, 2_000_003, *n1_1),
+    ]
+
+
+def _write_body(path: Path, result: list[dict]) -> Path:
+    path.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix",
+                                                              "result": result}}))  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize(("power_text", "power"), [("120", 120.0), ("+Inf", None)])
+def test_series_that_line_up_give_a_row_per_gpu_and_timestamp_without_grouping(
+    tmp_path, monkeypatch, power_text, power
+):
+    # "+Inf" makes the points be read as text: the same rows
+    monkeypatch.setattr(dcgm, "_ROWS_PER_TIMESTAMP", "select error('grouped')")
+    path = _write_body(tmp_path / "combined.json", _combined(power_text))
+    assert rows_of(path, tmp_path) == _combined_rows(power)
+
+
+def test_series_with_a_gap_are_grouped_by_timestamp(tmp_path):
+    result = _combined()
+    result[4]["values"].pop(1)  # n1/0's memory at 00:15
+    rows = _combined_rows()
+    # without the memory point, the row's least pod is the utilisation point's
+    rows[1] = (at(15), "n1", 0, 25.0, None, 260.0, 1_000_002, None, "GPU-0", None, "train-b",
+               "ml", GR)  # fmt: skip
+    assert rows_of(_write_body(tmp_path / "gap.json", result), tmp_path) == rows
+
+
+def test_series_with_a_point_at_another_time_are_grouped_by_timestamp(tmp_path):
+    result = _combined()
+    result[4]["values"][1:] = [[T2, "300"], [T2 + 900, "200"]]  # n1/0's memory: 00:15 at 00:45
+    rows = _combined_rows()
+    rows[1] = (at(15), "n1", 0, 25.0, None, 260.0, 1_000_002, None, "GPU-0", None, "train-b",
+               "ml", GR)  # fmt: skip
+    # a row of its own at 00:45, of the memory point alone
+    rows.insert(3, (at(45), "n1", 0, None, 200.0, None, 5_000_003, None, "GPU-0", None,
+                    "Train-a", None, GR))  # fmt: skip
+    assert rows_of(_write_body(tmp_path / "moved.json", result), tmp_path) == rows
+
+
+def test_series_of_gpus_in_another_order_are_grouped_by_timestamp(tmp_path):
+    result = _combined()
+    result[4], result[5] = result[5], result[4]  # memory: n1/1 before n1/0
+    assert rows_of(_write_body(tmp_path / "order.json", result), tmp_path) == _combined_rows()
+
+
+def test_a_timestamp_twice_in_every_series_of_a_gpu_is_one_row(tmp_path):
+    result = _combined()
+    for series in result[::2]:  # n1/0's: 00:00 twice (the same values), then 00:15
+        series["values"] = [series["values"][0], series["values"][0], series["values"][1]]
+    rows = _combined_rows()
+    rows[1] = (*rows[1][:6], 1_000_003, *rows[1][7:])  # 00:15 is the third point now
+    assert rows_of(_write_body(tmp_path / "twice.json", result), tmp_path) == rows[:2] + rows[3:]
+
+
+def test_points_of_a_gpu_stamped_in_milliseconds_stay_rows_of_their_own(tmp_path):
+    result = _combined()
+    for series in result[::2]:  # n1/0's points at 00:30, in every series
+        series["values"][2][0] = T2 * 1000
+    rows = _combined_rows()
+    n1_0 = (None, "n1", 0)
+    rows[2:3] = [
+        (*n1_0, None, None, None, 1_000_003, None, "GPU-0", None, "train-b", "ml", GR),  # NaN
+        (*n1_0, None, None, None, 3_000_003, None, "GPU-0", None, None, None, GR),
+        (*n1_0, None, 300.0, None, 5_000_003, None, "GPU-0", None, "Train-a", None, GR),
+        (*n1_0, None, None, None, 7_000_003, None, "GPU-0", None, None, None, GR),  # NaN
+    ]
+    assert rows_of(_write_body(tmp_path / "ms.json", result), tmp_path) == rows
+
+
+def test_files_converted_at_once_in_threads_give_their_own_rows(tmp_path):
+    # each conversion has a connection of its own to the process's database
+    combined = _write_body(tmp_path / "combined.json", _combined())
+    files = [COMBINED, MEMORY_ONLY, combined] * 3
+    outs = [tmp_path / f"{n}.parquet" for n in range(len(files))]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        written = list(pool.map(lambda n: dcgm.to_parquet(files[n], outs[n], UTC), range(9)))
+    assert written == [10, 4, 6] * 3
+    alone = []
+    for n, path in enumerate(files[:3]):
+        dcgm.to_parquet(path, tmp_path / f"alone{n}.parquet", UTC)
+        alone.append(_parquet_rows(tmp_path / f"alone{n}.parquet"))
+    assert [_parquet_rows(out) for out in outs] == alone * 3
+
+
+def _parquet_rows(path: Path) -> list[tuple]:
+    return duckdb.execute("from read_parquet(?) order by all", [str(path)]).fetchall()
 
 
 # ---- end to end ---------------------------------------------------------------------------
