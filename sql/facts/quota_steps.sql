@@ -14,6 +14,8 @@
 --                     shares, so the integrals of quota_compliance are sums of integers, exact
 --                     in any order
 --   day_index         the 24-hour period from $month_start the step lies in
+--   guaranteed_gpus, limit_gpus, quota_from: the version in force as the catalog gives it
+--                     (quota_from clipped to the month; all NULL out of quota)
 -- Steps are cut at job segment edges, quota version edges, day boundaries (from $month_start)
 -- and rate changes (catalog_rates), so each lies in one day and one rate period.
 -- Parameters: $billing_month, $month_start, $month_end.
@@ -105,7 +107,10 @@ final as (
         q.quota_from is not null as in_quota,
         round(coalesce(q.guaranteed_gpus, 0) * whole_gpu())::bigint as guaranteed_share,
         round(q.limit_gpus * whole_gpu())::bigint as limit_share,
-        coalesce(q.reserved, false) as reserved
+        coalesce(q.reserved, false) as reserved,
+        q.guaranteed_gpus,
+        q.limit_gpus,
+        q.quota_from
     from steps as s
     left join quotas as q
         on q.tenant_id = s.tenant_id and q.pool = s.pool

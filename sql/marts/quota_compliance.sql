@@ -26,27 +26,13 @@
 --                      day whose mean concurrent GPUs exceed the guarantee in force (used
 --                      GPU-hours of the day > guaranteed GPU-hours of the day): bursts above
 --                      the guarantee that the tenant's quieter hours offset do not count
--- Days are 24-hour periods from $month_start (calendar days of the billing timezone unless a
--- DST change falls inside the month).
--- Parameters: $billing_month, $month_start, $month_end.
+-- Days are quota_steps' 24-hour periods from the month's start (calendar days of the billing
+-- timezone unless a DST change falls inside the month).
+-- Parameters: $billing_month.
 with thresholds as (
     select
         30.0 as idle_quota_below_pct,
         0.5 as chronic_borrowing_day_share
-),
-
-quotas as (
-    -- quota versions in force during the month, clipped to it
-    select
-        tenant_id,
-        pool,
-        guaranteed_gpus,
-        limit_gpus,
-        reserved,
-        greatest(valid_from, $month_start::timestamp) as quota_from,
-        least(valid_to, $month_end::timestamp) as quota_to
-    from catalog_quotas
-    where valid_from < $month_end::timestamp and valid_to > $month_start::timestamp
 ),
 
 month_steps as (
@@ -66,9 +52,12 @@ day_use as (
 ),
 
 latest_quota as (
+    -- the version valid from latest is in force from its start, so a step has it
     select tenant_id, pool, guaranteed_gpus, limit_gpus, reserved
-    from quotas
-    qualify row_number() over (partition by tenant_id, pool order by quota_from desc) = 1
+    from month_steps
+    where in_quota
+    qualify
+        row_number() over (partition by tenant_id, pool order by quota_from desc, step_from) = 1
 ),
 
 per_pool as (

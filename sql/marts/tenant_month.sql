@@ -6,43 +6,30 @@
 -- quota_flags lists the quota_compliance flags raised, e.g.
 -- 'breach (A100-80GB), idle_quota (H100)'.
 -- Parameters: $billing_month, $budget_month, $currency.
-with job_units as (
-    -- each job's time in GPU units, from job_time_buckets as job_usage sums it: a tenant's
-    -- hours are its jobs' units summed and made hours once (a sum of the jobs' hours, doubles,
-    -- would depend on the order threads add them in)
-    select
-        cluster,
-        job_id,
-        sum(allocated_units) as allocated_units,
-        sum(measured_units) as measured_units,
-        sum(util_weighted_units) as util_weighted_units,
-        sum(productive_units) as productive_units,
-        sum(idle_units) as idle_units,
-        sum(zombie_units) as zombie_units,
-        sum(failed_job_units) as failed_job_units,
-        sum(failed_infra_units) as failed_infra_units,
-        sum(unmeasured_units) as unmeasured_units
-    from job_time_buckets
+with jobs as (
+    select tenant_id, count(*) as jobs
+    from job_usage
     where billing_month = $billing_month
-    group by all
+    group by tenant_id
 ),
 
 usage as (
+    -- the tenant's time in GPU units, its jobs' job_time_buckets summed and made hours once
+    -- (a sum of the jobs' hours, doubles, would depend on the order threads add them in)
     select
         j.tenant_id,
-        count(*) as jobs,
-        gpu_hours(coalesce(sum(b.allocated_units), 0)) as allocated_gpu_hours,
-        gpu_hours(coalesce(sum(b.measured_units), 0)) as measured_gpu_hours,
-        gpu_hours(coalesce(sum(b.productive_units), 0)) as productive_gpu_hours,
-        gpu_hours(coalesce(sum(b.idle_units), 0)) as idle_gpu_hours,
-        gpu_hours(coalesce(sum(b.zombie_units), 0)) as zombie_gpu_hours,
-        gpu_hours(coalesce(sum(b.failed_job_units), 0)) as failed_job_gpu_hours,
-        gpu_hours(coalesce(sum(b.failed_infra_units), 0)) as failed_infra_gpu_hours,
-        gpu_hours(coalesce(sum(b.unmeasured_units), 0)) as unmeasured_gpu_hours,
+        gpu_hours(sum(b.allocated_units)) as allocated_gpu_hours,
+        gpu_hours(sum(b.measured_units)) as measured_gpu_hours,
+        gpu_hours(sum(b.productive_units)) as productive_gpu_hours,
+        gpu_hours(sum(b.idle_units)) as idle_gpu_hours,
+        gpu_hours(sum(b.zombie_units)) as zombie_gpu_hours,
+        gpu_hours(sum(b.failed_job_units)) as failed_job_gpu_hours,
+        gpu_hours(sum(b.failed_infra_units)) as failed_infra_gpu_hours,
+        gpu_hours(sum(b.unmeasured_units)) as unmeasured_gpu_hours,
         sum(b.util_weighted_units) / nullif(sum(b.measured_units), 0) as mean_util_pct
-    from job_usage as j
-    left join job_units as b using (cluster, job_id)
-    where j.billing_month = $billing_month
+    from job_time_buckets as b
+    join job_usage as j using (billing_month, cluster, job_id)
+    where b.billing_month = $billing_month
     group by j.tenant_id
 ),
 
@@ -74,7 +61,7 @@ tenants as (
     select tenant_id, name as tenant_name, department, cost_center, owner from catalog_tenants
     union all
     select 'unmapped', 'Unmapped accounts', 'Unmapped', null, null
-    where exists (select 1 from usage where tenant_id = 'unmapped')
+    where exists (select 1 from jobs where tenant_id = 'unmapped')
     union all
     select 'platform', 'Platform (unrecovered)', 'Platform', null, null
     where exists (select 1 from charges where tenant_id = 'platform')
@@ -89,7 +76,7 @@ final as (
         t.department,
         t.cost_center,
         t.owner,
-        coalesce(u.jobs, 0) as jobs,
+        coalesce(n.jobs, 0) as jobs,
         coalesce(u.allocated_gpu_hours, 0) as allocated_gpu_hours,
         coalesce(u.measured_gpu_hours, 0) as measured_gpu_hours,
         coalesce(u.productive_gpu_hours, 0) as productive_gpu_hours,
@@ -111,6 +98,7 @@ final as (
         end as budget_status,
         coalesce(f.quota_flags, '') as quota_flags
     from tenants as t
+    left join jobs as n using (tenant_id)
     left join usage as u using (tenant_id)
     left join charges as c using (tenant_id)
     left join flags as f using (tenant_id)

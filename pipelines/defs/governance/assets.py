@@ -8,7 +8,7 @@ from pipelines.defs.warehouse import Check, sql_table
 GROUP = "governance"
 
 quota_compliance = sql_table(
-    "quota_compliance", "marts", GROUP, ["quota_steps", "catalog_quotas", "job_gpu_hours"],
+    "quota_compliance", "marts", GROUP, ["quota_steps", "job_gpu_hours"],
     checks=[Check("quota_compliance_ties_out")],
 )  # fmt: skip
 queue_stats = sql_table("queue_stats", "marts", GROUP, ["job_usage", "job_gpu_hours"])
