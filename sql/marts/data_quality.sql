@@ -14,7 +14,15 @@
 -- GPU-hours are summed as whole GPU units (gpu_units): exact, whatever order threads add the
 -- rows in.
 -- Parameters: $billing_month.
-with job_files as (
+with scheduler_records as (
+    -- a job record superseded by another record of its job is folded; allocation records
+    -- are never folded
+    select cluster, file, reject_reason, record_rank > 1 as folded from stg_job_records
+    union all
+    select cluster, file, reject_reason, false from stg_allocation_records
+),
+
+scheduler_files as (
     select
         cluster,
         'file' as category,
@@ -22,31 +30,9 @@ with job_files as (
         count(*) as rows_read,
         count(*) filter (reject_reason is null) as rows_loaded,
         count(*) filter (reject_reason is not null) as rows_rejected,
-        count(*) filter (record_rank > 1) as duplicates_folded
-    from stg_job_records
+        count(*) filter (folded) as duplicates_folded
+    from scheduler_records
     group by cluster, file
-),
-
-allocation_files as (
-    select
-        cluster,
-        'file' as category,
-        file as subject,
-        count(*) as rows_read,
-        count(*) filter (reject_reason is null) as rows_loaded,
-        count(*) filter (reject_reason is not null) as rows_rejected,
-        0 as duplicates_folded
-    from stg_allocation_records
-    group by cluster, file
-),
-
-empty_scheduler_files as (
-    -- an export without rows (empty, or a header alone) is still an input of the month
-    select
-        cluster, 'file' as category, file as subject,
-        0 as rows_read, 0 as rows_loaded, 0 as rows_rejected, 0 as duplicates_folded
-    from stg_scheduler_files
-    where rows_read = 0
 ),
 
 sample_files as (
@@ -57,12 +43,17 @@ sample_files as (
     where billing_month = $billing_month
 ),
 
-empty_telemetry_files as (
-    -- likewise a telemetry export without rows, which no rolled-up day counts
+empty_files as (
+    -- an export without rows (empty, or a header alone) is still an input of the month; no
+    -- record or rolled-up day counts it
     select
         cluster, 'file' as category, file as subject,
         0 as rows_read, 0 as rows_loaded, 0 as rows_rejected, 0 as duplicates_folded
-    from stg_telemetry_files
+    from (
+        select cluster, file, rows_read from stg_scheduler_files
+        union all
+        select cluster, file, rows_read from stg_telemetry_files
+    )
     where rows_read = 0
 ),
 
@@ -126,15 +117,11 @@ label_checks as (
 ),
 
 final as (
-    select * from job_files
-    union all by name
-    select * from allocation_files
-    union all by name
-    select * from empty_scheduler_files
+    select * from scheduler_files
     union all by name
     select * from sample_files
     union all by name
-    select * from empty_telemetry_files
+    select * from empty_files
     union all by name
     select * from unmapped
     union all by name

@@ -164,23 +164,15 @@ joined as (
         a.cluster,
         a.dimension,
         a.value,
-        coalesce(o.jobs, 0) as jobs,
-        coalesce(o.completed_jobs, 0) as completed_jobs,
-        coalesce(o.failed_jobs, 0) as failed_jobs,
-        coalesce(o.out_of_memory_jobs, 0) as out_of_memory_jobs,
-        coalesce(o.timeout_jobs, 0) as timeout_jobs,
-        coalesce(o.node_fail_jobs, 0) as node_fail_jobs,
-        coalesce(o.cancelled_jobs, 0) as cancelled_jobs,
-        coalesce(o.preempted_jobs, 0) as preempted_jobs,
+        -- a value without ended jobs or GPU time counts 0 of each
+        coalesce(columns('^(.*_)?jobs$'), 0),
         100.0 * o.node_fail_jobs / nullif(o.jobs, 0) as infra_failure_rate_pct,
         100.0 * (o.failed_jobs + o.out_of_memory_jobs) / nullif(o.jobs, 0)
             as job_failure_rate_pct,
-        coalesce(t.allocated_gpu_hours, 0) as allocated_gpu_hours,
-        coalesce(t.failed_infra_gpu_hours, 0) as failed_infra_gpu_hours,
-        coalesce(t.failed_job_gpu_hours, 0) as failed_job_gpu_hours
+        coalesce(columns('.*_gpu_hours'), 0)
     from all_values as a
     left join outcomes as o using (cluster, dimension, value)
-    left join gpu_time as t using (cluster, dimension, value)
+    left join gpu_time using (cluster, dimension, value)
 ),
 
 final as (
