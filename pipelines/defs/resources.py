@@ -44,6 +44,7 @@ MACROS = (
     "macros/gpu_units",
     "macros/util_milli_pct",
     "macros/cents_half_up",
+    "macros/largest_remainder",
     "macros/money",
     "macros/charge_type_order",
     "macros/series_key",

@@ -97,13 +97,8 @@ floored as (
 rounded as (
     select
         *,
-        floor_cents + case
-            when
-                row_number() over (partition by cluster order by remainder desc, gpu_model)
-                <= cluster_cents - sum(floor_cents) over (partition by cluster)
-                then 1
-            else 0
-        end as cost_cents
+        largest_remainder(floor_cents, remainder, cluster_cents, row(cluster), gpu_model)
+            as cost_cents
     from floored
 ),
 

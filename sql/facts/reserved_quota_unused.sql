@@ -153,26 +153,14 @@ floored as (
 rounded as (
     select
         *,
-        unused_floor + case
-            when row_number() over (
-                    partition by tenant_id, pool, gpu_model, rate_period
-                    order by unused_remainder desc, cluster
-                ) <= unused_units - sum(unused_floor) over (
-                    partition by tenant_id, pool, gpu_model, rate_period
-                )
-                then 1
-            else 0
-        end as cluster_unused_units,
-        guaranteed_floor + case
-            when row_number() over (
-                    partition by tenant_id, pool, gpu_model, rate_period
-                    order by guaranteed_remainder desc, cluster
-                ) <= guaranteed_units - sum(guaranteed_floor) over (
-                    partition by tenant_id, pool, gpu_model, rate_period
-                )
-                then 1
-            else 0
-        end as cluster_guaranteed_units
+        largest_remainder(
+            unused_floor, unused_remainder, unused_units,
+            row(tenant_id, pool, gpu_model, rate_period), cluster
+        ) as cluster_unused_units,
+        largest_remainder(
+            guaranteed_floor, guaranteed_remainder, guaranteed_units,
+            row(tenant_id, pool, gpu_model, rate_period), cluster
+        ) as cluster_guaranteed_units
     from floored
 ),
 

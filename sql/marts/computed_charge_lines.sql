@@ -194,20 +194,12 @@ shares as (
 idle_shares as (
     select
         cluster, gpu_model, tenant_id, unit_price, idle_sharing,
-        floor_cents + case
-            when row_number() over (
-                    partition by cluster, gpu_model order by cents_remainder desc, tenant_id
-                ) <= left_cents - sum(floor_cents) over (partition by cluster, gpu_model)
-                then 1
-            else 0
-        end as cents,
-        floor_units + case
-            when row_number() over (
-                    partition by cluster, gpu_model order by units_remainder desc, tenant_id
-                ) <= idle_units - sum(floor_units) over (partition by cluster, gpu_model)
-                then 1
-            else 0
-        end as gpu_units
+        largest_remainder(
+            floor_cents, cents_remainder, left_cents, row(cluster, gpu_model), tenant_id
+        ) as cents,
+        largest_remainder(
+            floor_units, units_remainder, idle_units, row(cluster, gpu_model), tenant_id
+        ) as gpu_units
     from shares
 ),
 
