@@ -46,7 +46,7 @@ model_hours as (
     qualify
         row_number() over (
             partition by s.cluster, s.gpu_model, s.hour
-            order by r.gpu_model = '*', r.cluster is null, r.valid_from desc, r.priority
+            order by rate_precedence(r.gpu_model, r.cluster, r.valid_from, r.priority)
         ) = 1
 ),
 

@@ -110,20 +110,22 @@ totals as (
     group by all
 ),
 
-capacity as (
-    select cluster, gpu_model, sum(capacity_units)::hugeint as weight
-    from gpu_capacity
-    where billing_month = $billing_month
-    group by all
-),
-
 cluster_weights as (
-    select cluster, gpu_model, weight from capacity
-    union all
-    select s.cluster, s.gpu_model, sum(s.gpu_units)::hugeint
-    from segments as s
-    where not (select on_pools from is_full_recovery)
-        and s.gpu_model not in (select gpu_model from capacity)
+    -- a model's capacity GPU units per cluster; a model without capacity this month
+    -- (rate_card only): its allocated GPU units per cluster
+    select cluster, gpu_model, sum(units)::hugeint as weight
+    from (
+        select cluster, gpu_model, capacity_units as units
+        from gpu_capacity
+        where billing_month = $billing_month
+        union all
+        select cluster, gpu_model, gpu_units
+        from segments
+        where not (select on_pools from is_full_recovery)
+            and gpu_model not in (
+                select gpu_model from gpu_capacity where billing_month = $billing_month
+            )
+    )
     group by all
 ),
 
@@ -177,7 +179,7 @@ cluster_rates as (
     qualify
         row_number() over (
             partition by r.tenant_id, r.pool, r.gpu_model, r.rate_period, r.cluster
-            order by c.gpu_model = '*', c.cluster is null, c.valid_from desc, c.priority
+            order by rate_precedence(c.gpu_model, c.cluster, c.valid_from, c.priority)
         ) = 1
 ),
 

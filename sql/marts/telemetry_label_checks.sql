@@ -156,15 +156,13 @@ holders as (
         g.gpu_index = sp.gpu_index as on_span_gpu,
         g.gpu_index
     from (
+        -- the segments on the span's own GPU, whichever job's
         select s.span_id, g.*
         from spans as s
-        join job_gpu_hours as g
-            on g.billing_month = $billing_month
-            and g.cluster = s.cluster
-            and g.node = s.node
-            and g.gpu_index = s.gpu_index
-            and g.hour = s.hour
+        join job_gpu_hours as g using (cluster, node, gpu_index, hour)
+        where g.billing_month = $billing_month
         union all
+        -- and the candidate jobs' segments on the node's other GPUs
         select s.span_id, g.*
         from spans as s
         join candidates as k on k.label_id = s.label_id
