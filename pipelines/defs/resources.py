@@ -47,6 +47,7 @@ MACROS = (
     "macros/largest_remainder",
     "macros/money",
     "macros/charge_type_order",
+    "macros/rate_applies",
     "macros/rate_precedence",
     "macros/series_key",
 )

@@ -17,9 +17,7 @@ unpriced as (
     where
         not exists (
             from catalog_rates as r
-            where (r.gpu_model = s.gpu_model or r.gpu_model = '*')
-                and (r.cluster = s.cluster or r.cluster is null)
-                and s.hour >= r.valid_from and s.hour < r.valid_to
+            where rate_applies(r, s.gpu_model, s.cluster, s.hour)
         )
         and not exists (
             from cost_pools as p

@@ -35,14 +35,10 @@ account_hours as (
 ),
 
 model_hours as (
-    -- the rate of each cluster, GPU model and hour: the model's own rate before the '*'
-    -- fallback, the cluster's own before the all-clusters one
+    -- the rate in force for each cluster, GPU model and hour
     select s.cluster, s.gpu_model, s.hour, r.price_per_gpu_hour, r.price_micro
     from (select distinct cluster, gpu_model, hour from segments) as s
-    left join catalog_rates as r
-        on (r.gpu_model = s.gpu_model or r.gpu_model = '*')
-        and (r.cluster = s.cluster or r.cluster is null)
-        and s.hour >= r.valid_from and s.hour < r.valid_to
+    left join catalog_rates as r on rate_applies(r, s.gpu_model, s.cluster, s.hour)
     qualify
         row_number() over (
             partition by s.cluster, s.gpu_model, s.hour

@@ -167,15 +167,11 @@ rounded as (
 ),
 
 cluster_rates as (
-    -- rate_card: the rate of each cluster's part in its rate period: the model's own before
-    -- the '*' fallback, the cluster's own before the all-clusters one (cluster '*': the
-    -- all-clusters rates only)
+    -- rate_card: the rate in force for each cluster's part in its rate period (cluster '*':
+    -- only the all-clusters rates apply)
     select r.*, c.price_micro as rate_micro, c.price_per_gpu_hour as rate_price
     from rounded as r
-    left join catalog_rates as c
-        on (c.gpu_model = r.gpu_model or c.gpu_model = '*')
-        and (c.cluster = r.cluster or c.cluster is null)
-        and r.rate_period >= c.valid_from and r.rate_period < c.valid_to
+    left join catalog_rates as c on rate_applies(c, r.gpu_model, r.cluster, r.rate_period)
     qualify
         row_number() over (
             partition by r.tenant_id, r.pool, r.gpu_model, r.rate_period, r.cluster
