@@ -81,7 +81,8 @@ BUCKET_ORDER = (
 # Row counts on the Audit sheet, in data-flow order.
 AUDIT_TABLES = (
     "stg_jobs", "job_gpu_hours", "job_usage", "capacity_buckets", "charge_lines",
-    "tenant_month", "quota_compliance", "queue_stats", "failure_stats", "capacity_evidence",
+    "tenant_month", "quota_compliance", "queue_stats", "submission_stats", "failure_stats",
+    "capacity_evidence",
     "utilization_daily", "rejects", "data_quality",
 )  # fmt: skip
 
@@ -122,6 +123,7 @@ def write_chargeback_workbook(
         rejects_total=queries.month_rows(con, "rejects", billing_month),
         quota=queries.fetch_if_table(con, "quota_compliance", "quota_compliance", **month),
         queue=queries.fetch_if_table(con, "queue_stats", "queue_stats", **month),
+        submissions=queries.fetch_if_table(con, "submission_stats", "submission_stats", **month),
         failures=queries.fetch_if_table(con, "failure_stats", "failure_stats", **month),
         capacity=queries.fetch_if_table(con, "capacity_evidence", "capacity_evidence", **month),
         daily=queries.fetch_if_table(con, "utilization_daily", "daily_capacity", **month),
@@ -190,6 +192,7 @@ class _Month:
     audit: _Audit
     quota: list[Any] | None = None
     queue: list[Any] | None = None
+    submissions: list[Any] | None = None
     failures: list[Any] | None = None
     capacity: list[Any] | None = None
     daily: list[Any] | None = None
@@ -266,7 +269,7 @@ def _build_workbook(
     _write_waste(sheets["Waste"], data.buckets, data.tenants)
     _write_waste_chart(sheets["Waste"], data.buckets)
     _write_quota_budget(sheets["Quota & Budget"], data.quota, data.tenants, currency)
-    _write_queue(sheets["Queue & Service"], data.queue)
+    _write_queue(sheets["Queue & Service"], data.queue, data.submissions)
     _write_failures(sheets["Failures"], data.failures)
     _write_capacity(sheets["Capacity"], data.capacity, data.daily)
     _write_data_quality(sheets["Data quality"], data.quality, data.rejects, data.rejects_total)
@@ -568,7 +571,7 @@ def _write_quota_budget(
     ws.add_chart(chart, f"A{budget_last + 3}")
 
 
-def _write_queue(ws: Worksheet, queue: list[Any] | None) -> None:
+def _write_queue(ws: Worksheet, queue: list[Any] | None, submissions: list[Any] | None) -> None:
     if queue is None:
         not_available(ws, 1, "queue_stats")
         return
@@ -604,8 +607,36 @@ def _write_queue(ws: Worksheet, queue: list[Any] | None) -> None:
          q.node_fail_jobs, q.cancelled_jobs, q.preempted_jobs, _share(q.success_rate_pct))
         for q in queue
     ]  # fmt: skip
-    write_main_table(ws, cols, rows)
-    apply_widths(ws, fit_widths({}, cols, rows))
+    last = write_main_table(ws, cols, rows)
+    widths = fit_widths({}, cols, rows)
+    start = section_below(ws, last, "Submissions: what became of the jobs submitted this month")
+    if submissions is None:
+        not_available(ws, start, "submission_stats")
+    else:
+        cols = [
+            Column("Cluster"),
+            Column("Tenant"),
+            Column("Queue"),
+            Column("Submitted", "count"),
+            Column("Started", "count"),
+            Column("Cancelled while pending", "count"),
+            Column("Failed to start", "count"),
+            Column("Still pending", "count"),
+            Column("Submission success rate", "share"),
+            Column("Ended", "count"),
+            Column("Completed", "count"),
+            Column("Job success rate", "share"),
+        ]
+        rows = [
+            (s.cluster, s.tenant_id, s.queue, s.submitted_jobs, s.started_jobs,
+             s.cancelled_pending_jobs, s.failed_to_start_jobs, s.pending_jobs,
+             _share(s.submission_success_pct), s.ended_jobs, s.completed_jobs,
+             _share(s.job_success_pct))
+            for s in submissions
+        ]  # fmt: skip
+        write_table(ws, start, cols, rows, table_name="Submissions")
+        widths = fit_widths(widths, cols, rows)
+    apply_widths(ws, widths)
 
 
 _FAILURE_SECTIONS = (

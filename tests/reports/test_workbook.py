@@ -82,6 +82,11 @@ GOVERNANCE_DDL = [
     completed_jobs bigint, failed_jobs bigint, timeout_jobs bigint,
     out_of_memory_jobs bigint, node_fail_jobs bigint, cancelled_jobs bigint,
     preempted_jobs bigint, success_rate_pct double)""",
+    """create table submission_stats (billing_month date, cluster varchar, tenant_id varchar,
+    queue varchar, submitted_jobs bigint, started_jobs bigint, not_started_jobs bigint,
+    cancelled_pending_jobs bigint, failed_to_start_jobs bigint, pending_jobs bigint,
+    completed_jobs bigint, ended_jobs bigint, submission_success_pct double,
+    job_success_pct double)""",
     """create table failure_stats (billing_month date, cluster varchar, dimension varchar,
     value varchar, jobs bigint, completed_jobs bigint, failed_jobs bigint,
     out_of_memory_jobs bigint, timeout_jobs bigint, node_fail_jobs bigint,
@@ -103,7 +108,8 @@ GOVERNANCE_DDL = [
     mean_util_pct double, capacity_gpu_hours double, allocation_rate_pct double)""",
 ]
 GOVERNANCE_TABLES = (
-    "quota_compliance", "queue_stats", "failure_stats", "capacity_evidence", "utilization_daily",
+    "quota_compliance", "queue_stats", "submission_stats", "failure_stats", "capacity_evidence",
+    "utilization_daily",
 )  # fmt: skip
 
 # (tenant, pool, has_quota, guaranteed, limit, reserved, hours, used, mean, peak, peak_at,
@@ -126,6 +132,13 @@ QUEUE = [
      9000.0, 12.5, 2, 1, 1, 0, 0, 0, 0, 0, 50.0),
     ("phillips", "cluster", "all", "all", "all", 3, 3, 3, 900.0, 3600.0, 5400.0, 2700.0,
      9000.0, 13.0, 3, 2, 1, 0, 0, 0, 1, 0, 66.66666666666667),
+]  # fmt: skip
+
+# (cluster, tenant, queue, submitted, started, not_started, cancelled_pending,
+#  failed_to_start, pending, completed, ended, submission_pct, job_pct)
+SUBMISSIONS = [
+    ("phillips", "chaff", "gpu", 4, 2, 2, 1, 0, 1, 1, 2, 66.66666666666667, 50.0),
+    ("phillips", "r&d", "debug", 1, 0, 1, 0, 0, 1, 0, 0, None, None),
 ]  # fmt: skip
 
 # (cluster, dimension, value, jobs, completed, failed, oom, timeout, node_fail, cancelled,
@@ -295,6 +308,8 @@ def _insert_governance(con):
         con.execute(f"insert into quota_compliance values ({', '.join('?' * 22)})", values)
     for q in QUEUE:
         con.execute(f"insert into queue_stats values ({', '.join('?' * 24)})", [NOV, *q])
+    for q in SUBMISSIONS:
+        con.execute(f"insert into submission_stats values ({', '.join('?' * 14)})", [NOV, *q])
     for f in FAILURES:
         con.execute(f"insert into failure_stats values ({', '.join('?' * 18)})", [NOV, *f])
     for c in CAPACITY:
@@ -800,6 +815,22 @@ def test_queue_and_service_sheet_shows_waits_in_hours(written):
     ]  # fmt: skip
 
 
+def test_queue_and_service_sheet_shows_submissions_below_the_waits(written):
+    _, _, wb = written
+    ws = wb["Queue & Service"]
+    row = _row_of(ws, "Submissions: what became of the jobs submitted this month")
+    assert row == 4 + 3  # two rows under the queue table's last row
+    assert _rows(ws, row + 1, row + 3, 12) == [
+        ("Cluster", "Tenant", "Queue", "Submitted", "Started", "Cancelled while pending",
+         "Failed to start", "Still pending", "Submission success rate", "Ended", "Completed",
+         "Job success rate"),
+        ("phillips", "chaff", "gpu", 4, 2, 1, 0, 1, 0.6666666666666667, 2, 1, 0.5),
+        ("phillips", "r&d", "debug", 1, 0, 0, 0, 1, None, 0, 0, None),
+    ]  # fmt: skip
+    assert ws.tables["Submissions"].ref == f"A{row + 1}:L{row + 3}"
+    assert ws[f"I{row + 2}"].number_format == ws["V2"].number_format  # a share, as Success rate
+
+
 def test_failures_sheet_has_a_section_per_dimension(written):
     _, _, wb = written
     ws = wb["Failures"]
@@ -945,8 +976,8 @@ def test_audit_lists_inputs_hashes_and_table_rows(written):
     assert shown == {
         "stg_jobs": "not available", "job_gpu_hours": "not available", "job_usage": 3,
         "capacity_buckets": 9, "charge_lines": 6, "tenant_month": 3, "quota_compliance": 2,
-        "queue_stats": 3, "failure_stats": 6, "capacity_evidence": 1, "utilization_daily": 4,
-        "rejects": 2, "data_quality": 3,
+        "queue_stats": 3, "submission_stats": 2, "failure_stats": 6, "capacity_evidence": 1,
+        "utilization_daily": 4, "rejects": 2, "data_quality": 3,
     }  # fmt: skip
     run_id = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-")
     assert not any(run_id.search(str(c.value)) for row in ws.iter_rows() for c in row)

@@ -15,6 +15,7 @@ queue_stats = sql_table("queue_stats", "marts", GROUP, ["job_usage", "job_gpu_ho
 failure_stats = sql_table(
     "failure_stats", "marts", GROUP, ["stg_jobs", "job_gpus", "job_gpu_hours", "catalog_nodes"]
 )
+submission_stats = sql_table("submission_stats", "marts", GROUP, ["job_usage"])
 capacity_evidence = sql_table(
     "capacity_evidence", "marts", GROUP, ["capacity_buckets", "queue_stats", "quota_compliance"]
 )
@@ -52,6 +53,6 @@ telemetry_label_checks = sql_table(
 )  # fmt: skip
 
 STEPS = [
-    quota_compliance, queue_stats, failure_stats, capacity_evidence, utilization_daily,
-    telemetry_label_checks,
+    quota_compliance, queue_stats, failure_stats, submission_stats, capacity_evidence,
+    utilization_daily, telemetry_label_checks,
 ]  # fmt: skip

@@ -1,0 +1,59 @@
+"""submission_stats: what became of the GPU jobs submitted in the month, by tenant and queue.
+
+Given: canonical jobs on one A100 node, built through the real ingest and SQL steps
+(tests/marts/conftest.py, GivenMonth). Tenant chaff owns account chaff; account ghost maps to
+no tenant (unmapped). No telemetry: submission figures read the scheduler only.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.marts.conftest import CHAFF_TENANT, JOBS_HEADER, pick
+
+RATES = """
+    rates:
+      - {gpu_model: A100, price_per_gpu_hour: 2.50}
+"""
+NODES = """
+    node,cluster,gpu_model,gpus
+    n1,c1,A100,4
+"""
+JOBS = f"""
+    {JOBS_HEADER}
+    j1,chaff,ann,batch,normal,A100,1,n1,2026-11-02T00:00:00,2026-11-02T01:00:00,2026-11-02T02:00:00,COMPLETED,0
+    j2,chaff,ann,batch,normal,A100,1,n1,2026-11-03T00:00:00,2026-11-03T00:30:00,2026-11-03T02:00:00,FAILED,1
+    j3,chaff,ann,batch,normal,A100,1,,2026-11-04T00:00:00,,2026-11-04T05:00:00,CANCELLED by 42,
+    j4,chaff,ann,batch,normal,A100,1,,2026-11-05T00:00:00,,2026-11-05T00:01:00,BOOT_FAIL,
+    j5,chaff,ann,batch,normal,A100,2,,2026-11-29T00:00:00,,,PENDING,
+    j6,chaff,ann,interactive,normal,A100,1,n1,2026-11-06T00:00:00,2026-11-06T00:00:00,2026-11-06T01:00:00,CANCELLED,
+    j7,chaff,ann,batch,normal,A100,1,n1,2026-10-31T20:00:00,2026-11-01T00:00:00,2026-11-01T01:00:00,COMPLETED,0
+    j8,ghost,gus,,normal,A100,1,n1,2026-11-07T00:00:00,2026-11-07T00:00:00,2026-11-07T01:00:00,COMPLETED,0
+    j9,chaff,ann,batch,normal,,0,n1,2026-11-08T00:00:00,2026-11-08T00:00:00,2026-11-08T01:00:00,COMPLETED,0
+    j10,chaff,ann,batch,normal,A100,1,n1,2026-11-30T00:00:00,2026-11-30T00:00:00,,RUNNING,
+"""
+COLUMNS = (
+    "cluster", "tenant_id", "queue", "submitted_jobs", "started_jobs", "not_started_jobs",
+    "cancelled_pending_jobs", "failed_to_start_jobs", "pending_jobs", "completed_jobs",
+    "ended_jobs", "submission_success_pct", "job_success_pct",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def rows(module_month) -> list[dict]:
+    module_month.catalog(tenants=CHAFF_TENANT, rates=RATES, nodes=NODES)
+    module_month.file("landing/scheduler/c1/jobs.csv", JOBS)
+    return module_month.build("submission_stats")
+
+
+def test_submissions_by_tenant_and_queue(rows):
+    # chaff/batch: j1, j2, j10 started; j3 cancelled and j4 failed at boot before they
+    # started; j5 still pending. Success 3 of the 5 decided; j10 still runs, so 1 of the 2
+    # ended (j1) completed. j7 was submitted in October, j9 holds no GPU: neither counts.
+    # chaff/interactive: j6 started, then was cancelled: neither ended nor failed.
+    # ghost's j8 has no queue: tenant unmapped, queue unknown.
+    assert pick(rows, *COLUMNS) == [
+        ("c1", "chaff", "batch", 6, 3, 3, 1, 1, 1, 1, 2, 60.0, 50.0),
+        ("c1", "chaff", "interactive", 1, 1, 0, 0, 0, 0, 0, 0, 100.0, None),
+        ("c1", "unmapped", "unknown", 1, 1, 0, 0, 0, 0, 1, 1, 100.0, 100.0),
+    ]
