@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from pipelines.iso4217 import CURRENCY_CODES
@@ -205,6 +206,30 @@ class Rate(_Strict):
     cluster: str | None = Field(default=None, min_length=1)
 
 
+class PriceTier(_Strict):
+    """rates.yaml `tiers:`: the price of a queue's or a QoS's GPU time, as a multiplier of the
+    rate in force (a preemptible queue at 0.5, a premium QoS at 1.25)."""
+
+    queue: str | None = Field(default=None, min_length=1)
+    qos: str | None = Field(default=None, min_length=1)
+    # ten-thousandths at most: the tiered price in millionths is rounded half up once
+    multiplier: Decimal = Field(ge=0, decimal_places=4)
+    valid_from: dt.date | None = None
+    valid_to: dt.date | None = None
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> PriceTier:
+        if (self.queue is None) == (self.qos is None):
+            raise ValueError("a tier names either a queue or a qos")
+        if self.multiplier == 1:
+            raise ValueError("a multiplier of 1 is the rate itself: remove the tier")
+        return self
+
+    @property
+    def label(self) -> str:
+        return f"queue {self.queue}" if self.queue is not None else f"QoS {self.qos}"
+
+
 class Quota(_Strict):
     tenant: str
     pool: str
@@ -257,6 +282,7 @@ class Catalog(_Strict):
     settings: Settings
     tenants: list[Tenant]
     rates: list[Rate]
+    tiers: list[PriceTier] = []
     quotas: list[Quota] = []
     budgets: list[Budget] = []
     outages: list[Outage] = []
@@ -284,7 +310,7 @@ _YAML_FILES = {
     "outages": ("outages", Outage, False),
 }
 # top-level keys a file holds besides its list
-_OTHER_KEYS = {"rates": ("mig_profiles",)}
+_OTHER_KEYS = {"rates": ("mig_profiles", "tiers")}
 
 
 def load_catalog(catalog_dir: Path) -> Catalog:
@@ -313,6 +339,13 @@ def load_catalog(catalog_dir: Path) -> Catalog:
         ]
         if stem == "rates":
             parts["mig_profiles"] = _mig_profiles(document.get("mig_profiles"), path)
+            tiers = document.get("tiers") or []
+            if not isinstance(tiers, list):
+                raise CatalogError(f"{path}: expected 'tiers:' to be a list")
+            parts["tiers"] = [
+                _validate(PriceTier, entry, path, f"tiers[{i}]", entry)
+                for i, entry in enumerate(tiers)
+            ]
 
     nodes_path = catalog_dir / "nodes.csv"
     full_recovery = settings.cost_mode == "full_recovery"
@@ -534,10 +567,11 @@ def describe_period(period: Validity) -> str:
 
 def _check_unambiguous(catalog: Catalog, catalog_dir: Path) -> None:
     """Nothing may be settled by the order of entries: an account name or pattern mapped to two
-    tenants, two rates of one GPU model and cluster, or two quotas of one tenant and pool, in
-    force at the same time; two budgets of one tenant and month. (A model's own rate over the
-    '*' fallback, a cluster's over the all-clusters one, and an exact account name over a glob
-    are precedence, not ambiguity.)"""
+    tenants, two rates of one GPU model and cluster, two tiers of one queue or QoS, or two
+    quotas of one tenant and pool, in force at the same time; two budgets of one tenant and
+    month. (A model's own rate over the '*' fallback, a cluster's over the all-clusters one, a
+    queue's tier over a QoS's, and an exact account name over a glob are precedence, not
+    ambiguity.)"""
     tenants_path = catalog_dir / "tenants.yaml"
     claims: dict[str, list[tuple[int, AccountMapping]]] = {}
     for i, tenant in enumerate(catalog.tenants):
@@ -563,6 +597,16 @@ def _check_unambiguous(catalog: Catalog, catalog_dir: Path) -> None:
                     f"{rates_path}: rates[{i}] ({label}): field 'valid_from': rates[{j}] prices "
                     f"{label} too, both in force {describe_period(period)} (end one with "
                     "valid_to where the other begins)"
+                )
+
+    for i, tier in enumerate(catalog.tiers):
+        for j, other in enumerate(catalog.tiers[:i]):
+            period = _overlap((tier.valid_from, tier.valid_to), (other.valid_from, other.valid_to))
+            if (other.queue, other.qos) == (tier.queue, tier.qos) and period:
+                raise CatalogError(
+                    f"{rates_path}: tiers[{i}] ({tier.label}): field 'valid_from': tiers[{j}] "
+                    f"prices {tier.label} too, both in force {describe_period(period)} (end one "
+                    "with valid_to where the other begins)"
                 )
 
     quotas_path = catalog_dir / "quotas.yaml"

@@ -16,8 +16,9 @@ from pipelines.sql import SQL_DIR
 # Every table the warehouse holds after a month's run (a test of the demo month checks the
 # warehouse holds exactly these), each the asset of its name
 TABLES = {
-    "catalog_tenants", "catalog_rates", "catalog_budgets", "catalog_quotas", "catalog_clusters",
-    "catalog_nodes", "catalog_outage_windows", "catalog_account_tenants",
+    "catalog_tenants", "catalog_rates", "catalog_price_tiers", "catalog_budgets",
+    "catalog_quotas", "catalog_clusters", "catalog_nodes", "catalog_outage_windows",
+    "catalog_account_tenants",
     "stg_scheduler_files", "stg_job_records", "stg_allocation_records", "stg_jobs", "job_gpus",
     "sample_sources", "stg_telemetry_files", "sample_rejects", "sample_file_counts",
     "job_gpu_hours", "job_sample_time", "job_time_buckets", "gpu_capacity", "capacity_buckets",

@@ -5,6 +5,9 @@
 -- '*' fallback, and of those a rate for the segment's cluster before the all-clusters one
 -- (two rates of one model and cluster in force at once are a catalog error). Time no rate
 -- prices stops the run before this step (checks/job_time_has_a_rate).
+-- A price tier (rates.yaml tiers, catalog_price_tiers) in force at the segment's start for the
+-- job's queue, else for its QoS, multiplies the price: the tiered price in millionths is
+-- rounded half up once (price_tier names the tier, NULL at the plain rate).
 -- full_recovery mode (cost_pools has the month's pools): the time is priced at the derived
 -- rate of its cluster × GPU model pool instead, one rate for the month; time on a GPU model
 -- with no pool (not in the inventory: capacity_buckets_sum_to_capacity fails) keeps the rate
@@ -16,7 +19,8 @@
 -- Parameters: $billing_month.
 with segments as (
     select
-        g.cluster, g.job_id, j.account, g.gpu_model, g.hour, g.seg_from, g.gpu_units,
+        g.cluster, g.job_id, j.account, j.queue, j.qos, g.gpu_model, g.hour, g.seg_from,
+        g.gpu_units,
         -- (a product, not a CASE: DuckDB 2.0.1 derives wrong statistics for the CASE here and
         -- its compressed materialization then overflows)
         g.gpu_units * (g.in_outage or j.state = 'NODE_FAIL')::int as credit_units
@@ -55,16 +59,48 @@ pool_rates as (
         and p.gpu_model = s.gpu_model and p.price_micro is not null
 ),
 
-priced as (
+tier_hours as (
+    -- the tier of each queue, QoS and hour: the queue's before the QoS's
+    select
+        s.queue, s.qos, s.hour, t.multiplier_e4,
+        -- the multiplier as written (a double prints 0.5, its DECIMAL 0.5000)
+        case
+            when t.queue is not null then format('queue {} × {}', t.queue, t.multiplier::double)
+            else format('QoS {} × {}', t.qos, t.multiplier::double)
+        end as price_tier
+    from (select distinct queue, qos, hour from segments) as s
+    join catalog_price_tiers as t
+        on (t.queue = s.queue or t.qos = s.qos)
+        and s.hour >= t.valid_from and s.hour < t.valid_to
+    qualify
+        row_number() over (partition by s.queue, s.qos, s.hour order by t.queue is null) = 1
+),
+
+rated as (
     -- the derived rate of the segment's pool in full_recovery, else the rate card's
     select
         s.cluster, s.job_id, a.tenant_id, s.gpu_model, s.gpu_units, s.credit_units,
-        coalesce(p.unit_price, m.price_per_gpu_hour) as unit_price,
-        coalesce(p.price_micro, m.price_micro) as price_micro
+        coalesce(p.unit_price, m.price_per_gpu_hour) as rate_price,
+        coalesce(p.price_micro, m.price_micro) as rate_micro,
+        t.multiplier_e4,
+        t.price_tier
     from segments as s
     join account_hours as a using (account, hour)
     join model_hours as m using (cluster, gpu_model, hour)
     join pool_rates as p using (cluster, gpu_model)
+    left join tier_hours as t
+        on t.queue is not distinct from s.queue and t.qos is not distinct from s.qos
+        and t.hour = s.hour
+),
+
+priced as (
+    select
+        * exclude (rate_price, rate_micro, multiplier_e4),
+        case
+            when multiplier_e4 is null then rate_micro
+            else (rate_micro::hugeint * multiplier_e4 + 5000) // 10000
+        end::bigint as price_micro
+    from rated
 ),
 
 final as (
@@ -74,7 +110,9 @@ final as (
         job_id,
         tenant_id,
         gpu_model,
-        unit_price,
+        -- exact: a DECIMAL product, not a division (which DuckDB makes a DOUBLE)
+        (price_micro::decimal(18, 0) * 0.000001)::decimal(18, 6) as unit_price,
+        price_tier,
         sum(gpu_units)::bigint as gpu_units,
         sum(gpu_units::hugeint * price_micro) as charge_numerator,
         sum(credit_units)::bigint as credit_gpu_units,
@@ -84,4 +122,4 @@ final as (
 )
 
 select * from final
-order by cluster, job_id, tenant_id, gpu_model, unit_price
+order by cluster, job_id, tenant_id, gpu_model, unit_price, price_tier

@@ -43,6 +43,7 @@ priced as (
         'Usage' as charge_category,
         'usage' as charge_type,
         null::varchar as capacity_reservation_id,
+        c.price_tier,
         c.gpu_units,
         c.charge_numerator
     from job_gpu_charges as c
@@ -53,6 +54,7 @@ priced as (
         'Credit',
         'credit',
         null,
+        c.price_tier,
         c.credit_gpu_units,
         c.credit_numerator
     from job_gpu_charges as c
@@ -63,6 +65,7 @@ priced as (
         'Usage',
         'reserved_unused',
         r.capacity_reservation_id,
+        null,
         r.gpu_units,
         r.charge_numerator
     from reserved_quota_unused as r
@@ -72,7 +75,7 @@ priced as (
 lines as (
     select
         tenant_id, cluster, gpu_model, unit_price, charge_category, charge_type,
-        capacity_reservation_id,
+        capacity_reservation_id, price_tier,
         sum(gpu_units)::bigint as gpu_units,
         sum(charge_numerator) as charge_numerator
     from priced
@@ -103,7 +106,7 @@ rounded as (
                     partition by f.charge_type
                     order by
                         f.remainder desc, f.tenant_id, f.cluster, f.gpu_model, f.unit_price,
-                        f.capacity_reservation_id
+                        f.capacity_reservation_id, f.price_tier
                 ) <= s.cents then 1 else 0
         end as cents
     from floored as f
@@ -218,17 +221,17 @@ platform as (
 all_lines as (
     select
         tenant_id, cluster, gpu_model, unit_price, charge_category, charge_type,
-        capacity_reservation_id, gpu_units, charge_numerator, cents
+        capacity_reservation_id, price_tier, gpu_units, charge_numerator, cents
     from signed
     union all
     select
-        tenant_id, cluster, gpu_model, unit_price, 'Usage', 'idle_share', null,
+        tenant_id, cluster, gpu_model, unit_price, 'Usage', 'idle_share', null, null,
         gpu_units, cents * numerator_per_cent(), cents
     from idle_shares
     where cents <> 0 or gpu_units <> 0
     union all
     select
-        'platform', cluster, gpu_model, unit_price, 'Usage', 'platform', null,
+        'platform', cluster, gpu_model, unit_price, 'Usage', 'platform', null, null,
         gpu_units, abs(cents) * numerator_per_cent(), cents
     from platform
     where cents <> 0 or gpu_units <> 0
@@ -258,14 +261,14 @@ final as (
         case l.charge_type
             when 'usage'
                 then format(
-                    'GPU usage, {} at {}{} {}/GPU-hour', l.gpu_model,
+                    'GPU usage, {} at {}{} {}/GPU-hour{}', l.gpu_model,
                     case when p.cluster is not null then 'the derived rate ' else '' end,
-                    l.unit_price, $currency
+                    l.unit_price, $currency, tier.text
                 )
             when 'credit'
                 then format(
-                    'Credit for failed infrastructure, {} at {} {}/GPU-hour', l.gpu_model,
-                    l.unit_price, $currency
+                    'Credit for failed infrastructure, {} at {} {}/GPU-hour{}', l.gpu_model,
+                    l.unit_price, $currency, tier.text
                 )
             when 'reserved_unused'
                 then format(
@@ -289,6 +292,8 @@ final as (
         money(l.cents) as amount,
         $currency as currency
     from all_lines as l
+    -- the price tier of a usage or credit line, after its price
+    cross join (select coalesce(format(' ({})', l.price_tier), '') as text) as tier
     left join catalog_tenants as t on t.tenant_id = l.tenant_id
     left join pools as p on p.cluster = l.cluster and p.gpu_model = l.gpu_model
 )
@@ -297,4 +302,4 @@ select * from final
 order by
     tenant_id, cluster, gpu_model, charge_category desc,
     charge_type_order(charge_type),
-    unit_price, capacity_reservation_id
+    unit_price, capacity_reservation_id, charge_description

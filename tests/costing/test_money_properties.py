@@ -30,7 +30,8 @@ RESERVED_DDL = (
 CHARGES_DDL = (
     "create table job_gpu_charges (billing_month date, cluster varchar, tenant_id varchar, "
     "gpu_model varchar, unit_price decimal(18, 6), gpu_units bigint, "
-    "charge_numerator hugeint, credit_gpu_units bigint, credit_numerator hugeint)"
+    "charge_numerator hugeint, credit_gpu_units bigint, credit_numerator hugeint, "
+    "price_tier varchar)"
 )
 TENANTS_DDL = (
     "create table catalog_tenants (tenant_id varchar, name varchar, department varchar, "
@@ -80,7 +81,7 @@ def test_lines_sum_to_tenants_and_the_total_to_the_cent(lines, reserved):
         con.execute(ddl)
     for row in rows:
         con.execute(
-            "insert into job_gpu_charges values ('2026-11-01', 'c', ?, ?, ?, ?, ?, ?, ?)", row
+            "insert into job_gpu_charges values ('2026-11-01', 'c', ?, ?, ?, ?, ?, ?, ?, null)", row
         )
     reserved_numerators = []
     for tenant, model, scaled_units, price_micro in reserved:
@@ -166,7 +167,7 @@ def test_full_recovery_lines_add_up_to_each_cluster_cost(pools, usage, reserved,
         units = scaled_units * 10**6
         credit = units * credited_pct // 100
         con.execute(
-            "insert into job_gpu_charges values ('2026-11-01', ?, ?, ?, ?, ?, ?, ?, ?)",
+            "insert into job_gpu_charges values ('2026-11-01', ?, ?, ?, ?, ?, ?, ?, ?, null)",
             [cluster, tenant, model, Decimal(price_micro) / 10**6, units,
              units * price_micro, credit, credit * price_micro],
         )  # fmt: skip

@@ -117,6 +117,42 @@ def test_meant_precedence_loads(tmp_path):
         ),
         pytest.param(
             {
+                "rates.yaml": "rates:\n"
+                "  - {gpu_model: A100, price_per_gpu_hour: 2.0}\n"
+                "tiers:\n"
+                "  - {queue: spot, multiplier: 0.5, valid_to: 2026-12-01}\n"
+                "  - {qos: spot, multiplier: 0.7}\n"
+                "  - {queue: spot, multiplier: 0.4, valid_from: 2026-11-20}\n"
+            },
+            "rates.yaml: tiers[2] (queue spot): field 'valid_from': tiers[0] prices queue spot "
+            "too, both in force from 2026-11-20 to 2026-12-01 (end one with valid_to where the "
+            "other begins)",
+            id="tiers-of-one-queue",
+        ),
+        pytest.param(
+            {
+                "rates.yaml": "rates:\n"
+                "  - {gpu_model: A100, price_per_gpu_hour: 2.0}\n"
+                "tiers:\n"
+                "  - {queue: spot, qos: low, multiplier: 0.5}\n"
+            },
+            "rates.yaml: tiers[0]: field '(entry)': Value error, a tier names either a queue "
+            "or a qos",
+            id="tier-of-queue-and-qos",
+        ),
+        pytest.param(
+            {
+                "rates.yaml": "rates:\n"
+                "  - {gpu_model: A100, price_per_gpu_hour: 2.0}\n"
+                "tiers:\n"
+                "  - {queue: spot, multiplier: 0.12345}\n"
+            },
+            "rates.yaml: tiers[0]: field 'multiplier': Decimal input should have no more than "
+            "4 decimal places",
+            id="tier-multiplier-precision",
+        ),
+        pytest.param(
+            {
                 "quotas.yaml": "quotas:\n"
                 "  - {tenant: a, pool: A100, guaranteed_gpus: 4, valid_to: 2026-12-01}\n"
                 "  - {tenant: b, pool: A100, guaranteed_gpus: 4}\n"

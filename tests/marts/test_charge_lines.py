@@ -186,6 +186,45 @@ def test_full_recovery_recovers_the_cluster_cost_to_the_cent(full_recovery):
     assert pick(platform, "tenant_name", "department") == [("Platform (unrecovered)", "Platform")]
 
 
+@pytest.fixture(scope="module")
+def preemptible(tmp_path_factory) -> list[dict]:
+    # FULL_RECOVERY with a1 on a preemptible queue priced at half the rate
+    month = GivenMonth(tmp_path_factory.mktemp("preemptible"))
+    rates = """
+        rates:
+          - {gpu_model: "*", price_per_gpu_hour: 9.99}
+        tiers:
+          - {queue: preemptible, multiplier: 0.5}
+    """
+    jobs = FULL_RECOVERY_JOBS.replace("a1,alpha,ann,batch,", "a1,alpha,ann,preemptible,")
+    try:
+        return build(month, jobs, **{**FULL_RECOVERY, "rates": rates})
+    finally:
+        month.close()
+
+
+def test_a_preemptible_queue_is_charged_at_its_tier_and_the_pool_still_recovered(preemptible):
+    assert pick(preemptible, *COLUMNS, "charge_description") == [
+        # a1: 6 GPU-h at 0.694444 x 0.5 = 0.347222: 2.083332; b1: 2 GPU-h x 0.694444 =
+        # 1.388888; exact 3.47222, half up 3.47: floors 2.08 + 1.38, the cent to b1's larger
+        # remainder
+        ("alpha", "c1", "A100", "Usage", None, "usage", None, 6.0, D("0.347222"), D("2.08"),
+         "USD", "GPU usage, A100 at the derived rate 0.347222 USD/GPU-hour "
+         "(queue preemptible × 0.5)"),
+        # the discount is not lost: left 1,000.00 - 3.47 = 996.53, weighted 6 : 2 GPU-h =
+        # 747.3975 and 249.1325: floors 747.39 + 249.13, the cent to alpha's larger remainder
+        ("alpha", "c1", "A100", "Usage", None, "idle_share", None, 1074.0, D("0.694444"),
+         D("747.40"), "USD", "Share of unrecovered A100 capacity cost on c1 (weighted policy)"),
+        ("beta", "c1", "A100", "Usage", None, "usage", None, 2.0, D("0.694444"), D("1.39"),
+         "USD", "GPU usage, A100 at the derived rate 0.694444 USD/GPU-hour"),
+        ("beta", "c1", "A100", "Usage", None, "idle_share", None, 358.0, D("0.694444"),
+         D("249.13"), "USD", "Share of unrecovered A100 capacity cost on c1 (weighted policy)"),
+        ("platform", "c1", "T4", "Usage", None, "platform", None, 720.0, D("0.100000"),
+         D("72.00"), "USD", "Capacity cost of T4 on c1 not recovered from tenants"),
+    ]  # fmt: skip
+    assert sum(row["amount"] for row in preemptible) == D("1072.00")
+
+
 def test_a_closed_month_keeps_its_issued_lines_and_adds_corrections(given_month):
     build(given_month, RATE_CARD_JOBS, **RATE_CARD)
     close_month(given_month.con, dt.date(2026, 11, 1), "finance@example.com")

@@ -662,8 +662,19 @@ def test_gpu_capacity_sweeps_shares_overlaps_and_outages(con):
     )  # fmt: skip
 
 
-def given_rate_card_month(con) -> None:
-    """No cost pools (rate_card) and no reserved quota."""
+def given_rate_card_month(con, tiers: tuple[tuple, ...] = ()) -> None:
+    """No cost pools (rate_card) and no reserved quota; `tiers` the price tiers as (queue,
+    qos, multiplier, valid_from, valid_to) rows."""
+    con.execute(
+        "create table catalog_price_tiers (queue varchar, qos varchar, multiplier decimal(10, 4), "
+        "multiplier_e4 bigint, valid_from timestamp, valid_to timestamp)"
+    )
+    for queue, qos, multiplier, valid_from, valid_to in tiers:
+        con.execute(
+            "insert into catalog_price_tiers values (?, ?, ?, ?, ?, ?)",
+            [queue, qos, Decimal(multiplier), int(Decimal(multiplier) * 10_000),
+             valid_from or T(1900, 1, 1), valid_to or T(9999, 12, 31)],
+        )  # fmt: skip
     con.execute(
         "create table cost_pools (billing_month date, cluster varchar, gpu_model varchar, "
         "capacity_units bigint, cost_cents bigint, price_micro bigint, "
@@ -682,7 +693,8 @@ def test_charge_lines_round_by_largest_remainder(con):
     con.execute("""create table job_gpu_charges as select date '2026-11-01' as billing_month,
         'c' as cluster, t as tenant_id, 'A100' as gpu_model, 1.0::decimal(18, 6) as unit_price,
         1000::bigint as gpu_units, 504000000000000::hugeint as charge_numerator,
-        0::bigint as credit_gpu_units, 0::hugeint as credit_numerator
+        0::bigint as credit_gpu_units, 0::hugeint as credit_numerator,
+        null::varchar as price_tier
         from unnest(['a', 'b', 'c']) as u(t)""")
     con.execute("create table catalog_tenants (tenant_id varchar, name varchar, "
                 "department varchar, cost_center varchar)")  # fmt: skip
@@ -698,7 +710,8 @@ def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):
     # one job 11-14 22:00 -> 11-15 02:00 on one GPU; on the 15th the A100 price goes from 2.00
     # to 2.50 and account 'cv' moves from tenant vision to tenant robotics
     con.execute("""create table stg_jobs as select date '2026-11-01' as billing_month,
-        'c' as cluster, 'j' as job_id, 'cv' as account, 'COMPLETED' as state""")
+        'c' as cluster, 'j' as job_id, 'cv' as account, 'batch' as queue, null as qos,
+        'COMPLETED' as state""")
     con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
         'c' as cluster, 'j' as job_id, 'A100' as gpu_model, h as hour, h as seg_from,
         (3600000 * 420)::bigint as gpu_units, false as in_outage
@@ -729,6 +742,47 @@ def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):
     ]
 
 
+def test_a_queue_or_qos_tier_multiplies_the_rate_the_queues_first(con):
+    # one GPU-hour each at the A100 rate of 1.000001; preemptible queue x0.5, QoS low x0.8,
+    # QoS premium x1.25 from 11-15 on. Tiered prices in millionths round half up once.
+    con.execute("""create table stg_jobs as select * from (values
+        ('j1', 'preemptible', 'normal'), ('j2', 'batch', 'low'), ('j3', 'preemptible', 'low'),
+        ('j4', 'batch', 'premium'), ('j5', 'batch', 'normal'), ('j6', null, 'low')
+    ) as v(job_id, queue, qos), (select date '2026-11-01' as billing_month, 'c' as cluster,
+        'acct' as account, 'COMPLETED' as state)""")
+    # j4 runs 11-14 23:00 to 11-15 01:00: its second hour is in the premium tier
+    con.execute("""create table job_gpu_hours as select billing_month, cluster, job_id,
+        'A100' as gpu_model, h as hour, h as seg_from, (3600000 * 420)::bigint as gpu_units,
+        false as in_outage
+        from stg_jobs, unnest(case job_id when 'j4'
+            then [timestamp '2026-11-14 23:00', timestamp '2026-11-15 00:00']
+            else [timestamp '2026-11-14 10:00'] end) as t(h)""")
+    con.execute("""create table catalog_account_tenants as select 'acct' as account,
+        't' as tenant_id, 0 as priority, timestamp '1900-01-01' as valid_from,
+        timestamp '9999-12-31' as valid_to""")
+    given_rates(con, [("A100", "1.000001", None, None, None)])
+    given_rate_card_month(con, tiers=(
+        ("preemptible", None, "0.5", None, None),
+        (None, "low", "0.8", None, None),
+        (None, "premium", "1.25", T(2026, 11, 15), None),
+    ))  # fmt: skip
+    rows = con.execute(
+        "select job_id, unit_price, price_tier, charge_numerator // 1512000000 from ("
+        + _sql("facts/job_gpu_charges")
+        + ") order by job_id, unit_price",
+        {"billing_month": dt.date(2026, 11, 1)},
+    ).fetchall()
+    assert rows == [
+        ("j1", Decimal("0.500001"), "queue preemptible × 0.5", 500_001),  # 0.5000005 up
+        ("j2", Decimal("0.800001"), "QoS low × 0.8", 800_001),  # 0.8000008
+        ("j3", Decimal("0.500001"), "queue preemptible × 0.5", 500_001),  # the queue's tier
+        ("j4", Decimal("1.000001"), None, 1_000_001),  # before the premium tier begins
+        ("j4", Decimal("1.250001"), "QoS premium × 1.25", 1_250_001),  # 1.25000125
+        ("j5", Decimal("1.000001"), None, 1_000_001),
+        ("j6", Decimal("0.800001"), "QoS low × 0.8", 800_001),  # no queue: the QoS's tier
+    ]
+
+
 def given_rates(con, rows: list[tuple]) -> None:
     """catalog_rates from (gpu_model, price, cluster, valid_from, valid_to) rows."""
     con.execute(
@@ -747,7 +801,8 @@ def given_rates(con, rows: list[tuple]) -> None:
 def test_a_models_rate_beats_the_fallback_and_a_clusters_rate_the_all_clusters_one(con):
     # one hour of A100 and one of H100 on each of clusters a, b, c
     con.execute("""create table stg_jobs as select date '2026-11-01' as billing_month,
-        c as cluster, c || m as job_id, 'acct' as account, 'COMPLETED' as state
+        c as cluster, c || m as job_id, 'acct' as account, null as queue, null as qos,
+        'COMPLETED' as state
         from unnest(['a', 'b', 'c']) as x(c), unnest(['A100', 'H100']) as y(m)""")
     con.execute("""create table job_gpu_hours as select billing_month, cluster, job_id,
         substr(job_id, 2) as gpu_model, timestamp '2026-11-14 10:00' as hour,

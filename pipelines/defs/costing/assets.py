@@ -26,7 +26,8 @@ def _priced_job_time(run: MonthRun) -> None:
 
 job_gpu_charges = sql_table(
     "job_gpu_charges", "facts", GROUP,
-    ["job_gpu_hours", "cost_pools", "stg_jobs", "catalog_rates", "catalog_account_tenants"],
+    ["job_gpu_hours", "cost_pools", "stg_jobs", "catalog_rates", "catalog_price_tiers",
+     "catalog_account_tenants"],
     prepare=_priced_job_time,
 )  # fmt: skip
 

@@ -25,8 +25,8 @@ from pipelines.progress import progress
 GROUP = "ingest"
 
 CATALOG_TABLES = (
-    "catalog_tenants", "catalog_rates", "catalog_budgets", "catalog_quotas", "catalog_clusters",
-    "catalog_nodes", "catalog_outage_windows",
+    "catalog_tenants", "catalog_rates", "catalog_price_tiers", "catalog_budgets", "catalog_quotas",
+    "catalog_clusters", "catalog_nodes", "catalog_outage_windows",
 )  # fmt: skip
 
 

@@ -61,6 +61,24 @@ def write_catalog_rows(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> dict
             ("priority", pa.int32()), ("cluster", pa.string()),
         ]),
     )  # fmt: skip
+    counts["catalog_price_tiers"] = write_rows(
+        con,
+        "catalog_price_tiers",
+        [
+            {
+                "queue": t.queue, "qos": t.qos, "multiplier": t.multiplier,
+                "multiplier_e4": int(t.multiplier * 10_000),
+                "valid_from": midnight(t.valid_from, BEGINNING),
+                "valid_to": midnight(t.valid_to, END_OF_TIME),
+            }
+            for t in catalog.tiers
+        ],
+        pa.schema([
+            ("queue", pa.string()), ("qos", pa.string()), ("multiplier", pa.decimal128(10, 4)),
+            ("multiplier_e4", pa.int64()), ("valid_from", pa.timestamp("us")),
+            ("valid_to", pa.timestamp("us")),
+        ]),
+    )  # fmt: skip
     counts["catalog_budgets"] = write_rows(
         con,
         "catalog_budgets",
