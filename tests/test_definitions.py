@@ -189,8 +189,10 @@ def test_settings_are_read_by_the_process_that_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("CHARGEBACK_WAREHOUSE", str(tmp_path / "loaded.duckdb"))
     monkeypatch.setenv("CHARGEBACK_REPORTS_DIR", str(tmp_path / "reports"))
     monkeypatch.setenv("CHARGEBACK_LOCK_WAIT_S", "7")
+    monkeypatch.setenv("CHARGEBACK_ROLLUP_DIR", str(tmp_path / "shared"))
     resource = ChargebackResource.from_env()
     monkeypatch.setenv("CHARGEBACK_WAREHOUSE", str(tmp_path / "run.duckdb"))
+    monkeypatch.setenv("CHARGEBACK_ROLLUP_DIR", str(tmp_path / "nfs/rollups"))
     seen = {}
 
     @dg.asset
@@ -205,6 +207,8 @@ def test_settings_are_read_by_the_process_that_runs(tmp_path, monkeypatch):
         "reports_dir": str(tmp_path / "reports"),
         "duckdb_memory_limit": "1.5GB",
         "lock_wait_s": 7,
+        "rollup_dir": str(tmp_path / "nfs/rollups"),
+        "spill_dir": None,
     }
 
 
