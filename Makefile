@@ -56,7 +56,7 @@ workers: venv
 	redis-server --bind 127.0.0.1 --port $(REDIS_PORT) --save '' --appendonly no \
 	    --daemonize yes --pidfile $(CELERY_RUN)/redis.pid --logfile $(CELERY_RUN)/redis.log
 	for n in $$(seq $(WORKERS)); do \
-	    $(BIN)/celery -A dagster_celery.app -b $(BROKER) --result-backend $(BROKER) \
+	    $(BIN)/celery -A pipelines.celery_app -b $(BROKER) --result-backend $(BROKER) \
 	        --workdir $(CURDIR) worker -n w$$n@%h --concurrency 1 --prefetch-multiplier 1 \
 	        -Q dagster --loglevel INFO --detach --pidfile $(CELERY_RUN)/w$$n.pid --logfile $(CELERY_RUN)/w$$n.log \
 	        || exit 1; \

@@ -160,6 +160,12 @@ def test_job_and_schedule():
     assert daily.job_name == "telemetry_rollup_job"
     rollup = defs.resolve_job_def("telemetry_rollup_job")
     assert {key.to_user_string() for key in rollup.asset_layer.selected_asset_keys} == DAILY_ASSETS
+    # the same days, each run's step on a Celery worker (tests/e2e/test_distributed_rollups.py)
+    fanout = defs.resolve_job_def("telemetry_rollup_fanout_job")
+    assert {key.to_user_string() for key in fanout.asset_layer.selected_asset_keys} == DAILY_ASSETS
+    assert fanout.executor_def.name == "celery_redis"
+    assert rollup.executor_def.name == defs.resolve_job_def("chargeback_job").executor_def.name
+    assert rollup.executor_def.name == "in_process"
 
 
 def test_schedule_requests_the_month_just_ended():

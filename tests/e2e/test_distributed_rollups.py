@@ -21,6 +21,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from decimal import Decimal
 from pathlib import Path
 
 import dagster as dg
@@ -179,20 +180,17 @@ def test_days_fanned_out_to_celery_workers_match_an_in_process_run(broker, tmp_p
             cwd=REPO, env=orchestration, capture_output=True, text=True, timeout=WAIT_S,
         )  # fmt: skip
         assert backfill.returncode == 0, backfill.stdout[-3000:] + backfill.stderr[-3000:]
-        stack.enter_context(
-            started(
-                [str(BIN / "dagster-daemon"), "run", *workspace],
-                logs[1],
-                cwd=REPO,
-                env=orchestration,
-            )  # fmt: skip
-        )
-        # the workers start once the three steps wait in the queue, so that neither can take
-        # every day before the other is up: both must take days
+        daemon = [str(BIN / "dagster-daemon"), "run", *workspace]
+        stack.enter_context(started(daemon, logs[1], cwd=REPO, env=orchestration))
+        # the workers start once the three steps wait in the queue, and each holds one day
+        # until it has finished it (pipelines/celery_app.py): the first worker up cannot take
+        # every day before the other is up, so both must take days
         wait_for(lambda: submitted(instance) == 3, "three steps handed to Celery", logs[1:2])
         for number, name in enumerate(WORKERS, start=1):
             folder = tmp_path / f"worker_{number}"
             folder.mkdir()
+            # its own settings: the shared landing, catalog and rollup folders, its own spill
+            # folder; no warehouse (a worker never opens it)
             env = environment(
                 CHARGEBACK_LANDING_DIR=str(root / "landing"),
                 CHARGEBACK_CATALOG_DIR=str(root / "catalog"),
@@ -200,35 +198,11 @@ def test_days_fanned_out_to_celery_workers_match_an_in_process_run(broker, tmp_p
                 CHARGEBACK_SPILL_DIR=str(folder / "spill"),
                 CHARGEBACK_DUCKDB_MEMORY_LIMIT="1GB",
             )
-            stack.enter_context(
-                started(
-                    [
-                        str(BIN / "celery"),
-                        "-A",
-                        "dagster_celery.app",
-                        "-b",
-                        broker,
-                        "--result-backend",
-                        broker,
-                        "worker",
-                        "-n",
-                        f"{name}@%h",
-                        "--concurrency",
-                        "1",
-                        "--prefetch-multiplier",
-                        "1",
-                        "-Q",
-                        "dagster",
-                        "--without-mingle",
-                        "--without-gossip",
-                        "--loglevel",
-                        "INFO",
-                    ],
-                    logs[1 + number],
-                    cwd=folder,
-                    env=env,
-                )  # fmt: skip
-            )
+            worker = [str(BIN / "celery"), "-A", "pipelines.celery_app", "-b", broker,
+                      "--result-backend", broker, "worker", "-n", f"{name}@%h",
+                      "--concurrency", "1", "-Q", "dagster", "--without-mingle",
+                      "--without-gossip", "--loglevel", "INFO"]  # fmt: skip
+            stack.enter_context(started(worker, logs[1 + number], cwd=folder, env=env))
 
         def finished() -> bool:
             runs = instance.get_runs()
@@ -243,7 +217,7 @@ def test_days_fanned_out_to_celery_workers_match_an_in_process_run(broker, tmp_p
     # one run per day, each on a worker; both workers took days
     assert sorted(took) == FANOUT_DAYS
     assert set(took.values()) == set(WORKERS), took
-    # each worker spilled (had it needed to) to its own folder, never to the shared one
+    # each worker's scratch DuckDB spilled (had it needed to) where its own setting says
     assert (tmp_path / "worker_1/spill").is_dir() and (tmp_path / "worker_2/spill").is_dir()
     assert not decoy.exists()
     # the workers published the three days to the shared folder, whole: no staging is left
@@ -253,13 +227,14 @@ def test_days_fanned_out_to_celery_workers_match_an_in_process_run(broker, tmp_p
     assert list(shared.glob(".staging/*")) == []
 
     # the month's other days and the month itself in process, on the machine of the warehouse
-    for first, last in [("2026-11-02", "2026-11-14"), ("2026-11-16", "2026-11-29")]:
-        assert materialize_days(
-            root, [dt.date.fromisoformat(first), dt.date.fromisoformat(last)]
-        ).success
+    for first, last in [(dt.date(2026, 11, 2), dt.date(2026, 11, 14)),
+                        (dt.date(2026, 11, 16), dt.date(2026, 11, 29))]:  # fmt: skip
+        assert materialize_days(root, [first, last]).success
     assert materialize_monthly(root, MONTH).success
 
     assert_same_tables(rollup_rows(root), rollup_rows(reference))
     charge_lines = "select * from charge_lines order by all"
     assert query(root, charge_lines) == query(reference, charge_lines)
+    # the tiny month's hand-computed total (test_tiny_month)
+    assert query(root, "select sum(amount) from charge_lines") == [(Decimal("19.63"),)]
     assert_same_tables(monthly_tables(root), monthly_tables(reference))
