@@ -57,8 +57,8 @@ workers: venv
 	    --daemonize yes --pidfile $(CELERY_RUN)/redis.pid --logfile $(CELERY_RUN)/redis.log
 	for n in $$(seq $(WORKERS)); do \
 	    $(BIN)/celery -A pipelines.celery_app -b $(BROKER) --result-backend $(BROKER) \
-	        --workdir $(CURDIR) worker -n w$$n@%h --concurrency 1 --prefetch-multiplier 1 \
-	        -Q dagster --loglevel INFO --detach --pidfile $(CELERY_RUN)/w$$n.pid --logfile $(CELERY_RUN)/w$$n.log \
+	        --workdir $(CURDIR) worker -n w$$n@%h --concurrency 1 -Q dagster --loglevel INFO \
+	        --detach --pidfile $(CELERY_RUN)/w$$n.pid --logfile $(CELERY_RUN)/w$$n.log \
 	        || exit 1; \
 	done
 	@echo "broker $(BROKER), $(WORKERS) workers; logs in $(CELERY_RUN)"
