@@ -9,7 +9,7 @@ COST_MODE ?= rate_card
 IDLE_SHARING ?= weighted
 export DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
 
-.PHONY: venv demo test test-quick ui lint bench clean
+.PHONY: venv demo test test-quick ui workers workers-stop lint bench clean
 
 $(BIN)/activate: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,35 @@ test-quick: venv
 ui: venv
 	mkdir -p $(DAGSTER_HOME) && printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# The daily rollups' fan-out on this machine (README "Scale-out path"): Debian's redis-server on
+# 127.0.0.1:REDIS_PORT as the Celery broker, and WORKERS Celery workers taking one day at a
+# time, all in the background (pids and logs in data/celery/; `make workers-stop` ends them).
+# The workers read their settings (CHARGEBACK_*) from this environment when a day starts.
+REDIS_PORT ?= 6379
+WORKERS ?= 2
+BROKER := redis://127.0.0.1:$(REDIS_PORT)/0
+CELERY_RUN := $(CURDIR)/data/celery
+
+workers: venv
+	@command -v redis-server >/dev/null || { echo "redis-server: apt-get install redis-server"; exit 1; }
+	mkdir -p $(CELERY_RUN)
+	redis-server --bind 127.0.0.1 --port $(REDIS_PORT) --save '' --appendonly no \
+	    --daemonize yes --pidfile $(CELERY_RUN)/redis.pid --logfile $(CELERY_RUN)/redis.log
+	for n in $$(seq $(WORKERS)); do \
+	    $(BIN)/celery -A pipelines.celery_app -b $(BROKER) --result-backend $(BROKER) \
+	        --workdir $(CURDIR) worker -n w$$n@%h --concurrency 1 -Q dagster --loglevel INFO \
+	        --detach --pidfile $(CELERY_RUN)/w$$n.pid --logfile $(CELERY_RUN)/w$$n.log \
+	        || exit 1; \
+	done
+	@echo "broker $(BROKER), $(WORKERS) workers; logs in $(CELERY_RUN)"
+
+# each worker finishes the day it is on, then stops (celery removes its pid file); Redis, which
+# carries the days' results to their runs, once they are gone
+workers-stop:
+	for pidfile in $(CELERY_RUN)/w*.pid; do [ ! -f $$pidfile ] || kill -TERM $$(cat $$pidfile); done
+	while ls $(CELERY_RUN)/w*.pid >/dev/null 2>&1; do sleep 1; done
+	[ ! -f $(CELERY_RUN)/redis.pid ] || kill -TERM $$(cat $(CELERY_RUN)/redis.pid)
 
 # The 1,000-GPU x 30-day month of DESIGN/issue 6; results in benchmarks/results/latest.json
 bench: venv $(VENV)/.bench

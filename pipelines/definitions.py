@@ -20,6 +20,7 @@ from pipelines.defs.schedules import (
     chargeback_job,
     chargeback_monthly_schedule,
     telemetry_daily_schedule,
+    telemetry_rollup_fanout_job,
     telemetry_rollup_job,
 )
 from pipelines.defs.warehouse import in_flow_order
@@ -38,7 +39,7 @@ all_assets = [
 
 defs = dg.Definitions(
     assets=[*all_assets, *ledger_tables],
-    jobs=[chargeback_job, telemetry_rollup_job, close_month_job],
+    jobs=[chargeback_job, telemetry_rollup_job, telemetry_rollup_fanout_job, close_month_job],
     schedules=[chargeback_monthly_schedule, telemetry_daily_schedule],
     resources={"chargeback": ChargebackResource.from_env()},
     # One small month runs in seconds in-process; the multiprocess executor would spend ~10 s

@@ -161,6 +161,12 @@ def test_job_and_schedule():
     assert daily.job_name == "telemetry_rollup_job"
     rollup = defs.resolve_job_def("telemetry_rollup_job")
     assert {key.to_user_string() for key in rollup.asset_layer.selected_asset_keys} == DAILY_ASSETS
+    # the same days, each run's step on a Celery worker (tests/e2e/test_distributed_rollups.py)
+    fanout = defs.resolve_job_def("telemetry_rollup_fanout_job")
+    assert {key.to_user_string() for key in fanout.asset_layer.selected_asset_keys} == DAILY_ASSETS
+    assert fanout.executor_def.name == "celery_redis"
+    assert rollup.executor_def.name == defs.resolve_job_def("chargeback_job").executor_def.name
+    assert rollup.executor_def.name == "in_process"
 
 
 def test_schedule_requests_the_month_just_ended():
@@ -190,8 +196,10 @@ def test_settings_are_read_by_the_process_that_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("CHARGEBACK_WAREHOUSE", str(tmp_path / "loaded.duckdb"))
     monkeypatch.setenv("CHARGEBACK_REPORTS_DIR", str(tmp_path / "reports"))
     monkeypatch.setenv("CHARGEBACK_LOCK_WAIT_S", "7")
+    monkeypatch.setenv("CHARGEBACK_ROLLUP_DIR", str(tmp_path / "shared"))
     resource = ChargebackResource.from_env()
     monkeypatch.setenv("CHARGEBACK_WAREHOUSE", str(tmp_path / "run.duckdb"))
+    monkeypatch.setenv("CHARGEBACK_ROLLUP_DIR", str(tmp_path / "nfs/rollups"))
     seen = {}
 
     @dg.asset
@@ -206,6 +214,8 @@ def test_settings_are_read_by_the_process_that_runs(tmp_path, monkeypatch):
         "reports_dir": str(tmp_path / "reports"),
         "duckdb_memory_limit": "1.5GB",
         "lock_wait_s": 7,
+        "rollup_dir": str(tmp_path / "nfs/rollups"),
+        "spill_dir": None,
     }
 
 

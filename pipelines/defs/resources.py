@@ -82,6 +82,8 @@ ENVIRONMENT = {
     "reports_dir": "CHARGEBACK_REPORTS_DIR",
     "duckdb_memory_limit": "CHARGEBACK_DUCKDB_MEMORY_LIMIT",
     "lock_wait_s": "CHARGEBACK_LOCK_WAIT_S",
+    "rollup_dir": "CHARGEBACK_ROLLUP_DIR",
+    "spill_dir": "CHARGEBACK_SPILL_DIR",
 }
 
 
@@ -107,6 +109,15 @@ class ChargebackResource(dg.ConfigurableResource):
     # long enough for a monthly run ahead of it to finish. Whole seconds: Dagster reads an
     # integer from an environment variable, not a float.
     lock_wait_s: int = 300
+    # The telemetry's daily rollups (and the conversions and staging folders they come from):
+    # the storage every rollup worker writes and the monthly run reads, so a shared file
+    # system when days run on several machines. Unset: `<warehouse stem>_telemetry` beside
+    # the warehouse, which suits one machine.
+    rollup_dir: str | None = None
+    # DuckDB's spill folder of the daily rollups: local disk of the process's own machine,
+    # never the shared rollup folder (a day's sorts may spill gigabytes). Unset:
+    # `<warehouse stem>_spill` beside the warehouse, the local disk of a one-machine setup.
+    spill_dir: str | None = None
 
     _run_id: str | None = PrivateAttr(default=None)
     _working_copy: Path | None = PrivateAttr(default=None)
@@ -165,9 +176,20 @@ class ChargebackResource(dg.ConfigurableResource):
 
     @property
     def telemetry_dir(self) -> Path:
-        """Daily Parquet rollups of the telemetry, beside the warehouse file."""
+        """The rollup folder: daily Parquet rollups of the telemetry (`rollup_dir`, else beside
+        the warehouse file)."""
+        if self.rollup_dir:
+            return Path(self.rollup_dir)
         warehouse = Path(self.warehouse)
         return warehouse.parent / f"{warehouse.stem}_telemetry"
+
+    @property
+    def spill_root(self) -> Path:
+        """Where the scratch DuckDBs spill (`spill_dir`, else beside the warehouse file)."""
+        if self.spill_dir:
+            return Path(self.spill_dir)
+        warehouse = Path(self.warehouse)
+        return warehouse.parent / f"{warehouse.stem}_spill"
 
     def catalog(self) -> Catalog:
         return load_catalog(Path(self.catalog_dir))
@@ -238,7 +260,7 @@ class ChargebackResource(dg.ConfigurableResource):
         warehouse = Path(self.warehouse)
         candidates = [
             *telemetry.glob(".staging/*"),
-            *telemetry.glob(".spill/*"),
+            *self.spill_root.glob("*"),
             *telemetry.glob("converted/*/*.partial"),
             *telemetry.glob("*/*.partial"),
             *working_copies(warehouse),
@@ -251,9 +273,9 @@ class ChargebackResource(dg.ConfigurableResource):
     @contextmanager
     def scratch(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """An in-memory DuckDB (not the warehouse: several processes may run at once) that
-        spills to its own folder under the telemetry folder; row order is not kept unless a
-        statement orders, which lets large copies stream."""
-        spill = self.telemetry_dir / ".spill" / owned_name(uuid.uuid4().hex[:8])
+        spills to its own folder under `spill_root`; row order is not kept unless a statement
+        orders, which lets large copies stream."""
+        spill = self.spill_root / owned_name(uuid.uuid4().hex[:8])
         # DuckDB creates its temp directory when it first spills, but not the parents
         spill.parent.mkdir(parents=True, exist_ok=True)
         con = duckdb.connect()
