@@ -23,12 +23,13 @@ from pipelines.defs.schedules import (
     telemetry_rollup_fanout_job,
     telemetry_rollup_job,
 )
+from pipelines.defs.trends import assets as trends
 from pipelines.defs.warehouse import in_flow_order
 
 # The steps that build the warehouse tables, each after the tables it reads.
 TABLE_STEPS = in_flow_order([
     *ingest.STEPS, *attribution.STEPS, *costing.STEPS, *governance.STEPS, *costing.LAST_STEPS,
-    *quality.STEPS,
+    *trends.STEPS, *quality.STEPS,
 ])  # fmt: skip
 
 all_assets = [

@@ -25,7 +25,7 @@ TABLES = {
     "cost_pools", "job_gpu_charges", "job_usage", "quota_steps", "reserved_quota_unused",
     "computed_charge_lines", "charge_lines", "tenant_month", "quota_compliance", "queue_stats",
     "failure_stats", "submission_stats", "capacity_evidence", "utilization_daily",
-    "telemetry_label_checks", "rejects", "data_quality",
+    "telemetry_label_checks", "month_trends", "demand_forecast", "rejects", "data_quality",
     # written by `chargeback close` only (the close job), created empty by charge_lines
     "issued_charge_lines", "closed_months",
 }  # fmt: skip

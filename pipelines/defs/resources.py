@@ -46,6 +46,7 @@ MACROS = (
     "macros/cents_half_up",
     "macros/largest_remainder",
     "macros/money",
+    "macros/expand_allocation_pct",
     "macros/charge_type_order",
     "macros/rate_applies",
     "macros/rate_precedence",

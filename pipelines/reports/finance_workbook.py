@@ -58,7 +58,7 @@ from pipelines.reports.streamed_sheet import RowsQuery, StreamedRows
 
 SHEET_NAMES = (
     "Summary", "Charges", "Job lines", "Waste", "Quota & Budget", "Queue & Service", "Failures",
-    "Capacity", "Data quality", "Definitions", "Audit",
+    "Capacity", "Trends", "Data quality", "Definitions", "Audit",
 )  # fmt: skip
 TOP_NODES_SHOWN = 20
 REJECTS_SHOWN_MAX = 10_000
@@ -127,6 +127,8 @@ def write_chargeback_workbook(
         failures=queries.fetch_if_table(con, "failure_stats", "failure_stats", **month),
         capacity=queries.fetch_if_table(con, "capacity_evidence", "capacity_evidence", **month),
         daily=queries.fetch_if_table(con, "utilization_daily", "daily_capacity", **month),
+        trends=queries.fetch_if_table(con, "month_trends", "month_trends", **month),
+        forecast=queries.fetch_if_table(con, "demand_forecast", "demand_forecast", **month),
         reconciliation=_reconciliation(con, billing_month, parameters),
         audit=_Audit(
             inputs=_audit_inputs(inputs, quality),
@@ -196,6 +198,8 @@ class _Month:
     failures: list[Any] | None = None
     capacity: list[Any] | None = None
     daily: list[Any] | None = None
+    trends: list[Any] | None = None
+    forecast: list[Any] | None = None
 
 
 def _reconciliation(
@@ -272,6 +276,7 @@ def _build_workbook(
     _write_queue(sheets["Queue & Service"], data.queue, data.submissions)
     _write_failures(sheets["Failures"], data.failures)
     _write_capacity(sheets["Capacity"], data.capacity, data.daily)
+    _write_trends(sheets["Trends"], data.trends, data.forecast, currency)
     _write_data_quality(sheets["Data quality"], data.quality, data.rejects, data.rejects_total)
     write_definitions(sheets["Definitions"], parameters, DEFINITIONS + GOVERNANCE_DEFINITIONS)
     _write_audit(sheets["Audit"], billing_month, parameters, data.audit)
@@ -777,6 +782,84 @@ def _write_capacity(ws: Worksheet, capacity: list[Any] | None, daily: list[Any] 
     ]
     write_table(ws, detail_row, detail_cols, daily, table_name="DailyByModel")
     apply_widths(ws, fit_widths(widths, detail_cols, daily))
+
+
+def _write_trends(
+    ws: Worksheet, trends: list[Any] | None, forecast: list[Any] | None, currency: str
+) -> None:
+    """The demand forecast, then the months side by side: allocation rate per cluster × GPU
+    model and spend per tenant, each a table of months with a line chart."""
+    if forecast is None or trends is None:
+        not_available(ws, 1, "demand_forecast" if forecast is None else "month_trends")
+        return
+    cols = [
+        Column("Cluster"),
+        Column("GPU model"),
+        Column("Month", "date"),
+        Column("History (months)", "count"),
+        Column("Forecast GPU-hours", "hours"),
+        Column("Low", "hours"),
+        Column("High", "hours"),
+        Column("Capacity GPU-hours", "hours"),
+        Column("Forecast allocation", "share"),
+        Column("Threshold month", "date"),
+        Column("Trend", "wrap", width=60),
+    ]
+    rows = [
+        (f.cluster, f.gpu_model, f.forecast_month, f.history_months, f.forecast_gpu_hours,
+         f.low_gpu_hours, f.high_gpu_hours, f.capacity_gpu_hours,
+         _share(f.forecast_allocation_rate_pct), f.threshold_month, f.trend_verdict)
+        for f in forecast
+    ]  # fmt: skip
+    last = write_main_table(ws, cols, rows)
+    widths = fit_widths({}, cols, rows)
+    models = [t for t in trends if t.level == "cluster_gpu_model"]
+    tenants = [t for t in trends if t.level == "tenant"]
+    last = _months_by_series(
+        ws, last, "Allocation rate by month (cluster × GPU model)",
+        {(t.billing_month, f"{t.cluster} {t.gpu_model}"): _share(t.allocation_rate_pct)
+         for t in models},
+        "share", "TrendsAllocation", "Allocation", widths,
+    )  # fmt: skip
+    _months_by_series(
+        ws, last, f"Spend by tenant and month ({currency})",
+        {(t.billing_month, t.tenant_id): t.amount for t in tenants},
+        "money", "TrendsSpend", currency, widths,
+    )  # fmt: skip
+    apply_widths(ws, widths)
+
+
+def _months_by_series(
+    ws: Worksheet,
+    last: int,
+    title: str,
+    values: dict[tuple[dt.date, str], Any],
+    kind: str,
+    table_name: str,
+    y_title: str,
+    widths: dict[int, int],
+) -> int:
+    """A section below row `last`: one row per month, one column per series (`values` by
+    (month, series)), and its line chart beside it; returns the last row it takes."""
+    months = sorted({month for month, _ in values})
+    series = sorted({name for _, name in values})
+    cols = [Column("Month", "date"), *(Column(name, kind) for name in series)]
+    rows = [(month, *(values.get((month, name)) for name in series)) for month in months]
+    header_row = section_below(ws, last, title)
+    last = write_table(ws, header_row, cols, rows, table_name=table_name)
+    fit_widths(widths, cols, rows)  # widens the sheet's widths in place
+    if not rows:
+        return max(last, header_row + 1)  # "(none)" under the header
+    chart = LineChart()
+    style_chart(chart, title, y_title)
+    chart.add_data(
+        Reference(ws, min_col=2, max_col=len(cols), min_row=header_row, max_row=last),
+        titles_from_data=True,
+    )
+    chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=last))
+    ws.add_chart(chart, f"{get_column_letter(len(cols) + 2)}{header_row}")
+    # the chart is 10 cm high (about 20 rows): the next section starts below it
+    return max(last, header_row + 20)
 
 
 def _write_data_quality(

@@ -28,7 +28,7 @@ with thresholds as (
     select
         25.0 as govern_waste_pct,
         20.0 as govern_idle_quota_pct,
-        80.0 as expand_allocation_pct,
+        expand_allocation_pct() as expand_allocation_pct,
         14400.0 as expand_wait_p95_s,
         15.0 as expand_waste_below_pct,
         20.0 as expand_unmeasured_max_pct

@@ -82,6 +82,13 @@ GOVERNANCE_DDL = [
     completed_jobs bigint, failed_jobs bigint, timeout_jobs bigint,
     out_of_memory_jobs bigint, node_fail_jobs bigint, cancelled_jobs bigint,
     preempted_jobs bigint, success_rate_pct double)""",
+    """create table month_trends (billing_month date, level varchar, cluster varchar,
+    gpu_model varchar, tenant_id varchar, allocation_rate_pct double,
+    allocated_gpu_hours double, amount decimal(18, 2))""",
+    """create table demand_forecast (billing_month date, cluster varchar, gpu_model varchar,
+    forecast_month date, history_months bigint, forecast_gpu_hours double,
+    low_gpu_hours double, high_gpu_hours double, capacity_gpu_hours double,
+    forecast_allocation_rate_pct double, threshold_month date, trend_verdict varchar)""",
     """create table submission_stats (billing_month date, cluster varchar, tenant_id varchar,
     queue varchar, submitted_jobs bigint, started_jobs bigint, not_started_jobs bigint,
     cancelled_pending_jobs bigint, failed_to_start_jobs bigint, pending_jobs bigint,
@@ -109,7 +116,7 @@ GOVERNANCE_DDL = [
 ]
 GOVERNANCE_TABLES = (
     "quota_compliance", "queue_stats", "submission_stats", "failure_stats", "capacity_evidence",
-    "utilization_daily",
+    "utilization_daily", "month_trends", "demand_forecast",
 )  # fmt: skip
 
 # (tenant, pool, has_quota, guaranteed, limit, reserved, hours, used, mean, peak, peak_at,
@@ -132,6 +139,23 @@ QUEUE = [
      9000.0, 12.5, 2, 1, 1, 0, 0, 0, 0, 0, 50.0),
     ("phillips", "cluster", "all", "all", "all", 3, 3, 3, 900.0, 3600.0, 5400.0, 2700.0,
      9000.0, 13.0, 3, 2, 1, 0, 0, 0, 1, 0, 66.66666666666667),
+]  # fmt: skip
+
+# (month, level, cluster, model, tenant, allocation_pct, allocated_h, amount): October and
+# November, and a December row no November report may show
+TRENDS = [
+    (OCT, "cluster_gpu_model", "phillips", "A100-80GB", None, 50.0, 500.0, None),
+    (OCT, "tenant", None, None, "chaff", None, 400.0, Decimal("800.00")),
+    (NOV, "cluster_gpu_model", "phillips", "A100-80GB", None, 60.0, 600.0, None),
+    (NOV, "tenant", None, None, "chaff", None, 500.0, Decimal("1234.56")),
+    (NOV, "tenant", None, None, "r&d", None, 300.0, Decimal("789.01")),
+    (dt.date(2026, 12, 1), "tenant", None, None, "chaff", None, 1.0, Decimal("1.00")),
+]  # fmt: skip
+# (cluster, model, month, history, forecast, low, high, capacity, rate_pct, threshold, verdict)
+FORECAST = [
+    ("phillips", "A100-80GB", dt.date(2026, 12, 1), 2, 700.0, None, None, 1000.0, 70.0,
+     dt.date(2027, 1, 1), "allocation 60.0%, rising 100 GPU-hours a month: 80% reached in "
+     "2027-01 at this trend"),
 ]  # fmt: skip
 
 # (cluster, tenant, queue, submitted, started, not_started, cancelled_pending,
@@ -308,6 +332,10 @@ def _insert_governance(con):
         con.execute(f"insert into quota_compliance values ({', '.join('?' * 22)})", values)
     for q in QUEUE:
         con.execute(f"insert into queue_stats values ({', '.join('?' * 24)})", [NOV, *q])
+    for t in TRENDS:
+        con.execute(f"insert into month_trends values ({', '.join('?' * 8)})", list(t))
+    for f in FORECAST:
+        con.execute(f"insert into demand_forecast values ({', '.join('?' * 12)})", [NOV, *f])
     for q in SUBMISSIONS:
         con.execute(f"insert into submission_stats values ({', '.join('?' * 14)})", [NOV, *q])
     for f in FAILURES:
@@ -387,6 +415,7 @@ def test_sheet_names_in_order(written):
         "Queue & Service",
         "Failures",
         "Capacity",
+        "Trends",
         "Data quality",
         "Definitions",
         "Audit",
@@ -654,7 +683,8 @@ def test_same_tables_give_byte_identical_files(con, tmp_path):
     write_chargeback_workbook(con, NOV, PARAMETERS, second, **audit)
     assert first.read_bytes() == second.read_bytes()
     with zipfile.ZipFile(first) as archive:
-        assert sum(name.startswith("xl/charts/chart") for name in archive.namelist()) == 3
+        # Waste, Spend vs budget, Daily capacity and two on Trends
+        assert sum(name.startswith("xl/charts/chart") for name in archive.namelist()) == 5
     # Identical bytes from two quick writes could still hide a clock: check the stamps too.
     with zipfile.ZipFile(first) as archive:
         assert {info.date_time for info in archive.infolist()} == {(2026, 12, 1, 0, 0, 0)}
@@ -831,6 +861,42 @@ def test_queue_and_service_sheet_shows_submissions_below_the_waits(written):
     assert ws[f"I{row + 2}"].number_format == ws["V2"].number_format  # a share, as Success rate
 
 
+def test_trends_sheet_shows_the_forecast_then_the_months_with_their_charts(written):
+    out, _, wb = written
+    ws = wb["Trends"]
+    assert _rows(ws, 1, 2, 11) == [
+        ("Cluster", "GPU model", "Month", "History (months)", "Forecast GPU-hours", "Low",
+         "High", "Capacity GPU-hours", "Forecast allocation", "Threshold month", "Trend"),
+        ("phillips", "A100-80GB", dt.datetime(2026, 12, 1), 2, 700, None, None, 1000, 0.7,
+         dt.datetime(2027, 1, 1), FORECAST[0][-1]),
+    ]  # fmt: skip
+    assert ws.auto_filter.ref == "A1:K2"
+    allocation = _row_of(ws, "Allocation rate by month (cluster × GPU model)") + 1
+    assert _rows(ws, allocation, allocation + 2, 2) == [
+        ("Month", "phillips A100-80GB"),
+        (dt.datetime(2026, 10, 1), 0.5),
+        (dt.datetime(2026, 11, 1), 0.6),
+    ]
+    spend = _row_of(ws, "Spend by tenant and month (USD)") + 1
+    assert spend >= allocation + 20  # below the allocation chart
+    # December is after this report's month: not history
+    assert _rows(ws, spend, spend + 3, 3) == [
+        ("Month", "chaff", "r&d"),
+        (dt.datetime(2026, 10, 1), 800, None),
+        (dt.datetime(2026, 11, 1), 1234.56, 789.01),
+        (None, None, None),
+    ]
+    assert set(ws.tables) == {"TrendsAllocation", "TrendsSpend"}
+    charts, _ = _charts(out)
+    t = "'Trends'"
+    assert charts["Spend by tenant and month (USD)"] == (
+        "lineChart",
+        sorted([f"{t}!B{spend}", f"{t}!C{spend}", f"{t}!$A${spend + 1}:$A${spend + 2}",
+                f"{t}!$B${spend + 1}:$B${spend + 2}", f"{t}!$C${spend + 1}:$C${spend + 2}"]),
+    )  # fmt: skip
+    assert charts["Allocation rate by month (cluster × GPU model)"][0] == "lineChart"
+
+
 def test_failures_sheet_has_a_section_per_dimension(written):
     _, _, wb = written
     ws = wb["Failures"]
@@ -907,7 +973,7 @@ def _charts(path):
 def test_native_charts_reference_the_right_ranges(written):
     out, _, wb = written
     charts, drawings = _charts(out)
-    assert drawings == 3  # Waste, Quota & Budget, Capacity
+    assert drawings == 4  # Waste, Quota & Budget, Capacity, Trends
 
     qb = wb["Quota & Budget"]
     h = _row_of(qb, "Budget vs actual (USD)") + 1
