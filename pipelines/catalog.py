@@ -12,10 +12,11 @@ import difflib
 import fnmatch
 import functools
 import zoneinfo
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import hostlist
 import yaml
@@ -587,40 +588,21 @@ def _check_unambiguous(catalog: Catalog, catalog_dir: Path) -> None:
                     )
             claims.setdefault(mapping.account, []).append((i, mapping))
 
-    rates_path = catalog_dir / "rates.yaml"
-    for i, rate in enumerate(catalog.rates):
-        label = rate.gpu_model + (f" on {rate.cluster}" if rate.cluster else "")
-        for j, other in enumerate(catalog.rates[:i]):
-            period = _overlap((rate.valid_from, rate.valid_to), (other.valid_from, other.valid_to))
-            if (other.gpu_model, other.cluster) == (rate.gpu_model, rate.cluster) and period:
-                raise CatalogError(
-                    f"{rates_path}: rates[{i}] ({label}): field 'valid_from': rates[{j}] prices "
-                    f"{label} too, both in force {describe_period(period)} (end one with "
-                    "valid_to where the other begins)"
-                )
+    rates_path, quotas_path = catalog_dir / "rates.yaml", catalog_dir / "quotas.yaml"
 
-    for i, tier in enumerate(catalog.tiers):
-        for j, other in enumerate(catalog.tiers[:i]):
-            period = _overlap((tier.valid_from, tier.valid_to), (other.valid_from, other.valid_to))
-            if (other.queue, other.qos) == (tier.queue, tier.qos) and period:
-                raise CatalogError(
-                    f"{rates_path}: tiers[{i}] ({tier.label}): field 'valid_from': tiers[{j}] "
-                    f"prices {tier.label} too, both in force {describe_period(period)} (end one "
-                    "with valid_to where the other begins)"
-                )
+    def rate_label(rate: Rate) -> str:
+        return rate.gpu_model + (f" on {rate.cluster}" if rate.cluster else "")
 
-    quotas_path = catalog_dir / "quotas.yaml"
-    for i, quota in enumerate(catalog.quotas):
-        for j, other in enumerate(catalog.quotas[:i]):
-            period = _overlap(
-                (quota.valid_from, quota.valid_to), (other.valid_from, other.valid_to)
-            )
-            if (other.tenant, other.pool) == (quota.tenant, quota.pool) and period:
-                raise CatalogError(
-                    f"{quotas_path}: quotas[{i}] ({quota.tenant}): field 'valid_from': "
-                    f"quotas[{j}] sets pool '{quota.pool}' of {quota.tenant} too, both in force "
-                    f"{describe_period(period)} (end one with valid_to where the other begins)"
-                )
+    # (entries, file, list name, what may be set once at a time, entry label, the clash)
+    for entries, path, name, key, label, clash in (
+        (catalog.rates, rates_path, "rates", lambda r: (r.gpu_model, r.cluster), rate_label,
+         lambda r: f"prices {rate_label(r)} too"),
+        (catalog.tiers, rates_path, "tiers", lambda t: (t.queue, t.qos), lambda t: t.label,
+         lambda t: f"prices {t.label} too"),
+        (catalog.quotas, quotas_path, "quotas", lambda q: (q.tenant, q.pool),
+         lambda q: q.tenant, lambda q: f"sets pool '{q.pool}' of {q.tenant} too"),
+    ):  # fmt: skip
+        _check_one_in_force(entries, path, name, key, label, clash)
 
     budgets_path = catalog_dir / "budgets.yaml"
     for i, budget in enumerate(catalog.budgets):
@@ -629,6 +611,29 @@ def _check_unambiguous(catalog: Catalog, catalog_dir: Path) -> None:
                 raise CatalogError(
                     f"{budgets_path}: budgets[{i}] ({budget.tenant}): field 'month': "
                     f"budgets[{j}] is {budget.tenant}'s budget for {budget.month} too"
+                )
+
+
+def _check_one_in_force(
+    entries: list,
+    path: Path,
+    key_name: str,
+    key: Callable[[Any], tuple],
+    label: Callable[[Any], str],
+    clash: Callable[[Any], str],
+) -> None:
+    """Two entries of one `key` (a rate's model and cluster, a tier's queue or QoS, a quota's
+    tenant and pool) in force at the same time: which applies would be the order's choice."""
+    for i, entry in enumerate(entries):
+        for j, other in enumerate(entries[:i]):
+            period = _overlap(
+                (entry.valid_from, entry.valid_to), (other.valid_from, other.valid_to)
+            )
+            if key(other) == key(entry) and period:
+                raise CatalogError(
+                    f"{path}: {key_name}[{i}] ({label(entry)}): field 'valid_from': "
+                    f"{key_name}[{j}] {clash(entry)}, both in force {describe_period(period)} "
+                    "(end one with valid_to where the other begins)"
                 )
 
 
