@@ -38,9 +38,12 @@ GROUP = "reports"
         "rejects",
         "quota_compliance",
         "queue_stats",
+        "submission_stats",
         "failure_stats",
         "capacity_evidence",
         "utilization_daily",
+        "month_trends",
+        "demand_forecast",
     ],  # fmt: skip
     partitions_def=monthly_partition,
     backfill_policy=single_run,
@@ -50,7 +53,8 @@ GROUP = "reports"
 def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """The finance workbook `<reports>/YYYY-MM/chargeback-YYYY-MM.xlsx` of each billing month:
     Summary, Charges, Job lines, Waste, Quota & Budget, Queue & Service, Failures, Capacity,
-    Data quality, Definitions, Audit (input files with sha256, catalog and code version)."""
+    Trends, Data quality, Definitions, Audit (input files with sha256, catalog and code
+    version)."""
 
     def step(run: MonthRun) -> dict[str, int]:
         parameters = report_parameters(
