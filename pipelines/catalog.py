@@ -159,6 +159,8 @@ class Settings(_Strict):
     # full_recovery: who pays for the capacity cost that usage and reservations leave over
     idle_sharing: Literal["weighted", "even", "reserved_quota_first", "platform"] = "weighted"
     idle_threshold_pct: Decimal = Field(default=Decimal(5), ge=0, le=100)
+    # the paper the report pages (and their PDFs) print on
+    page_size: Literal["A4", "Letter"] = "A4"
     zombie_min_hours: Decimal = Field(default=Decimal(2), gt=0)
     telemetry: TelemetrySettings = TelemetrySettings()
     clusters: dict[str, ClusterSettings] = {}

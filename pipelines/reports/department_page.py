@@ -3,6 +3,9 @@ self-contained page (inline CSS and SVG, no script, no external reference) reada
 and printable to PDF, rendered from `reports/templates/department.html`. Membership:
 `pipelines.reports.departments`. Reproducible: the same tables give the same bytes.
 
+The organisation page `<reports>/YYYY-MM/chargeback-YYYY-MM.html` is the same page over every
+department (`departments.ORGANISATION`), with a table of the departments linking to theirs.
+
 The governance marts are optional: without `utilization_daily` the daily chart counts each
 job's allocated GPU-hours of the month on the day it started (see `DAILY_FALLBACK`); without
 `quota_compliance` the quota flags are those of `tenant_month` and the quota section is left out.
@@ -29,6 +32,7 @@ from pipelines.reports.departments import (
     Department,
     department_quota,
     department_tenants,
+    departments,
     quota_flags,
 )
 from pipelines.reports.period import month_name, period_end
@@ -62,8 +66,10 @@ def render_department_page(
     month: BillingMonth,
     department: Department,
     parameters: dict[str, str],
+    page_size: str = "A4",
 ) -> str:
-    """The HTML page of one department and month (a str; the caller writes it)."""
+    """The HTML page of one department (or of ORGANISATION) and month (a str; the caller
+    writes it); `page_size` (A4, Letter) is the page it prints on."""
     key = {"billing_month": month.first_day, "department": department.name}
     currency = queries.report_currency(con, month.first_day, parameters)
     tenants = department_tenants(con, month.first_day, department)
@@ -89,8 +95,15 @@ def render_department_page(
     bucket_totals = {b: sum(_bucket_hours(t, b) for t in tenants) for b in BUCKETS}
     days = _days_of(month, daily_rows)
 
+    organisation = department.name is None
     context = {
         "department": department.label,
+        "scope": "any department" if organisation else "this department",
+        "scope_tenants": "every department's tenants"
+        if organisation
+        else "this department's tenants",
+        "page_size": page_size,
+        "departments": _department_rows(con, month, tenants) if organisation else [],
         "month_label": month.label,
         "month_name": month_name(month.first_day),
         "period_start": f"{month.first_day:%Y-%m-%d}",
@@ -223,6 +236,33 @@ def _tenant_view(t: Any, flags: list[str]) -> dict[str, Any]:
         "buckets": [_hours(_bucket_hours(t, b)) for b in BUCKETS],
         "flags": flags,
     }
+
+
+def _department_rows(
+    con: duckdb.DuckDBPyConnection, month: BillingMonth, tenants: list[Any]
+) -> list[dict[str, str]]:
+    """The organisation page's departments: their tenants' totals, each linking to its page
+    (`departments/<slug>.html`, beside the organisation page)."""
+    rows = []
+    for department in departments(con, month.first_day):
+        members = [t for t in tenants if t.department == department.name]
+        amount = sum((t.amount for t in members), Decimal("0.00"))
+        budgets = [t.budget for t in members if t.budget is not None]
+        budget = sum(budgets, Decimal("0.00")) if budgets else None
+        allocated = sum(t.allocated_gpu_hours for t in members)
+        productive = sum(t.productive_gpu_hours for t in members)
+        rows.append({
+            "name": department.label,
+            "href": f"departments/{department.slug}.html",
+            "tenants": str(len(members)),
+            "amount": _money(amount),
+            "budget": _money(budget) if budget is not None else "",
+            "budget_used": _percent(amount, budget),
+            "allocated": _hours(allocated),
+            "productive_share": _share(productive / allocated if allocated else None),
+            "idle_zombie": _hours(sum(t.idle_gpu_hours + t.zombie_gpu_hours for t in members)),
+        })  # fmt: skip
+    return rows
 
 
 def _job_view(j: Any) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """Every department's page and workbook of a billing month, in one folder:
-`<slug>.html` (`department_page`) and `<slug>.xlsx` (`department_workbook`), each written to a
-temporary name and renamed.
+`<slug>.html` (`department_page`), its PDF `<slug>.pdf` (`pdf`, when the machine has Chromium)
+and `<slug>.xlsx` (`department_workbook`), each written to a temporary name and renamed; and the
+organisation page `chargeback-YYYY-MM.html` (and PDF) over every department.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import duckdb
 from pipelines.months import BillingMonth
 from pipelines.reports.department_page import render_department_page
 from pipelines.reports.department_workbook import write_department_workbook
-from pipelines.reports.departments import departments
+from pipelines.reports.departments import ORGANISATION, departments
 from pipelines.reports.files import write_atomically
+from pipelines.reports.pdf import print_pdf
+from pipelines.reports.period import period_end
 
 
 def write_department_reports(
@@ -21,29 +24,58 @@ def write_department_reports(
     month: BillingMonth,
     parameters: dict[str, str],
     folder: pathlib.Path,
+    page_size: str = "A4",
+    chromium: str | None = None,
 ) -> dict[str, int]:
-    """Write the page and the workbook of every department of `month` into `folder`.
+    """Write the page, its PDF (with `chromium`) and the workbook of every department of
+    `month` into `folder`.
 
     Files of departments that no longer exist in the month are removed, so the folder always
     matches the tables. Returns counts for run metadata: `departments`, `tenants`,
-    `charge_lines`, `job_lines`.
+    `charge_lines`, `job_lines`, `pdfs`.
     """
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written: set[str] = set()
-    counts = {"departments": 0, "tenants": 0, "charge_lines": 0, "job_lines": 0}
+    counts = {"departments": 0, "tenants": 0, "charge_lines": 0, "job_lines": 0, "pdfs": 0}
     for department in departments(con, month.first_day):
-        page = render_department_page(con, month, department, parameters)
         html_path = folder / f"{department.slug}.html"
-        write_atomically(page.encode("utf-8"), html_path)
+        written |= _write_page(con, month, department, parameters, html_path, page_size, chromium)
         xlsx_path = folder / f"{department.slug}.xlsx"
         summary = write_department_workbook(con, month, department, parameters, xlsx_path)
-        written |= {html_path.name, xlsx_path.name}
+        written.add(xlsx_path.name)
         counts["departments"] += 1
+        counts["pdfs"] += int(chromium is not None)
         counts["tenants"] += summary["tenants"]
         counts["charge_lines"] += summary["charge_lines"]
         counts["job_lines"] += summary["job_lines"]
+    # (a PDF of an earlier run when this one has no Chromium too: it would not match its page)
     for stale in sorted(folder.iterdir()):
-        if stale.suffix in (".html", ".xlsx") and stale.is_file() and stale.name not in written:
+        if (
+            stale.suffix in (".html", ".pdf", ".xlsx")
+            and stale.is_file()
+            and (stale.name not in written)
+        ):
             stale.unlink()
     return counts
+
+
+def write_organisation_page(
+    con: duckdb.DuckDBPyConnection,
+    month: BillingMonth,
+    parameters: dict[str, str],
+    html_path: pathlib.Path,
+    page_size: str = "A4",
+    chromium: str | None = None,
+) -> list[str]:
+    """The organisation page at `html_path` (its departments link to `departments/<slug>.html`
+    beside it) and its PDF with `chromium`; returns the names written."""
+    return sorted(_write_page(con, month, ORGANISATION, parameters, html_path, page_size, chromium))
+
+
+def _write_page(con, month, department, parameters, html_path, page_size, chromium) -> set[str]:
+    page = render_department_page(con, month, department, parameters, page_size)
+    write_atomically(page.encode("utf-8"), html_path)
+    if chromium is None:
+        return {html_path.name}
+    return {html_path.name, print_pdf(chromium, html_path, period_end(month.first_day)).name}

@@ -27,14 +27,19 @@ QUOTA_FLAGS = ("breach", "idle_quota", "chronic_borrowing")
 
 @dataclass(frozen=True)
 class Department:
-    """A department of the month: `name` as in the marts ('' when none), its file slug."""
+    """A department of the month: `name` as in the marts ('' when none), its file slug; or,
+    with `name` None, every department at once (ORGANISATION, the organisation page)."""
 
-    name: str
+    name: str | None
     slug: str
 
     @property
     def label(self) -> str:
-        return self.name or NO_DEPARTMENT
+        return ORGANISATION_LABEL if self.name is None else self.name or NO_DEPARTMENT
+
+
+ORGANISATION_LABEL = "All departments"
+ORGANISATION = Department(None, "")
 
 
 def departments(con: duckdb.DuckDBPyConnection, billing_month: dt.date) -> list[Department]:

@@ -1,5 +1,5 @@
 -- One row per tenant × pool of a department's tenants in the billing month (quota_compliance).
--- Parameters: $billing_month, $department ('' for none).
+-- Parameters: $billing_month, $department ('' for none, NULL: every department).
 select
     q.tenant_id,
     t.tenant_name,
@@ -18,5 +18,6 @@ select
     q.chronic_borrowing
 from quota_compliance as q
 inner join tenant_month as t on t.billing_month = q.billing_month and t.tenant_id = q.tenant_id
-where q.billing_month = $billing_month and coalesce(t.department, '') = $department
+where q.billing_month = $billing_month
+    and ($department is null or coalesce(t.department, '') = $department)
 order by q.tenant_id, q.pool

@@ -1,22 +1,26 @@
 -- One row per tenant of a department in the billing month: its tenants in tenant_month plus
 -- any tenant only the department's charge lines name. A tenant's amount is the sum of the
 -- department's charge lines of that tenant, so the department's pages tie out to its lines.
--- Parameters: $billing_month, $department ('' for none).
+-- Parameters: $billing_month, $department ('' for none, NULL: every department: the
+-- organisation page).
 with charged as (
     select
         tenant_id,
         any_value(tenant_name order by tenant_name) as tenant_name,
         any_value(cost_center order by cost_center) as cost_center,
+        any_value(coalesce(department, '') order by department) as department,
         sum(amount) as amount
     from charge_lines
-    where billing_month = $billing_month and coalesce(department, '') = $department
+    where billing_month = $billing_month
+        and ($department is null or coalesce(department, '') = $department)
     group by tenant_id
 ),
 
 members as (
     select *
     from tenant_month
-    where billing_month = $billing_month and coalesce(department, '') = $department
+    where billing_month = $billing_month
+        and ($department is null or coalesce(department, '') = $department)
 ),
 
 final as (
@@ -24,6 +28,7 @@ final as (
         coalesce(m.tenant_id, c.tenant_id) as tenant_id,
         coalesce(m.tenant_name, c.tenant_name, coalesce(m.tenant_id, c.tenant_id)) as tenant_name,
         coalesce(m.cost_center, c.cost_center) as cost_center,
+        coalesce(m.department, c.department, '') as department,
         m.owner,
         -- a tenant only charge lines name used nothing this month: each count is 0
         coalesce(columns([

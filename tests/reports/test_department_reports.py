@@ -21,7 +21,7 @@ from openpyxl.utils.cell import range_boundaries
 from pipelines.defs.resources import prepare_connection
 from pipelines.months import BillingMonth
 from pipelines.reports.department_page import DAILY_FALLBACK, render_department_page
-from pipelines.reports.department_reports import write_department_reports
+from pipelines.reports.department_reports import write_department_reports, write_organisation_page
 from pipelines.reports.department_workbook import write_department_workbook
 from pipelines.reports.departments import Department, department_slugs, departments, slugify
 from tests.conftest import require_tool
@@ -484,7 +484,7 @@ def test_same_tables_give_the_same_bytes(con, tmp_path):
     first = write_department_reports(con, MONTH, PARAMETERS, tmp_path / "a")
     second = write_department_reports(con, MONTH, PARAMETERS, tmp_path / "b")
     assert first == second == {"departments": 2, "tenants": 3, "charge_lines": 5,
-                               "job_lines": 6}  # fmt: skip
+                               "job_lines": 6, "pdfs": 0}  # fmt: skip
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert names == ["bio-chem.html", "bio-chem.xlsx", "physics.html", "physics.xlsx"]
     for name in names:
@@ -623,12 +623,21 @@ def test_department_reports_asset_on_a_real_month(tmp_path):
 
     build_tiny_month(tmp_path)
     # the telemetry days, then the month's assets (a run holds one partitioning)
+    require_tool("chromium", "chromium")  # the asset prints the pages' PDFs with it
     result = materialize_month(tmp_path, "2026-11-01")
     assert result.success
     folder = tmp_path / "reports/2026-11/departments"
     assert sorted(p.name for p in folder.iterdir()) == [
-        "science.html", "science.xlsx", "unmapped.html", "unmapped.xlsx",
+        "science.html", "science.pdf", "science.xlsx", "unmapped.html", "unmapped.pdf",
+        "unmapped.xlsx",
     ]  # fmt: skip
+    organisation = tmp_path / "reports/2026-11/chargeback-2026-11.html"
+    assert organisation.with_suffix(".pdf").exists()
+    org = parse(organisation.read_text(encoding="utf-8"))
+    [(total,)] = query(
+        tmp_path, "select sum(amount) from charge_lines where billing_month = ?", [NOV]
+    )
+    assert kpis(org)["Total charge (EUR)"] == f"{total:,.2f}"
     [(science,)] = query(
         tmp_path,
         "select sum(amount) from charge_lines where billing_month = ? and department = ?",
@@ -650,6 +659,58 @@ def _png_size(path: Path) -> tuple[int, int]:
     data = path.read_bytes()[:24]
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
     return struct.unpack(">II", data[16:24])
+
+
+def test_the_organisation_page_is_every_department_with_links_to_theirs(con, tmp_path):
+    written = write_organisation_page(con, MONTH, PARAMETERS, tmp_path / "chargeback-2026-11.html")
+    assert written == ["chargeback-2026-11.html"]  # no Chromium given: no PDF
+    doc = parse((tmp_path / "chargeback-2026-11.html").read_text(encoding="utf-8"))
+    assert doc.find_all("h1")[0].text == "All departments"
+    assert kpis(doc)["Total charge (USD)"] == "1,293.44"  # 293.45 + 999.99: every line
+    departments_table = table_in(doc, "departments")
+    assert [row[:3] for row in rows(departments_table)] == [
+        [BIO, "1", "999.99"],
+        ["Physics", "2", "293.45"],
+    ]
+    links = [a.attrs["href"] for a in departments_table.find_all("a")]
+    assert links == ["departments/bio-chem.html", "departments/physics.html"]
+    assert sorted(r[0] for r in rows(table_in(doc, "tenants"))) == sorted(
+        [EVIL, "Lepton Group", "Finch Lab"]
+    )
+    # the department pages have no such table
+    physics_page = parse(render_department_page(con, MONTH, PHYSICS, PARAMETERS))
+    assert [n for n in physics_page.iter() if n.attrs.get("id") == "departments"] == []
+
+
+def _media_box(pdf: bytes) -> tuple[float, float]:
+    [box] = set(re.findall(rb"/MediaBox \[0 0 ([\d.]+) ([\d.]+)\]", pdf))
+    return float(box[0]), float(box[1])
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(("page_size", "points"), [("A4", (595, 842)), ("Letter", (612, 792))])
+def test_pages_print_to_reproducible_pdfs_on_the_settings_paper(con, tmp_path, page_size, points):
+    chromium = require_tool("chromium", "chromium")
+    counts = [
+        write_department_reports(con, MONTH, PARAMETERS, tmp_path / run, page_size, chromium)
+        for run in ("a", "b")
+    ]
+    assert counts[0]["pdfs"] == 2
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert names == [
+        "bio-chem.html", "bio-chem.pdf", "bio-chem.xlsx", "physics.html", "physics.pdf",
+        "physics.xlsx",
+    ]  # fmt: skip
+    for name in ("bio-chem.pdf", "physics.pdf"):
+        pdf = (tmp_path / "a" / name).read_bytes()
+        assert pdf == (tmp_path / "b" / name).read_bytes()  # the same page, the same bytes
+        # stamped with the period's end, not the time Chromium printed it
+        assert re.findall(rb"/CreationDate \((D:[^)]*)\)", pdf) == [b"D:20261201000000+00'00'"]
+        width, height = _media_box(pdf)
+        assert (round(width), round(height)) in {points, (points[0] - 1, points[1] - 1)}
+    # a run without Chromium removes the PDFs of an earlier one: they would not match the pages
+    write_department_reports(con, MONTH, PARAMETERS, tmp_path / "a", page_size, None)
+    assert not list((tmp_path / "a").glob("*.pdf"))
 
 
 @pytest.mark.browser

@@ -129,7 +129,13 @@ _MANIFEST_TABLES = (
 
 @dg.asset(
     # every report of the month: they must be in the staging folder before it is published
-    deps=[chargeback_workbook, focus_export, "department_reports", "data_quality"],
+    deps=[
+        chargeback_workbook,
+        focus_export,
+        "department_reports",
+        "organisation_page",
+        "data_quality",
+    ],  # fmt: skip
     partitions_def=monthly_partition,
     backfill_policy=single_run,
     group_name=GROUP,

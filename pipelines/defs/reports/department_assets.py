@@ -1,4 +1,5 @@
-"""Reports: the business owners' page and workbook of each department and billing month."""
+"""Reports: the business owners' pages (and their PDFs) and workbook of each department and
+billing month, and the organisation page over every department."""
 
 import dagster as dg
 
@@ -6,34 +7,79 @@ from pipelines.defs.monthly import MonthRun, materialize_months
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.reports.assets import staged_report
 from pipelines.defs.resources import ChargebackResource
-from pipelines.reports.department_reports import write_department_reports
+from pipelines.reports.department_reports import write_department_reports, write_organisation_page
 from pipelines.reports.exports import report_parameters
+from pipelines.reports.pdf import CHROMIUM_ENV, find_chromium
 
 GROUP = "reports"
+PAGE_TABLES = ["charge_lines", "tenant_month", "job_usage", "quota_compliance", "utilization_daily"]
+
+
+def _chromium(context: dg.AssetExecutionContext) -> str | None:
+    chromium = find_chromium()
+    if chromium is None:
+        context.log.warning(
+            f"no PDFs of the pages: no Chromium on this machine (install Debian's chromium, or "
+            f"name one in {CHROMIUM_ENV})"
+        )
+    return chromium
 
 
 @dg.asset(
-    deps=["charge_lines", "tenant_month", "job_usage", "quota_compliance", "utilization_daily"],
+    deps=PAGE_TABLES,
     partitions_def=monthly_partition,
     backfill_policy=single_run,
     group_name=GROUP,
-    kinds={"html", "excel"},
+    kinds={"html", "pdf", "excel"},
 )
 def department_reports(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """One page and one workbook per department and billing month, for its business owner:
     `<reports>/YYYY-MM/departments/<slug>.html` (self-contained: spend vs budget, waste by
-    bucket, daily allocated GPU-hours, tenants, top idle/zombie jobs, definitions) and
-    `<slug>.xlsx` (Summary, Charges, Job lines, Definitions of that department's tenants).
-    Written into the run's staging folder of the month, published with the others."""
+    bucket, daily allocated GPU-hours, tenants, top idle/zombie jobs, definitions), its PDF
+    `<slug>.pdf` (headless Chromium, settings.yaml page_size) and `<slug>.xlsx` (Summary,
+    Charges, Job lines, Definitions of that department's tenants). Written into the run's
+    staging folder of the month, published with the others."""
+    chromium = _chromium(context)
 
     def step(run: MonthRun) -> dict[str, int]:
         parameters = report_parameters(run.month, run.catalog)
         folder = staged_report(context, run, "departments")
-        counts = write_department_reports(run.con, run.month, parameters, folder)
+        page_size = run.catalog.settings.page_size
+        counts = write_department_reports(
+            run.con, run.month, parameters, folder, page_size, chromium
+        )
         published = run.folders.reports / run.month.label / "departments"
         context.add_output_metadata(
             {f"path_{run.month.label}": dg.MetadataValue.path(str(published))}
         )
         return counts
+
+    return materialize_months(context, chargeback, step)
+
+
+@dg.asset(
+    deps=PAGE_TABLES,
+    partitions_def=monthly_partition,
+    backfill_policy=single_run,
+    group_name=GROUP,
+    kinds={"html", "pdf"},
+)
+def organisation_page(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
+    """`<reports>/YYYY-MM/chargeback-YYYY-MM.html` (and `.pdf`): the department page over every
+    department, summary first, with a table of the departments linking to their pages."""
+    chromium = _chromium(context)
+
+    def step(run: MonthRun) -> dict[str, int]:
+        parameters = report_parameters(run.month, run.catalog)
+        name = f"chargeback-{run.month.label}.html"
+        written = write_organisation_page(
+            run.con, run.month, parameters, staged_report(context, run, name),
+            run.catalog.settings.page_size, chromium,
+        )  # fmt: skip
+        published = run.folders.reports / run.month.label / name
+        context.add_output_metadata(
+            {f"path_{run.month.label}": dg.MetadataValue.path(str(published))}
+        )
+        return {"pdfs": sum(n.endswith(".pdf") for n in written)}
 
     return materialize_months(context, chargeback, step)
