@@ -23,7 +23,8 @@ TABLES = {
     "sample_sources", "stg_telemetry_files", "sample_rejects", "sample_file_counts",
     "job_gpu_hours", "job_sample_time", "job_time_buckets", "gpu_capacity", "capacity_buckets",
     "cost_pools", "job_gpu_charges", "job_usage", "quota_steps", "reserved_quota_unused",
-    "computed_charge_lines", "charge_lines", "tenant_month", "quota_compliance", "queue_stats",
+    "computed_charge_lines", "charge_lines", "charge_line_coverage", "tenant_month",
+    "quota_compliance", "queue_stats",
     "failure_stats", "submission_stats", "capacity_evidence", "utilization_daily",
     "telemetry_label_checks", "month_trends", "demand_forecast", "rejects", "data_quality",
     # written by `chargeback close` only (the close job), created empty by charge_lines

@@ -50,6 +50,7 @@ from pipelines.reports.sheets import (
     section_below,
     section_title,
     set_text,
+    share_of,
     style_chart,
     write_main_table,
     write_table,
@@ -490,11 +491,6 @@ def _write_waste_chart(ws: Worksheet, buckets: list[Any]) -> None:
     ws.add_chart(chart, f"A{last + 3}")
 
 
-def _share(pct: float | None) -> float | None:
-    """Marts hold percentages (0-100); the sheets show them as shares in a % format."""
-    return None if pct is None else pct / 100
-
-
 def _hours_of(seconds: float | None) -> float | None:
     return None if seconds is None else seconds / 3600
 
@@ -536,7 +532,7 @@ def _write_quota_budget(
             (q.tenant_id, q.pool, _yes_no(q.has_quota), q.guaranteed_gpus, q.limit_gpus,
              _yes_no(q.reserved), q.used_gpu_hours, q.mean_gpus, q.peak_gpus, q.peak_at,
              q.guaranteed_gpu_hours, q.borrowed_gpu_hours, q.unused_guaranteed_gpu_hours,
-             q.minutes_above_limit, _share(q.quota_use_pct), q.borrowing_days, q.days,
+             q.minutes_above_limit, share_of(q.quota_use_pct), q.borrowing_days, q.days,
              _yes_no(q.breach), _yes_no(q.idle_quota), _yes_no(q.chronic_borrowing))
             for q in quota
         ]  # fmt: skip
@@ -609,7 +605,7 @@ def _write_queue(ws: Worksheet, queue: list[Any] | None, submissions: list[Any] 
          _hours_of(q.wait_p50_s), _hours_of(q.wait_p90_s), _hours_of(q.wait_p95_s),
          _hours_of(q.wait_mean_s), _hours_of(q.wait_max_s), q.pending_gpu_hours, q.jobs_ended,
          q.completed_jobs, q.failed_jobs, q.timeout_jobs, q.out_of_memory_jobs,
-         q.node_fail_jobs, q.cancelled_jobs, q.preempted_jobs, _share(q.success_rate_pct))
+         q.node_fail_jobs, q.cancelled_jobs, q.preempted_jobs, share_of(q.success_rate_pct))
         for q in queue
     ]  # fmt: skip
     last = write_main_table(ws, cols, rows)
@@ -635,8 +631,8 @@ def _write_queue(ws: Worksheet, queue: list[Any] | None, submissions: list[Any] 
         rows = [
             (s.cluster, s.tenant_id, s.queue, s.submitted_jobs, s.started_jobs,
              s.cancelled_pending_jobs, s.failed_to_start_jobs, s.pending_jobs,
-             _share(s.submission_success_pct), s.ended_jobs, s.completed_jobs,
-             _share(s.job_success_pct))
+             share_of(s.submission_success_pct), s.ended_jobs, s.completed_jobs,
+             share_of(s.job_success_pct))
             for s in submissions
         ]  # fmt: skip
         write_table(ws, start, cols, rows, table_name="Submissions")
@@ -662,7 +658,7 @@ def _write_failures(ws: Worksheet, failures: list[Any] | None) -> None:
         rows = [
             (f.failure_rank, f.cluster, f.value, f.jobs, f.completed_jobs, f.failed_jobs,
              f.out_of_memory_jobs, f.timeout_jobs, f.node_fail_jobs, f.cancelled_jobs,
-             f.preempted_jobs, _share(f.infra_failure_rate_pct), _share(f.job_failure_rate_pct),
+             f.preempted_jobs, share_of(f.infra_failure_rate_pct), share_of(f.job_failure_rate_pct),
              f.allocated_gpu_hours, f.failed_infra_gpu_hours, f.failed_job_gpu_hours)
             for f in failures
             if f.dimension == dimension
@@ -723,10 +719,11 @@ def _write_capacity(ws: Worksheet, capacity: list[Any] | None, daily: list[Any] 
     else:
         rows = [
             (c.cluster, c.gpu_model, c.verdict, c.verdict_rule, c.capacity_gpu_hours,
-             c.allocated_gpu_hours, _share(c.allocation_rate_pct), _share(c.productive_share_pct),
-             _share(c.waste_share_pct), _share(c.unmeasured_share_pct), _hours_of(c.wait_p95_s),
-             c.pending_gpu_hours, _share(c.pending_share_pct), c.guaranteed_gpu_hours,
-             _share(c.idle_quota_share_pct))
+             c.allocated_gpu_hours, share_of(c.allocation_rate_pct),
+             share_of(c.productive_share_pct), share_of(c.waste_share_pct),
+             share_of(c.unmeasured_share_pct), _hours_of(c.wait_p95_s), c.pending_gpu_hours,
+             share_of(c.pending_share_pct), c.guaranteed_gpu_hours,
+             share_of(c.idle_quota_share_pct))
             for c in capacity
         ]  # fmt: skip
         last = write_main_table(ws, cols, rows)
@@ -808,7 +805,7 @@ def _write_trends(
     rows = [
         (f.cluster, f.gpu_model, f.forecast_month, f.history_months, f.forecast_gpu_hours,
          f.low_gpu_hours, f.high_gpu_hours, f.capacity_gpu_hours,
-         _share(f.forecast_allocation_rate_pct), f.threshold_month, f.trend_verdict)
+         share_of(f.forecast_allocation_rate_pct), f.threshold_month, f.trend_verdict)
         for f in forecast
     ]  # fmt: skip
     last = write_main_table(ws, cols, rows)
@@ -817,7 +814,7 @@ def _write_trends(
     tenants = [t for t in trends if t.level == "tenant"]
     last = _months_by_series(
         ws, last, "Allocation rate by month (cluster × GPU model)",
-        {(t.billing_month, f"{t.cluster} {t.gpu_model}"): _share(t.allocation_rate_pct)
+        {(t.billing_month, f"{t.cluster} {t.gpu_model}"): share_of(t.allocation_rate_pct)
          for t in models},
         "share", "TrendsAllocation", "Allocation", widths,
     )  # fmt: skip

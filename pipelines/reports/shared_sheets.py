@@ -23,6 +23,7 @@ from pipelines.reports.sheets import (
     ref,
     section_below,
     set_text,
+    share_of,
     write_main_table,
     write_table,
     write_total_row,
@@ -187,11 +188,14 @@ def write_charges(ws: Worksheet, charges: Sequence[Sequence[Any]], currency: str
         Column(f"Unit price ({currency} per GPU-hour)", "price"),
         Column(f"Amount ({currency})", "money"),
         Column("Currency"),
+        # of a usage or credit line's GPU time, the share telemetry measured
+        Column("Measured share", "share"),
     ]
-    last = write_main_table(ws, cols, charges)
+    rows = [(*line[:-1], share_of(line[-1])) for line in charges]
+    last = write_main_table(ws, cols, rows)
     total_row = last + 1
     write_total_row(ws, total_row, 2, last, {10: "hours", 12: "money"})
-    apply_widths(ws, fit_widths({}, cols, charges))
+    apply_widths(ws, fit_widths({}, cols, rows))
     return f"{quote_sheetname(ws.title)}!$L${total_row}"
 
 

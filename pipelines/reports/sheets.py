@@ -205,6 +205,11 @@ def ref(top: int, left: int, bottom: int, right: int) -> str:
     return f"{get_column_letter(left)}{top}:{get_column_letter(right)}{bottom}"
 
 
+def share_of(pct: float | None) -> float | None:
+    """Marts hold percentages (0-100); the sheets show them as shares in a % format."""
+    return None if pct is None else pct / 100
+
+
 def section_title(ws: Worksheet, row: int, text: str) -> None:
     set_text(ws.cell(row=row, column=1), text).style = "cb bold"
 

@@ -4,7 +4,9 @@
 -- part has CapacityReservationId = the quota ('tenant/pool') and CapacityReservationStatus
 -- 'Unused'; other lines leave both empty (a usage line mixes time inside and beyond a
 -- reservation, so it is not marked 'Used'). x_ChargeType is charge_lines.charge_type (usage,
--- credit, reserved_unused, idle_share, platform).
+-- credit, reserved_unused, idle_share, platform); x_MeasuredShare the share (0-1, 4 decimals)
+-- of a usage or credit line's GPU time that telemetry measured (charge_line_coverage), empty for
+-- the other lines.
 -- Parameters: $billing_month, $month_start, $month_end.
 with final as (
     select
@@ -21,9 +23,9 @@ with final as (
         charge_class as "ChargeClass",
         charge_description as "ChargeDescription",
         'Usage-Based' as "ChargeFrequency",
-        round(gpu_hours, 6) as "ConsumedQuantity",
+        round(l.gpu_hours, 6) as "ConsumedQuantity",
         'GPU-Hours' as "ConsumedUnit",
-        round(gpu_hours, 6) as "PricingQuantity",
+        round(l.gpu_hours, 6) as "PricingQuantity",
         'GPU-Hours' as "PricingUnit",
         unit_price as "ListUnitPrice",
         unit_price as "ContractedUnitPrice",
@@ -49,9 +51,12 @@ with final as (
             cost_center: cost_center,
             gpu_model: gpu_model
         })::varchar as "Tags",
-        charge_type as "x_ChargeType"
-    from charge_lines
-    where billing_month = $billing_month
+        charge_type as "x_ChargeType",
+        round(c.measured_share_pct / 100, 4)::decimal(6, 4) as "x_MeasuredShare"
+    from charge_lines as l
+    left join charge_line_coverage as c
+        using (billing_month, tenant_id, cluster, gpu_model, unit_price, charge_type)
+    where l.billing_month = $billing_month
 )
 
 select * from final

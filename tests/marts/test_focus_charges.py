@@ -28,6 +28,11 @@ CHARGE_LINES = (
     "charge_description varchar, gpu_hours double, gpu_units bigint, unit_price decimal(18, 6), "
     "charge_numerator hugeint, amount decimal(19, 2), currency varchar"
 )
+COVERAGE = (
+    "billing_month date, tenant_id varchar, cluster varchar, gpu_model varchar, "
+    "unit_price decimal(18, 6), charge_type varchar, gpu_hours double, "
+    "measured_gpu_hours double, measured_share_pct double"
+)
 
 
 def line(month, tenant, model, category, charge_class, charge_type, reservation, hours, price,
@@ -49,6 +54,13 @@ def con_with_lines(con):
              "3.000000", "2130.00"),
         line(NOV, "beta", "H100", "Usage", "Correction", "usage", None, 1.0, "3.000000", "3.00"),
         line(OCT, "alpha", "A100", "Usage", None, "usage", None, 5.0, "2.10", "10.50"),
+    ])  # fmt: skip
+    # alpha's A100 usage three quarters measured, its credit a quarter; beta's H100 usage a
+    # third (its correction line shows it); reservations bill no job time: no row
+    given(con, "charge_line_coverage", COVERAGE, [
+        (NOV, "alpha", "atlas", "A100", D("2.10"), "usage", 1 / 3, 0.25, 75.0),
+        (NOV, "alpha", "atlas", "A100", D("2.10"), "credit", 0.25, 0.0625, 25.0),
+        (NOV, "beta", "atlas", "H100", D("3.0"), "usage", 1.0, 1 / 3, 100 / 3),
     ])  # fmt: skip
     return con
 
@@ -76,7 +88,7 @@ def test_focus_columns_and_values(con_with_lines):
     }
 
     def focus(amount, category, charge_class, description, quantity, price, sku_price, tenant,
-              model, reservation, status, charge_type):  # fmt: skip
+              model, reservation, status, charge_type, measured):  # fmt: skip
         return {
             # no discounts: billed = effective = list = contracted = the line amount
             "BilledCost": D(amount), "EffectiveCost": D(amount), "ListCost": D(amount),
@@ -91,22 +103,23 @@ def test_focus_columns_and_values(con_with_lines):
             "CapacityReservationId": reservation, "CapacityReservationStatus": status,
             "Tags": f'{{"department":"Physics","cost_center":"CC-1","gpu_model":"{model}"}}',
             "x_ChargeType": charge_type,
+            "x_MeasuredShare": None if measured is None else D(measured),
             **common,
         }  # fmt: skip
 
     assert rows == [
         # ordered by sub-account, billing account, SKU, charge category (Credit < Usage) ...
         focus("-0.53", "Credit", None, "d", 0.25, "2.100000", "A100@2.1", "alpha", "A100", None,
-              None, "credit"),
+              None, "credit", "0.2500"),
         # GPU-hours rounded to 6 decimals
         focus("0.70", "Usage", None, "GPU usage, A100 at 2.1 USD/GPU-hour", 0.333333,
-              "2.100000", "A100@2.1", "alpha", "A100", None, None, "usage"),
+              "2.100000", "A100@2.1", "alpha", "A100", None, None, "usage", "0.7500"),
         # the unused part of a reserved quota: its reservation, status Unused
         focus("2130.00", "Usage", None, "d", 710.0, "3.000000", "H100@3.0", "beta", "H100",
-              "beta/H100", "Unused", "reserved_unused"),
+              "beta/H100", "Unused", "reserved_unused", None),
         # a correction of a closed month keeps FOCUS ChargeClass Correction
         focus("3.00", "Usage", "Correction", "d", 1.0, "3.000000", "H100@3.0", "beta", "H100",
-              None, None, "usage"),
+              None, None, "usage", "0.3333"),
     ]  # fmt: skip
     assert list(rows[0]) == [
         "BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "BillingCurrency",
@@ -117,7 +130,7 @@ def test_focus_columns_and_values(con_with_lines):
         "ServiceName", "ServiceCategory", "BillingAccountId", "BillingAccountName",
         "SubAccountId", "SubAccountName", "ResourceId", "ResourceName", "ResourceType", "SkuId",
         "SkuPriceId", "CapacityReservationId", "CapacityReservationStatus", "Tags",
-        "x_ChargeType",
+        "x_ChargeType", "x_MeasuredShare",
     ]  # fmt: skip
 
 

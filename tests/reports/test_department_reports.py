@@ -49,6 +49,9 @@ DDL = [
     department varchar, cost_center varchar, cluster varchar, gpu_model varchar,
     charge_category varchar, charge_class varchar, charge_description varchar,
     gpu_hours double, unit_price decimal(18,6), amount decimal(18,2), currency varchar)""",
+    """create table charge_line_coverage (billing_month date, tenant_id varchar,
+    cluster varchar, gpu_model varchar, unit_price decimal(18,6), charge_type varchar,
+    gpu_hours double, measured_gpu_hours double, measured_share_pct double)""",
     """create table tenant_month (billing_month date, tenant_id varchar, tenant_name varchar,
     department varchar, cost_center varchar, owner varchar, jobs bigint,
     allocated_gpu_hours double, measured_gpu_hours double, productive_gpu_hours double,
@@ -154,6 +157,12 @@ def con(tmp_path):
         "insert into charge_lines values (?, 'quark', 'x', 'Physics', 'CC-7', 'c1', 'A100', "
         "'Usage', null, 'x', 1.0, 2.0, 5000.00, 'USD')",
         [OCT],
+    )
+    # the charge type of each line, as computed_charge_lines sets it
+    con.execute("alter table charge_lines add column charge_type varchar")
+    con.execute(
+        "update charge_lines set charge_type = "
+        "case when charge_category = 'Credit' then 'credit' else 'usage' end"
     )
     for t in TENANTS:
         con.execute(

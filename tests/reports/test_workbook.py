@@ -43,6 +43,9 @@ DDL = [
     department varchar, cost_center varchar, cluster varchar, gpu_model varchar,
     charge_category varchar, charge_class varchar, charge_description varchar,
     gpu_hours double, unit_price decimal(18,6), amount decimal(18,2), currency varchar)""",
+    """create table charge_line_coverage (billing_month date, tenant_id varchar,
+    cluster varchar, gpu_model varchar, unit_price decimal(18,6), charge_type varchar,
+    gpu_hours double, measured_gpu_hours double, measured_share_pct double)""",
     """create table tenant_month (billing_month date, tenant_id varchar, tenant_name varchar,
     department varchar, cost_center varchar, owner varchar, jobs bigint,
     allocated_gpu_hours double, measured_gpu_hours double, productive_gpu_hours double,
@@ -280,6 +283,14 @@ def con(tmp_path):
         "update charge_lines set charge_type = "
         "case when charge_category = 'Credit' then 'credit' else 'usage' end"
     )
+    # r&d's A100 usage three quarters measured (its correction line shows it too), chaff's
+    # credited time half; the other lines have no coverage row
+    con.execute(
+        "insert into charge_line_coverage values "
+        "(?, 'r&d', 'phillips', 'A100-80GB', 2.1, 'usage', 400, 300, 75.0), "
+        "(?, 'chaff', 'phillips', 'A100-80GB', 2.1, 'credit', 7.352381, 3.6761905, 50.0)",
+        [NOV, NOV],
+    )
     for t in TENANTS:
         con.execute(
             "insert into tenant_month values (?, ?, ?, ?, ?, 'lead@example.com', 1, ?, ?, ?, ?,"
@@ -509,6 +520,21 @@ def test_charges_one_row_per_line_with_sum_totals(written):
     assert "Correction" in [ws[f"H{r}"].value for r in range(2, total)]
     assert ws["L2"].number_format == "#,##0.00"
     assert ws["J2"].number_format == "#,##0.00"
+    assert ws["N1"].value == "Measured share"
+    measured = {
+        (ws[f"B{r}"].value, ws[f"E{r}"].value, ws[f"G{r}"].value, ws[f"H{r}"].value):
+        ws[f"N{r}"].value for r in range(2, total)
+    }  # fmt: skip
+    assert measured == {
+        ("Chaffinch Lab", "kube", "Usage", None): None,
+        ("Chaffinch Lab", "phillips", "Credit", None): 0.5,
+        ("Chaffinch Lab", "phillips", "Usage", None): None,
+        (RND_NAME, "phillips", "Usage", None): 0.75,
+        (RND_NAME, "phillips", "Usage", "Correction"): 0.75,
+        ("unmapped", "kube", "Usage", None): None,
+    }
+    shown = [r for r in range(2, total) if ws[f"N{r}"].value is not None]
+    assert {ws[f"N{r}"].number_format for r in shown} == {sheets.SHARE_FORMAT}
 
 
 def test_text_that_looks_like_a_formula_stays_text(written):
@@ -527,7 +553,7 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
     total = _row_of(wb["Summary"], "TOTAL")
     expected = {
         "Summary": (f"A{header + 1}", f"A{header}:H{total - 1}"),
-        "Charges": ("A2", "A1:M7"),
+        "Charges": ("A2", "A1:N7"),
         "Job lines": ("A2", "A1:X4"),
         "Waste": ("A2", "A1:E10"),
         "Data quality": ("A2", "A1:J4"),
@@ -752,7 +778,7 @@ def test_empty_month_still_writes_a_workbook_that_ties_out(con, tmp_path):
     assert ws[f"B{_row_of(ws, 'Capacity GPU-hours')}"].value == "unknown"
     diff_row = _row_of(ws, "Difference (TOTAL above − Charges, must be 0)")
     assert _evaluate(wb, "Summary", ws[f"E{diff_row}"].value) == 0
-    assert wb["Charges"].auto_filter.ref == "A1:M1"
+    assert wb["Charges"].auto_filter.ref == "A1:N1"
 
 
 def test_mixed_currencies_are_refused(con, tmp_path):

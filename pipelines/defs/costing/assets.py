@@ -131,9 +131,14 @@ tenant_month = sql_table(
     checks=[Check("charges_tie_out")],
 )  # fmt: skip
 
+# what share of each line's GPU time rests on telemetry (the Charges sheet, FOCUS)
+charge_line_coverage = sql_table(
+    "charge_line_coverage", "marts", GROUP, ["job_gpu_charges", "job_time_buckets"]
+)
+
 STEPS = [
     cost_pools, job_gpu_charges, job_usage, quota_steps, reserved_quota_unused,
-    computed_charge_lines, charge_lines,
+    computed_charge_lines, charge_lines, charge_line_coverage,
 ]  # fmt: skip
 # tenant_month reads quota_compliance (governance): it comes after that
 LAST_STEPS = [tenant_month]
