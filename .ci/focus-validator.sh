@@ -2,13 +2,14 @@
 # Prepares the FinOps Foundation's FOCUS validator (focus-validator 2.2.1, FOCUS 1.2 rules) in
 # its own virtual environment, for tests/reports/test_focus_validator.py; does nothing when it
 # is already there with the pinned requirements (.ci/focus-validator-requirements.txt).
-# The validator needs Python 3.12 or later (the project runs on 3.11) and numpy < 2, whose
-# wheels stop at Python 3.12: the script takes a Python 3.12 of this machine (FOCUS_VALIDATOR_PYTHON,
-# PATH or pyenv), else a Python 3.13 (PATH or one it built before), else builds CPython 3.13
-# from the source tarball Debian serves (about 3.5 minutes on 2 cores; numpy 1.26 then compiles
-# from source too). Everything lands under CHARGEBACK_TOOLS_DIR (~/.cache/gpu-chargeback); the
-# validator's environment is FOCUS_VALIDATOR_VENV (<tools>/focus-validator-2.2.1), where the
-# test looks for it.
+# The validator needs Python 3.12 or later (the project runs on 3.11, where its code does not
+# even parse) and numpy < 2, whose wheels stop at Python 3.12: the script takes a Python 3.12 of
+# this machine (FOCUS_VALIDATOR_PYTHON, PATH or pyenv), else a Python 3.13 (PATH or one it built
+# before), else builds CPython 3.13 from the source tarball Debian serves. Measured on the shared
+# 2-core machine: with a Python 3.12 there, 1 minute; else building CPython takes 3.5 to 6
+# minutes, and numpy 1.26 compiles from source for 3.13 in 9 more (once: pip caches the wheel).
+# Everything lands under CHARGEBACK_TOOLS_DIR (~/.cache/gpu-chargeback); the validator's
+# environment is FOCUS_VALIDATOR_VENV (<tools>/focus-validator-2.2.1), where the test looks.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 tools="${CHARGEBACK_TOOLS_DIR:-$HOME/.cache/gpu-chargeback}"
