@@ -12,6 +12,7 @@ import datetime as dt  # noqa: E402
 import shutil  # noqa: E402
 import textwrap  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import NoReturn  # noqa: E402
 
 import dagster as dg  # noqa: E402
 import duckdb  # noqa: E402
@@ -142,7 +143,12 @@ def require_tool(name: str, package: str) -> str:
     found = shutil.which(name)
     if found is not None:
         return found
-    message = f"{name} is not installed (Debian package '{package}')"
+    tool_missing(f"{name} is not installed (Debian package '{package}')")
+
+
+def tool_missing(message: str) -> NoReturn:
+    """A tool a test needs is missing (`message` says which and how to get it): fail under CI,
+    which prepares the tools (.ci/run), skip elsewhere."""
     if under_ci():
         pytest.fail(f"{message}: CI must run this test, install it", pytrace=False)
     pytest.skip(message)

@@ -7,6 +7,11 @@
 -- credit, reserved_unused, idle_share, platform); x_MeasuredShare the share (0-1, 4 decimals)
 -- of a usage or credit line's GPU time that telemetry measured (charge_line_coverage), empty for
 -- the other lines.
+-- FOCUS 1.2 (README 'FOCUS export'): ConsumedQuantity and ConsumedUnit are set on Usage lines
+-- only (empty on Credit lines, corrections of credits included); PricingQuantity carries the
+-- charge's sign (a credit's GPU-hours are negative), so ListUnitPrice × PricingQuantity =
+-- ListCost on every line. InvoiceId is the tenant's invoice of the billing month, which a
+-- correction restates. CommitmentDiscountStatus is always empty (no commitment discounts).
 -- Parameters: $billing_month, $month_start, $month_end.
 with final as (
     select
@@ -23,17 +28,23 @@ with final as (
         charge_class as "ChargeClass",
         charge_description as "ChargeDescription",
         'Usage-Based' as "ChargeFrequency",
-        round(l.gpu_hours, 6) as "ConsumedQuantity",
-        'GPU-Hours' as "ConsumedUnit",
-        round(l.gpu_hours, 6) as "PricingQuantity",
+        case when charge_category = 'Usage' then round(l.gpu_hours, 6) end
+            as "ConsumedQuantity",
+        case when charge_category = 'Usage' then 'GPU-Hours' end as "ConsumedUnit",
+        case
+            when charge_category = 'Credit' then -round(l.gpu_hours, 6)
+            else round(l.gpu_hours, 6)
+        end as "PricingQuantity",
         'GPU-Hours' as "PricingUnit",
         unit_price as "ListUnitPrice",
         unit_price as "ContractedUnitPrice",
         'Internal GPU platform' as "ProviderName",
         'Internal GPU platform' as "PublisherName",
         'Internal GPU platform' as "InvoiceIssuerName",
+        format('GPU-{}-{}', strftime(billing_month, '%Y-%m'), tenant_id) as "InvoiceId",
         'GPU compute' as "ServiceName",
         'AI and Machine Learning' as "ServiceCategory",
+        'AI Platforms' as "ServiceSubcategory",
         cluster as "BillingAccountId",
         cluster as "BillingAccountName",
         tenant_id as "SubAccountId",
@@ -42,10 +53,13 @@ with final as (
         format('{} {} GPUs', cluster, gpu_model) as "ResourceName",
         'GPU pool' as "ResourceType",
         gpu_model as "SkuId",
+        'GPU time' as "SkuMeter",
         format('{}@{}', gpu_model, unit_price) as "SkuPriceId",
+        json_object('x_GpuModel', gpu_model)::varchar as "SkuPriceDetails",
         capacity_reservation_id as "CapacityReservationId",
         case when charge_type = 'reserved_unused' then 'Unused' end
             as "CapacityReservationStatus",
+        null::varchar as "CommitmentDiscountStatus",
         to_json({
             department: department,
             cost_center: cost_center,

@@ -418,6 +418,7 @@ FOCUS_REQUIRED = (
     "ChargeCategory", "ChargeClass", "ChargeDescription", "ConsumedQuantity", "ConsumedUnit",
     "PricingQuantity", "PricingUnit", "ListUnitPrice", "ProviderName", "ServiceName",
     "SubAccountId", "SubAccountName", "ResourceId", "SkuId", "SkuPriceId", "Tags",
+    "InvoiceId", "ServiceSubcategory",  # FOCUS 1.2 recommended
 )  # fmt: skip
 
 
@@ -436,9 +437,9 @@ def test_focus_export_has_the_columns_types_and_sum(tiny):
     assert {r["BillingPeriodEnd"] for r in rows} == {"2026-12-01T00:00:00Z"}
     assert {(r["SubAccountId"], r["ChargeCategory"], r["ConsumedUnit"]) for r in rows} == {
         ("alpha", "Usage", "GPU-Hours"),
-        ("alpha", "Credit", "GPU-Hours"),
+        ("alpha", "Credit", ""),  # FOCUS 1.2: a credit consumes nothing
         ("beta", "Usage", "GPU-Hours"),
-        ("beta", "Credit", "GPU-Hours"),
+        ("beta", "Credit", ""),
         ("unmapped", "Usage", "GPU-Hours"),
     }
     alpha = next(r for r in rows if r["SubAccountId"] == "alpha" and r["ChargeCategory"] == "Usage")

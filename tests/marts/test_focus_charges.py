@@ -75,13 +75,16 @@ def test_focus_columns_and_values(con_with_lines):
         "ChargePeriodStart": "2026-11-01T00:00:00Z",
         "ChargePeriodEnd": "2026-12-01T00:00:00Z",
         "ChargeFrequency": "Usage-Based",
-        "ConsumedUnit": "GPU-Hours",
         "PricingUnit": "GPU-Hours",
         "ProviderName": "Internal GPU platform",
         "PublisherName": "Internal GPU platform",
         "InvoiceIssuerName": "Internal GPU platform",
         "ServiceName": "GPU compute",
         "ServiceCategory": "AI and Machine Learning",
+        "ServiceSubcategory": "AI Platforms",
+        "SkuMeter": "GPU time",
+        # no commitment discounts: always empty
+        "CommitmentDiscountStatus": None,
         "BillingAccountId": "atlas",
         "BillingAccountName": "atlas",
         "ResourceType": "GPU pool",
@@ -95,11 +98,17 @@ def test_focus_columns_and_values(con_with_lines):
             "ContractedCost": D(amount),
             "ChargeCategory": category, "ChargeClass": charge_class,
             "ChargeDescription": description,
-            "ConsumedQuantity": quantity, "PricingQuantity": quantity,
+            # FOCUS 1.2: consumed quantity and unit on Usage lines only; the pricing quantity
+            # has the sign of the charge (ListUnitPrice × PricingQuantity = ListCost)
+            "ConsumedQuantity": quantity if category == "Usage" else None,
+            "ConsumedUnit": "GPU-Hours" if category == "Usage" else None,
+            "PricingQuantity": -quantity if category == "Credit" else quantity,
+            "InvoiceId": f"GPU-2026-11-{tenant}",
             "ListUnitPrice": D(price), "ContractedUnitPrice": D(price),
             "SubAccountId": tenant, "SubAccountName": f"{tenant.title()} Lab",
             "ResourceId": f"atlas/{model}", "ResourceName": f"atlas {model} GPUs",
             "SkuId": model, "SkuPriceId": sku_price,
+            "SkuPriceDetails": f'{{"x_GpuModel":"{model}"}}',
             "CapacityReservationId": reservation, "CapacityReservationStatus": status,
             "Tags": f'{{"department":"Physics","cost_center":"CC-1","gpu_model":"{model}"}}',
             "x_ChargeType": charge_type,
@@ -126,10 +135,11 @@ def test_focus_columns_and_values(con_with_lines):
         "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd",
         "ChargeCategory", "ChargeClass", "ChargeDescription", "ChargeFrequency",
         "ConsumedQuantity", "ConsumedUnit", "PricingQuantity", "PricingUnit", "ListUnitPrice",
-        "ContractedUnitPrice", "ProviderName", "PublisherName", "InvoiceIssuerName",
-        "ServiceName", "ServiceCategory", "BillingAccountId", "BillingAccountName",
-        "SubAccountId", "SubAccountName", "ResourceId", "ResourceName", "ResourceType", "SkuId",
-        "SkuPriceId", "CapacityReservationId", "CapacityReservationStatus", "Tags",
+        "ContractedUnitPrice", "ProviderName", "PublisherName", "InvoiceIssuerName", "InvoiceId",
+        "ServiceName", "ServiceCategory", "ServiceSubcategory", "BillingAccountId",
+        "BillingAccountName", "SubAccountId", "SubAccountName", "ResourceId", "ResourceName",
+        "ResourceType", "SkuId", "SkuMeter", "SkuPriceId", "SkuPriceDetails",
+        "CapacityReservationId", "CapacityReservationStatus", "CommitmentDiscountStatus", "Tags",
         "x_ChargeType", "x_MeasuredShare",
     ]  # fmt: skip
 
@@ -156,4 +166,24 @@ def test_the_csv_export_has_the_focus_header_and_one_row_per_line(con_with_lines
         ("alpha", "0.70", "", ""),
         ("beta", "2130.00", "", "Unused"),
         ("beta", "3.00", "Correction", ""),
+    ]  # fmt: skip
+
+
+def test_corrections_are_on_the_invoice_they_restate_and_credits_consume_nothing(con):
+    # a closed November restated: a credit grew by 1 GPU-hour, a usage line shrank by 2
+    given(con, "charge_lines", CHARGE_LINES, [
+        line(NOV, "alpha", "A100", "Credit", "Correction", "credit", None, 1.0, "2.10", "-2.10"),
+        line(NOV, "alpha", "A100", "Usage", "Correction", "usage", None, -2.0, "2.10", "-4.20"),
+    ])  # fmt: skip
+    given(con, "charge_line_coverage", COVERAGE, [])
+    rows = records(run(con, "reports/focus_charges", month_params(Settings())))
+    assert [
+        (r["ChargeCategory"], r["ChargeClass"], r["BilledCost"], r["ConsumedQuantity"],
+         r["ConsumedUnit"], r["PricingQuantity"], r["InvoiceId"], r["BillingPeriodStart"])
+        for r in rows
+    ] == [
+        ("Credit", "Correction", D("-2.10"), None, None, -1.0, "GPU-2026-11-alpha",
+         "2026-11-01T00:00:00Z"),
+        ("Usage", "Correction", D("-4.20"), -2.0, "GPU-Hours", -2.0, "GPU-2026-11-alpha",
+         "2026-11-01T00:00:00Z"),
     ]  # fmt: skip
