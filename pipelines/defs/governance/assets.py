@@ -1,5 +1,6 @@
-"""Governance evidence: quota compliance, queue and service, failures, capacity verdict, and
-the telemetry labels checked against the scheduler."""
+"""Governance evidence: quota compliance, the configured quotas' drift from the catalog, queue
+and service, failures, capacity verdict, and the telemetry labels checked against the
+scheduler."""
 
 from pipelines.defs.ingest.telemetry import readable_sample_files
 from pipelines.defs.monthly import MonthRun
@@ -16,6 +17,12 @@ failure_stats = sql_table(
     "failure_stats", "marts", GROUP, ["stg_jobs", "job_gpus", "job_gpu_hours", "catalog_nodes"]
 )
 submission_stats = sql_table("submission_stats", "marts", GROUP, ["job_usage"])
+# the GPU quotas configured in the schedulers (sacctmgr, Kueue) against the catalog's
+quota_drift = sql_table(
+    "quota_drift", "marts", GROUP,
+    ["stg_quota_configs", "catalog_quotas", "catalog_account_tenants", "catalog_nodes",
+     "job_usage"],
+)  # fmt: skip
 capacity_evidence = sql_table(
     "capacity_evidence", "marts", GROUP, ["capacity_buckets", "queue_stats", "quota_compliance"]
 )
@@ -53,6 +60,7 @@ telemetry_label_checks = sql_table(
 )  # fmt: skip
 
 STEPS = [
-    quota_compliance, queue_stats, failure_stats, submission_stats, capacity_evidence,
+    quota_compliance, queue_stats, failure_stats, submission_stats, quota_drift,
+    capacity_evidence,
     utilization_daily, telemetry_label_checks,
 ]  # fmt: skip
