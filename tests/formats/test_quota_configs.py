@@ -158,8 +158,14 @@ def test_kueue_objects_one_row_per_gpu_flavor_or_object():
 
 
 def test_kueue_list_of_one_kind_and_broken_json(tmp_path):
-    items = [{"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
-              "metadata": {"name": "q", "namespace": "ns"}, "spec": {"clusterQueue": "cq"}}]
+    items = [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "LocalQueue",
+            "metadata": {"name": "q", "namespace": "ns"},
+            "spec": {"clusterQueue": "cq"},
+        }
+    ]
     path = write(tmp_path / "lq.json", json.dumps({"kind": "LocalQueueList", "items": items}))
     assert [row["target"] for row in kueue.read_rows(path, ClusterSettings())] == ["cq"]
     path = write(tmp_path / "bad.json", json.dumps({"kind": "NodeList", "items": items}))
