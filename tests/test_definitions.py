@@ -24,7 +24,8 @@ TABLES = {
     "job_gpu_hours", "job_sample_time", "job_time_buckets", "gpu_capacity", "capacity_buckets",
     "cost_pools", "job_gpu_charges", "job_usage", "quota_steps", "reserved_quota_unused",
     "computed_charge_lines", "charge_lines", "tenant_month", "quota_compliance", "queue_stats",
-    "failure_stats", "submission_stats", "quota_drift", "capacity_evidence", "utilization_daily",
+    "failure_stats", "submission_stats", "kueue_workload_waits", "quota_drift",
+    "capacity_evidence", "utilization_daily",
     "telemetry_label_checks", "rejects", "data_quality",
     # written by `chargeback close` only (the close job), created empty by charge_lines
     "issued_charge_lines", "closed_months",

@@ -186,3 +186,14 @@ def test_kueue_workloads_are_typed_with_their_admission(month, rows):
          "2026-11-10 06:30:01", "cq-chaff"),
         ("wren-train", "pod-train-2-d3e4f", "lq-wren", "2026-11-30 22:00:00", None, None, None),
     ]  # fmt: skip
+
+
+def test_kueue_workload_waits_from_creation_to_admission(month, rows):
+    waits = month.build("kueue_workload_waits")
+    assert pick(waits, "cluster", "tenant_id", "namespace", "workload", "queue",
+                "cluster_queue", "is_admitted", "wait_s") == [
+        # created 06:00:00, admitted 06:30:01
+        ("k8s", "chaff", "chaff", "pod-train-1-a1b2c", "lq-chaff", "cq-chaff", True, 1801.0),
+        # its QuotaReserved condition is False: still pending at the dump
+        ("k8s", "wren", "wren-train", "pod-train-2-d3e4f", "lq-wren", None, False, None),
+    ]  # fmt: skip

@@ -17,6 +17,10 @@ failure_stats = sql_table(
     "failure_stats", "marts", GROUP, ["stg_jobs", "job_gpus", "job_gpu_hours", "catalog_nodes"]
 )
 submission_stats = sql_table("submission_stats", "marts", GROUP, ["job_usage"])
+# how long each Kueue Workload of the month waited for admission (not yet in any figure)
+kueue_workload_waits = sql_table(
+    "kueue_workload_waits", "facts", GROUP, ["stg_quota_configs", "catalog_account_tenants"]
+)
 # the GPU quotas configured in the schedulers (sacctmgr, Kueue) against the catalog's
 quota_drift = sql_table(
     "quota_drift", "marts", GROUP,
@@ -60,7 +64,7 @@ telemetry_label_checks = sql_table(
 )  # fmt: skip
 
 STEPS = [
-    quota_compliance, queue_stats, failure_stats, submission_stats, quota_drift,
-    capacity_evidence,
+    quota_compliance, queue_stats, failure_stats, submission_stats, kueue_workload_waits,
+    quota_drift, capacity_evidence,
     utilization_daily, telemetry_label_checks,
 ]  # fmt: skip
