@@ -1,7 +1,9 @@
 """The GPU quotas the simulated site configured in its schedulers, as the platform team dumps
 them at the month's end: `sacctmgr show assoc --parsable2` and `sacctmgr show qos
---parsable2` for atlas (Slurm), `kubectl get resourceflavors,clusterqueues,localqueues -A -o
-json` for kube (Kueue).
+--parsable2` for atlas (Slurm), `kubectl get resourceflavors,clusterqueues,localqueues,
+workloads -A -o json` for kube (Kueue). The site keeps Kueue's Workloads of the month (one per
+queued pod submitted in it: created at the pod's creation, admitted when its image pull began,
+or still pending) for the queue-wait figures.
 
 Each cluster configures the catalog's quota (quotas.yaml) of every tenant that uses it, for
 every pool the tenant has a quota on, as the site's conventions say: on atlas a GrpTRES limit
@@ -26,7 +28,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from simulator.clock import fmt_date
+from simulator.clock import fmt_date, fmt_ts
 from simulator.site import A100, GPU_PRODUCTS, H100, SLURM_GPU_TYPES, Layout, tenant_of
 
 ASSOC_HEADER = (
@@ -157,11 +159,38 @@ def write_kueue_objects(folder: Path, pods, quotas: list[dict], layout: Layout) 
     for namespace, queue in sorted(local):
         target = "cq-mig" if queue == "lq-mig" else f"cq-{tenant_of(namespace)}"
         items.append(_object("LocalQueue", queue, namespace, spec={"clusterQueue": target}))
+    items += [
+        _workload(pod, "cq-mig" if pod.queue == "lq-mig" else f"cq-{tenant_of(pod.namespace)}")
+        for pod in sorted(pods, key=lambda p: (p.namespace, p.name))
+        if pod.queue and layout.month_start <= pod.submit < layout.month_end
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     body = {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
     path = folder / f"kueue-objects-{fmt_date(layout.export_at)}.json"
     path.write_text(json.dumps(body, indent=4) + "\n", encoding="utf-8")
     return {"kueue_objects": len(items)}
+
+
+def _workload(pod, cluster_queue: str) -> dict:
+    """The Workload Kueue made of a queued pod: admitted (quota reserved) when the pod was
+    let go to the node, its image pull before it started; pending when it never started."""
+    created = fmt_ts(pod.submit) + "Z"
+    status: dict = {"conditions": []}
+    if pod.start is not None:
+        admitted = fmt_ts(max(pod.submit, pod.start - pod.pull_s)) + "Z"
+        status["admission"] = {"clusterQueue": cluster_queue}
+        status["conditions"] = [
+            {"lastTransitionTime": admitted, "reason": reason, "status": "True", "type": kind}
+            for kind, reason in (("QuotaReserved", "QuotaReserved"), ("Admitted", "Admitted"))
+        ]
+    else:
+        status["conditions"] = [{"lastTransitionTime": created, "reason": "Pending",
+                                 "status": "False", "type": "QuotaReserved"}]  # fmt: skip
+    workload = _object("Workload", f"pod-{pod.name}-{pod.uid[:5]}", pod.namespace,
+                       spec={"queueName": pod.queue})  # fmt: skip
+    workload["metadata"]["creationTimestamp"] = created
+    workload["status"] = status
+    return workload
 
 
 def _cluster_queue(name: str, flavors: list[dict]) -> dict:
