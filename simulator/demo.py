@@ -46,6 +46,11 @@ By default the month is written in the formats the sites really export (`--forma
         series per GPU and pod, as Prometheus returns them); the MIG node reports per GPU
         instance (`GPU_I_ID`, `GPU_I_PROFILE`); a time-sliced GPU is one series with no pod
         labels (the exporter cannot tell its replicas apart)
+    <out>/landing/scheduler/atlas/sacctmgr-{assoc,qos}-<YYYY-MM-DD>.psv   `sacctmgr show assoc|qos
+        --parsable2` at the export time: the catalog's quotas as GrpTRES GPU limits, with
+        drift on purpose (simulator/writers/quotas.py names each disagreement)
+    <out>/landing/scheduler/kube/kueue-objects-<YYYY-MM-DD>.json   Kueue ResourceFlavors,
+        ClusterQueues (one per tenant, cohort `gpu`) and LocalQueues, with drift on purpose
     <out>/catalog/settings.yaml, tenants.yaml, rates.yaml, quotas.yaml, budgets.yaml,
                   outages.yaml, nodes.csv            both clusters; settings.yaml declares
                   kube-ts* a time-slicing pool of 4 replicas (MIG needs no declaration)
@@ -92,6 +97,7 @@ from pipelines.catalog import Settings
 from simulator import catalog, figures, kube, scheduler, site, workload
 from simulator.site import A100, CLUSTER, GPUS_PER_NODE, KUBE
 from simulator.writers import canonical, dcgm, kubernetes, slurm
+from simulator.writers import quotas as quota_configs
 
 # the values settings.yaml accepts (pipelines.catalog.Settings)
 COST_MODES = get_args(Settings.model_fields["cost_mode"].annotation)
@@ -149,6 +155,9 @@ def generate_demo(
     atlas = {"jobs": len(jobs)}
     if real:
         atlas |= slurm.write_dumps(landing / "scheduler" / CLUSTER, all_jobs, layout, seed)
+        atlas |= quota_configs.write_slurm_quotas(
+            landing / "scheduler" / CLUSTER, CLUSTER, jobs, quotas, layout
+        )
         atlas |= dcgm.write_atlas_telemetry(landing / "telemetry" / CLUSTER, jobs, layout, seed)
     else:
         atlas |= canonical.write_scheduler(landing / "scheduler" / CLUSTER, jobs, layout)
@@ -175,6 +184,9 @@ def generate_demo(
             "system_pods": sum(1 for p in pods if not p.gpus),
         }
         kube_summary |= kubernetes.write_snapshots(landing / "scheduler" / KUBE, pods, layout, kl)
+        kube_summary |= quota_configs.write_kueue_objects(
+            landing / "scheduler" / KUBE, pods, quotas, layout
+        )
         kube_summary |= dcgm.write_kube_telemetry(
             landing / "telemetry" / KUBE, pods, layout, kl, seed
         )

@@ -19,13 +19,15 @@ TABLES = {
     "catalog_tenants", "catalog_rates", "catalog_price_tiers", "catalog_budgets",
     "catalog_quotas", "catalog_clusters", "catalog_nodes", "catalog_outage_windows",
     "catalog_account_tenants",
-    "stg_scheduler_files", "stg_job_records", "stg_allocation_records", "stg_jobs", "job_gpus",
+    "stg_scheduler_files", "stg_job_records", "stg_allocation_records", "stg_quota_configs",
+    "stg_jobs", "job_gpus",
     "sample_sources", "stg_telemetry_files", "sample_rejects", "sample_file_counts",
     "job_gpu_hours", "job_sample_time", "job_time_buckets", "gpu_capacity", "capacity_buckets",
     "cost_pools", "job_gpu_charges", "job_usage", "quota_steps", "reserved_quota_unused",
     "computed_charge_lines", "charge_lines", "charge_line_coverage", "tenant_month",
     "quota_compliance", "queue_stats",
-    "failure_stats", "submission_stats", "capacity_evidence", "utilization_daily",
+    "failure_stats", "submission_stats", "kueue_workload_waits", "quota_drift",
+    "capacity_evidence", "utilization_daily",
     "telemetry_label_checks", "month_trends", "demand_forecast", "rejects", "data_quality",
     # written by `chargeback close` only (the close job), created empty by charge_lines
     "issued_charge_lines", "closed_months",
@@ -98,7 +100,8 @@ def tables_read(sql: str) -> set[str]:
 # What a step reads besides its SQL file and its checks' files: in Python, or the files a
 # temporary table of its own is made from
 READ_BY_PYTHON = {
-    "catalog_account_tenants": {"stg_job_records"},  # the accounts seen, mapped in Python
+    # the accounts and namespaces seen, mapped in Python
+    "catalog_account_tenants": {"stg_job_records", "stg_quota_configs"},
     # exported_job_gpus.sql and the GPU index assignment (loading.py)
     "job_gpus": {"stg_jobs", "stg_allocation_records", "catalog_nodes"},
     "sample_sources": {"catalog_clusters"},  # a cluster's settings convert its telemetry

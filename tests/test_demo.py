@@ -63,10 +63,12 @@ def test_same_seed_gives_byte_identical_files(demo: Path, tmp_path: Path) -> Non
     digests = _digests(demo)
     folders = Counter(str(Path(name).parent) for name in digests)
     assert folders == {
-        "landing/scheduler/atlas": 31,  # a dump a day, one sent twice
+        # a dump a day, one sent twice; sacctmgr's associations and QOS
+        "landing/scheduler/atlas": 31 + 2,
         "landing/telemetry/atlas/dcgm": 3 * 30,  # GPU_UTIL, GR_ENGINE_ACTIVE, FB_USED a day
         "landing/telemetry/atlas/nvidia-smi": 1,
-        "landing/scheduler/kube": 30 * 4 + 2,  # every 6 h up to the export at 06:00
+        # every 6 h up to the export at 06:00; the Kueue objects
+        "landing/scheduler/kube": 30 * 4 + 2 + 1,
         "landing/telemetry/kube/dcgm": 2 * 30,  # GR_ENGINE_ACTIVE, FB_USED a day
         "catalog": 7,
     }
@@ -95,6 +97,8 @@ def test_every_file_is_recognised_as_its_real_format(demo: Path) -> None:
     )
     assert formats == {
         ("atlas", "slurm_sacct"): 31,
+        ("atlas", "slurm_sacctmgr"): 2,
+        ("kube", "kueue_objects"): 1,
         ("atlas", "dcgm_prometheus"): 90,
         ("atlas", "nvidia_smi"): 1,
         ("kube", "kubernetes_podlist"): 122,
@@ -142,7 +146,7 @@ def sacct(demo: Path) -> duckdb.DuckDBPyConnection:
     folder = demo / "landing" / "scheduler" / "atlas"
     rows = [
         {**row, "file": path.name, "headed": path.read_text().startswith("JobID|")}
-        for path in sorted(folder.iterdir())
+        for path in sorted(folder.glob("sacct-*"))  # not the sacctmgr quota dumps
         for row in slurm.read_rows(path, ClusterSettings())
     ]
     con = duckdb.connect()
@@ -343,7 +347,7 @@ def pods(demo: Path) -> list[dict]:
     settings = load_catalog(demo / "catalog").cluster("kube")
     return [
         {**row, "file": path.name}
-        for path in sorted(folder.iterdir())
+        for path in sorted(folder.glob("pods-*"))  # not the Kueue objects
         for row in kubernetes.read_rows(path, settings)
     ]
 
@@ -897,3 +901,42 @@ def test_budgets_put_vision_over_and_nlp_near_its_limit(
 def test_unknown_format_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="export_format"):
         generate_demo(tmp_path, small=True, export_format="xml")
+
+
+# ---- configured quotas
+
+
+def test_the_quota_dumps_configure_the_catalog_with_drift_on_purpose(demo: Path) -> None:
+    from pipelines.formats import kueue, sacctmgr
+
+    quotas = yaml.safe_load((demo / "catalog" / "quotas.yaml").read_text())["quotas"]
+    catalog = {(q["tenant"], q["pool"]): q for q in quotas}
+    atlas = demo / "landing" / "scheduler" / "atlas"
+    slurm_rows = [
+        row
+        for path in sorted(atlas.glob("sacctmgr-*.psv"))
+        for row in sacctmgr.read_rows(path, ClusterSettings())
+    ]
+    assert slurm_rows and all(row["parse_error"] is None for row in slurm_rows)
+    limits = {(r["object_name"], r["gpu_model"]): int(r["limit_gpus"])
+              for r in slurm_rows if r.get("limit_gpus")}  # fmt: skip
+    # vision's association allows half as much again as the catalog; speech's A100 limit is
+    # missing; a retired account keeps its limit; etl and features share one QOS
+    assert limits["vision", "a100"] == -(-catalog["vision", "A100-80GB"]["limit_gpus"] * 3 // 2)
+    assert ("speech", "a100") not in limits
+    assert limits["hpc-legacy", "a100"] == 8
+    assert {r["object_name"] for r in slurm_rows if "gpu-dp" in (r.get("qos") or "")} == {
+        "dp-etl", "features"
+    }  # fmt: skip
+    [objects] = (demo / "landing" / "scheduler" / "kube").glob("kueue-objects-*.json")
+    rows = list(kueue.read_rows(objects, ClusterSettings()))
+    assert rows and all(row["parse_error"] is None for row in rows)
+    queues = {
+        (r["object_name"], r.get("flavor")): r for r in rows if r["object_kind"] == "ClusterQueue"
+    }
+    genai = catalog["genai", "H100-80GB"]
+    assert int(queues["cq-genai", "h100"]["guaranteed_gpus"]) == genai["guaranteed_gpus"] + 4
+    assert int(queues["cq-genai", "h100"]["limit_gpus"]) == genai["limit_gpus"]
+    assert queues["cq-fraud", "h100"].get("limit_gpus") is None  # no borrowingLimit, in a cohort
+    workloads = [r for r in rows if r["object_kind"] == "Workload"]
+    assert workloads and any(r.get("admitted_time") is None for r in workloads)

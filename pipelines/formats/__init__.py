@@ -39,7 +39,7 @@ SampleConverter = Callable[[Path, Path, ClusterSettings], int]
 class ExportFormat:
     name: str
     area: str  # scheduler | telemetry
-    kind: str  # jobs | allocations | samples
+    kind: str  # jobs | allocations | quotas | samples
     expected: str  # what a file of this format looks like, for the error message
     # (path, first 64 KiB as text: decompressed when gzip, byte order mark dropped) -> is it?
     sniff: Callable[[Path, str], bool]
@@ -79,7 +79,9 @@ def without_gz(path: Path) -> Path:
 # Order matters: the first format whose sniff accepts a file reads it.
 _MODULES = (
     "pipelines.formats.canonical",
+    "pipelines.formats.sacctmgr",  # before sacct: a sacctmgr dump is '|'-separated too
     "pipelines.formats.slurm",
+    "pipelines.formats.kueue",  # before pod lists: a Kueue List's Workloads may name pods
     "pipelines.formats.kubernetes",
     "pipelines.formats.dcgm",
     "pipelines.formats.nvidia_smi",

@@ -35,6 +35,13 @@ JOB_COLUMNS = (
     "submit_time", "start_time", "end_time", "state", "exit_code", "job_name",
 )  # fmt: skip
 ALLOCATION_COLUMNS = ("job_id", "node", "gpu_index")
+# a configured GPU quota object of a scheduler (pipelines/formats/sacctmgr.py, kueue.py): one
+# row per configured GPU limit or guarantee, or per object that configures none
+QUOTA_COLUMNS = (
+    "source", "object_kind", "object_name", "account", "user", "partition", "qos", "target",
+    "cohort", "flavor", "gpu_model", "guaranteed_gpus", "limit_gpus", "created_time",
+    "quota_reserved_time", "admitted_time", "admitted_queue",
+)  # fmt: skip
 SAMPLE_COLUMNS = ("ts", "node", "gpu_index", "util_pct", "mem_used_mib", "power_w")
 OPTIONAL_SAMPLE_COLUMNS = ("job_id", "gpu_uuid", "gpu_model")
 _REQUIRED_SAMPLE_COLUMNS = {"ts", "node", "gpu_index", "util_pct"}

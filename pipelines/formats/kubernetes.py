@@ -119,8 +119,15 @@ def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, Any]]
     yield from rows
 
 
-def _items(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line where it starts, decoded value) of each element of the top-level `items` array.
+def _items(
+    path: Path,
+    list_kinds: tuple[str, ...] = ("List", "PodList"),
+    of: str = "pods",
+    what: str = "pod list",
+) -> Iterator[tuple[int, Any]]:
+    """(line where it starts, decoded value) of each element of the top-level `items` array
+    of a Kubernetes list whose `kind` is one of `list_kinds` (`of` names its items and `what`
+    the list in messages; the Kueue objects' reader shares it).
 
     The text is walked with the standard decoder's `raw_decode`, one value at a time, so that
     each pod's position in the (pretty-printed) file is known and only one pod is decoded at a
@@ -148,7 +155,7 @@ def _items(path: Path) -> Iterator[tuple[int, Any]]:
 
     pos = skip(1 if text.startswith("\ufeff") else 0)
     if not text.startswith("{", pos):
-        raise fail(pos, "expected a JSON object (a Kubernetes List or PodList of pods)")
+        raise fail(pos, f"expected a JSON object (a Kubernetes {' or '.join(list_kinds)} of {of})")
     pos, kind, kind_at, has_items = skip(pos + 1), None, 0, False
     while not text.startswith("}", pos):
         key_at = pos
@@ -176,11 +183,12 @@ def _items(path: Path) -> Iterator[tuple[int, Any]]:
                 kind, kind_at = value, value_at
         pos = _after_separator(text, skip(pos), "}", fail)
     if skip(pos + 1) < len(text):
-        raise fail(skip(pos + 1), "invalid JSON (extra data after the pod list)")
-    if kind not in (None, "List", "PodList"):
-        raise fail(kind_at, f"field kind: '{kind}' is not a List or PodList")
+        raise fail(skip(pos + 1), f"invalid JSON (extra data after the {what})")
+    kinds = " or ".join(list_kinds)
+    if kind is not None and kind not in list_kinds:
+        raise fail(kind_at, f"field kind: '{kind}' is not a {kinds}")
     if not has_items:
-        raise fail(0, "field items: missing (not a Kubernetes List or PodList)")
+        raise fail(0, f"field items: missing (not a Kubernetes {kinds})")
 
 
 def _after_separator(text: str, pos: int, closing: str, fail) -> int:

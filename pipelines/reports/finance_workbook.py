@@ -82,8 +82,8 @@ BUCKET_ORDER = (
 # Row counts on the Audit sheet, in data-flow order.
 AUDIT_TABLES = (
     "stg_jobs", "job_gpu_hours", "job_usage", "capacity_buckets", "charge_lines",
-    "tenant_month", "quota_compliance", "queue_stats", "submission_stats", "failure_stats",
-    "capacity_evidence",
+    "tenant_month", "quota_compliance", "quota_drift", "queue_stats", "submission_stats",
+    "failure_stats", "capacity_evidence",
     "utilization_daily", "rejects", "data_quality",
 )  # fmt: skip
 
@@ -100,10 +100,11 @@ def write_chargeback_workbook(
     """Write the finance workbook of `billing_month` to `out_path`, atomically.
 
     Reads charge_lines, tenant_month, job_usage, capacity_buckets, data_quality and rejects
-    for the month, and the governance marts (quota_compliance, queue_stats, failure_stats,
-    capacity_evidence, utilization_daily) where the warehouse has them. `inputs` are the
-    landing files as `{file, cluster, format, sha256}` (file = the data_quality subject) and
-    `catalog_version` the hash of the catalog, both shown on the Audit sheet.
+    for the month, and the governance marts (quota_compliance, quota_drift, queue_stats,
+    failure_stats, capacity_evidence, utilization_daily) where the warehouse has them.
+    `inputs` are the landing files as `{file, cluster, format, sha256}` (file = the
+    data_quality subject) and `catalog_version` the hash of the catalog, both shown on the
+    Audit sheet.
 
     Returns figures for run metadata: `total_amount` (Decimal, sum of the charge lines),
     `charge_lines`, `job_lines`, `tenants`, `tenant_total_amount`,
@@ -123,6 +124,7 @@ def write_chargeback_workbook(
         rejects=queries.fetch(con, "rejects", **month, limit=REJECTS_SHOWN_MAX),
         rejects_total=queries.month_rows(con, "rejects", billing_month),
         quota=queries.fetch_if_table(con, "quota_compliance", "quota_compliance", **month),
+        drift=queries.fetch_if_table(con, "quota_drift", "quota_drift", **month),
         queue=queries.fetch_if_table(con, "queue_stats", "queue_stats", **month),
         submissions=queries.fetch_if_table(con, "submission_stats", "submission_stats", **month),
         failures=queries.fetch_if_table(con, "failure_stats", "failure_stats", **month),
@@ -194,6 +196,7 @@ class _Month:
     reconciliation: _Reconciliation
     audit: _Audit
     quota: list[Any] | None = None
+    drift: list[Any] | None = None
     queue: list[Any] | None = None
     submissions: list[Any] | None = None
     failures: list[Any] | None = None
@@ -273,7 +276,7 @@ def _build_workbook(
     job_lines = write_job_lines(sheets["Job lines"], data.jobs, currency)
     _write_waste(sheets["Waste"], data.buckets, data.tenants)
     _write_waste_chart(sheets["Waste"], data.buckets)
-    _write_quota_budget(sheets["Quota & Budget"], data.quota, data.tenants, currency)
+    _write_quota_budget(sheets["Quota & Budget"], data.quota, data.tenants, currency, data.drift)
     _write_queue(sheets["Queue & Service"], data.queue, data.submissions)
     _write_failures(sheets["Failures"], data.failures)
     _write_capacity(sheets["Capacity"], data.capacity, data.daily)
@@ -500,7 +503,11 @@ def _yes_no(flag: bool | None) -> str | None:
 
 
 def _write_quota_budget(
-    ws: Worksheet, quota: list[Any] | None, tenants: list[Any], currency: str
+    ws: Worksheet,
+    quota: list[Any] | None,
+    tenants: list[Any],
+    currency: str,
+    drift: list[Any] | None = None,
 ) -> None:
     cols = [
         Column("Tenant ID"),
@@ -559,7 +566,42 @@ def _write_quota_budget(
         )
     budget_last = write_table(ws, header_row, budget_cols, budget_rows, table_name="BudgetVsActual")
     fill_status_rows(ws, header_row + 1, [t.budget_status for t in tenants], len(budget_cols))
-    apply_widths(ws, fit_widths(widths, budget_cols, budget_rows))
+    widths = fit_widths(widths, budget_cols, budget_rows)
+    drift_row = section_below(
+        ws, budget_last, "Quota drift: scheduler configuration vs catalog quotas"
+    )
+    if drift is None:
+        drift_last = not_available(ws, drift_row, "quota_drift")
+    else:
+        drift_cols = [
+            Column("Cluster"),
+            Column("Tenant ID"),
+            Column("Pool"),
+            Column("Source"),
+            Column("Disagreement"),
+            Column("Configured guaranteed GPUs", "hours"),
+            Column("Configured limit GPUs", "hours"),
+            Column("Catalog guaranteed GPUs", "hours"),
+            Column("Catalog limit GPUs", "hours"),
+            Column("Configured by"),
+            Column("Configuration file"),
+            Column("Detail"),
+        ]
+        drift_rows = [
+            (d.cluster, d.tenant_id, d.pool, d.source, d.kind, d.configured_guaranteed_gpus,
+             d.configured_limit_gpus, d.catalog_guaranteed_gpus, d.catalog_limit_gpus,
+             d.config_objects, d.config_file, d.detail)
+            for d in drift
+        ]  # fmt: skip
+        drift_last = write_table(ws, drift_row, drift_cols, drift_rows, table_name="QuotaDrift")
+        if not drift_rows:
+            set_text(
+                ws.cell(row=drift_row + 1, column=1),
+                "none: every configured quota agrees with the catalog",
+            )
+            drift_last = drift_row + 1
+        widths = fit_widths(widths, drift_cols, drift_rows)
+    apply_widths(ws, widths)
     if not budget_rows:
         return
     chart = BarChart()
@@ -569,7 +611,7 @@ def _write_quota_budget(
     data = Reference(ws, min_col=3, max_col=4, min_row=header_row, max_row=budget_last)
     chart.add_data(data, titles_from_data=True)
     chart.set_categories(Reference(ws, min_col=2, min_row=header_row + 1, max_row=budget_last))
-    ws.add_chart(chart, f"A{budget_last + 3}")
+    ws.add_chart(chart, f"A{drift_last + 3}")
 
 
 def _write_queue(ws: Worksheet, queue: list[Any] | None, submissions: list[Any] | None) -> None:

@@ -15,11 +15,13 @@
 -- rows in.
 -- Parameters: $billing_month.
 with scheduler_records as (
-    -- a job record superseded by another record of its job is folded; allocation records
-    -- are never folded
+    -- a job record superseded by another record of its job is folded; allocation and
+    -- configured quota records are never folded
     select cluster, file, reject_reason, record_rank > 1 as folded from stg_job_records
     union all
     select cluster, file, reject_reason, false from stg_allocation_records
+    union all
+    select cluster, file, reject_reason, false from stg_quota_configs
 ),
 
 scheduler_files as (

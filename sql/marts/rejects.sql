@@ -1,5 +1,6 @@
 -- One row per input row set aside while building the billing month, with file, line and
--- reason: scheduler job records, GPU allocation records and the month's telemetry rows.
+-- reason: scheduler job records, GPU allocation records, configured quota records and the
+-- month's telemetry rows.
 -- Parameters: $billing_month.
 with final as (
     select file, line, reject_reason as reason, raw
@@ -8,6 +9,10 @@ with final as (
     union all
     select file, line, reject_reason, raw
     from stg_allocation_records
+    where reject_reason is not null
+    union all
+    select file, line, reject_reason, raw
+    from stg_quota_configs
     where reject_reason is not null
     union all
     select file, line, reason, raw

@@ -64,7 +64,7 @@ def test_run_prints_progress_and_one_summary_line(ran):
     assert steps[-1] == "2026-11 month_manifest"
     assert (
         "  2026-11 scheduler_exports: stg_scheduler_files 2, stg_job_records 8, "
-        "stg_allocation_records 6 ("
+        "stg_allocation_records 6, stg_quota_configs 0 ("
     ) in result.stdout
     assert "  2026-11 stg_jobs: 6 rows (" in result.stdout
     # usage 23.14 less 3.51 of failed_infra credits (tests/e2e/test_tiny_month.py)

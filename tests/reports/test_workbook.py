@@ -71,6 +71,10 @@ DDL = [
 
 # The governance marts, columns as sql/marts/*.sql build them.
 GOVERNANCE_DDL = [
+    """create table quota_drift (billing_month date, cluster varchar, tenant_id varchar,
+    pool varchar, source varchar, kind varchar, configured_guaranteed_gpus double,
+    configured_limit_gpus double, catalog_guaranteed_gpus double, catalog_limit_gpus double,
+    config_objects varchar, config_file varchar, detail varchar)""",
     """create table quota_compliance (billing_month date, tenant_id varchar, pool varchar,
     has_quota boolean, guaranteed_gpus double, limit_gpus double, reserved boolean,
     hours double, used_gpu_hours double, mean_gpus double, peak_gpus double,
@@ -118,8 +122,8 @@ GOVERNANCE_DDL = [
     mean_util_pct double, capacity_gpu_hours double, allocation_rate_pct double)""",
 ]
 GOVERNANCE_TABLES = (
-    "quota_compliance", "queue_stats", "submission_stats", "failure_stats", "capacity_evidence",
-    "utilization_daily", "month_trends", "demand_forecast",
+    "quota_compliance", "quota_drift", "queue_stats", "submission_stats", "failure_stats",
+    "capacity_evidence", "utilization_daily", "month_trends", "demand_forecast",
 )  # fmt: skip
 
 # (tenant, pool, has_quota, guaranteed, limit, reserved, hours, used, mean, peak, peak_at,
@@ -163,6 +167,13 @@ FORECAST = [
 
 # (cluster, tenant, queue, submitted, started, not_started, cancelled_pending,
 #  failed_to_start, pending, completed, ended, submission_pct, job_pct)
+DRIFT = [
+    ("phillips", "chaff", "A100-80GB", "slurm_qos", "limit_differs", None, 6.0, 2.0, 4.0,
+     "QOS gpu-chaff", "scheduler/phillips/qos.psv", "QOS gpu-chaff limits to 6 GPUs, the "
+     "catalog to 4 GPUs"),
+    ("kube", "r&d", "H100", "kueue", "not_in_catalog", 1.0, None, None, None,
+     "ClusterQueue cq-rd", "scheduler/kube/kueue.json", "=cq"),
+]  # fmt: skip
 SUBMISSIONS = [
     ("phillips", "chaff", "gpu", 4, 2, 2, 1, 0, 1, 1, 2, 66.66666666666667, 50.0),
     ("phillips", "r&d", "debug", 1, 0, 1, 0, 0, 1, 0, 0, None, None),
@@ -347,6 +358,13 @@ def _insert_governance(con):
         con.execute(f"insert into month_trends values ({', '.join('?' * 8)})", list(t))
     for f in FORECAST:
         con.execute(f"insert into demand_forecast values ({', '.join('?' * 12)})", [NOV, *f])
+    for d in DRIFT:
+        con.execute(f"insert into quota_drift values ({', '.join('?' * 13)})", [NOV, *d])
+    con.execute(
+        "insert into quota_drift (billing_month, cluster, tenant_id, kind) "
+        "values (?, 'kube', 'october', 'not_configured')",
+        [OCT],
+    )
     for q in SUBMISSIONS:
         con.execute(f"insert into submission_stats values ({', '.join('?' * 14)})", [NOV, *q])
     for f in FAILURES:
@@ -857,6 +875,37 @@ def test_quota_and_budget_sheet(written):
     assert fills == ["00" + sheets.OVER_BUDGET_RGB, "00" + sheets.WARN_BUDGET_RGB, "00000000"]
 
 
+def test_quota_drift_section_lists_each_disagreement_below_the_budgets(written):
+    _, _, wb = written
+    ws = wb["Quota & Budget"]
+    budgets = _row_of(ws, "Budget vs actual (USD)") + 1
+    row = _row_of(ws, "Quota drift: scheduler configuration vs catalog quotas")
+    assert row == budgets + 3 + 3  # two rows under the budget table's last row
+    assert _rows(ws, row + 1, row + 3, 12) == [
+        ("Cluster", "Tenant ID", "Pool", "Source", "Disagreement",
+         "Configured guaranteed GPUs", "Configured limit GPUs", "Catalog guaranteed GPUs",
+         "Catalog limit GPUs", "Configured by", "Configuration file", "Detail"),
+        # in the mart's order (cluster first); another month's row never shows
+        ("kube", "r&d", "H100", "kueue", "not_in_catalog", 1, None, None, None,
+         "ClusterQueue cq-rd", "scheduler/kube/kueue.json", "=cq"),
+        ("phillips", "chaff", "A100-80GB", "slurm_qos", "limit_differs", None, 6, 2, 4,
+         "QOS gpu-chaff", "scheduler/phillips/qos.psv",
+         "QOS gpu-chaff limits to 6 GPUs, the catalog to 4 GPUs"),
+    ]  # fmt: skip
+    assert ws.tables["QuotaDrift"].ref == f"A{row + 1}:L{row + 3}"
+    assert ws[f"L{row + 2}"].data_type == "s"  # text that looks like a formula stays text
+
+
+def test_quota_drift_section_says_when_nothing_disagrees(con, tmp_path):
+    con.execute("delete from quota_drift")
+    out = tmp_path / "chargeback-2026-11.xlsx"
+    write_chargeback_workbook(con, NOV, PARAMETERS, out)
+    ws = openpyxl.load_workbook(out)["Quota & Budget"]
+    row = _row_of(ws, "Quota drift: scheduler configuration vs catalog quotas")
+    assert ws[f"A{row + 2}"].value == "none: every configured quota agrees with the catalog"
+    assert "QuotaDrift" not in ws.tables
+
+
 def test_queue_and_service_sheet_shows_waits_in_hours(written):
     _, _, wb = written
     ws = wb["Queue & Service"]
@@ -1068,8 +1117,8 @@ def test_audit_lists_inputs_hashes_and_table_rows(written):
     assert shown == {
         "stg_jobs": "not available", "job_gpu_hours": "not available", "job_usage": 3,
         "capacity_buckets": 9, "charge_lines": 6, "tenant_month": 3, "quota_compliance": 2,
-        "queue_stats": 3, "submission_stats": 2, "failure_stats": 6, "capacity_evidence": 1,
-        "utilization_daily": 4, "rejects": 2, "data_quality": 3,
+        "quota_drift": 2, "queue_stats": 3, "submission_stats": 2, "failure_stats": 6,
+        "capacity_evidence": 1, "utilization_daily": 4, "rejects": 2, "data_quality": 3,
     }  # fmt: skip
     run_id = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-")
     assert not any(run_id.search(str(c.value)) for row in ws.iter_rows() for c in row)
@@ -1107,5 +1156,8 @@ def test_missing_governance_marts_say_not_available(con, tmp_path):
     assert "utilization_daily" in cap[f"A{daily + 1}"].value
     # budgets come from tenant_month, which every warehouse has, so they still show
     assert wb["Quota & Budget"].tables["BudgetVsActual"].ref.endswith("F8")
+    assert wb["Quota & Budget"]["A12"].value.startswith(
+        "not available: this warehouse has no table quota_drift"
+    )
     charts, _ = _charts(out)
     assert set(charts) == {"Spend vs budget", "Waste by bucket"}

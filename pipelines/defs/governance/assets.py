@@ -1,5 +1,6 @@
-"""Governance evidence: quota compliance, queue and service, failures, capacity verdict, and
-the telemetry labels checked against the scheduler."""
+"""Governance evidence: quota compliance, the configured quotas' drift from the catalog, queue
+and service, failures, capacity verdict, and the telemetry labels checked against the
+scheduler."""
 
 from pipelines.defs.ingest.telemetry import readable_sample_files
 from pipelines.defs.monthly import MonthRun
@@ -16,6 +17,16 @@ failure_stats = sql_table(
     "failure_stats", "marts", GROUP, ["stg_jobs", "job_gpus", "job_gpu_hours", "catalog_nodes"]
 )
 submission_stats = sql_table("submission_stats", "marts", GROUP, ["job_usage"])
+# how long each Kueue Workload of the month waited for admission (not yet in any figure)
+kueue_workload_waits = sql_table(
+    "kueue_workload_waits", "facts", GROUP, ["stg_quota_configs", "catalog_account_tenants"]
+)
+# the GPU quotas configured in the schedulers (sacctmgr, Kueue) against the catalog's
+quota_drift = sql_table(
+    "quota_drift", "marts", GROUP,
+    ["stg_quota_configs", "catalog_quotas", "catalog_account_tenants", "catalog_nodes",
+     "job_usage"],
+)  # fmt: skip
 capacity_evidence = sql_table(
     "capacity_evidence", "marts", GROUP, ["capacity_buckets", "queue_stats", "quota_compliance"]
 )
@@ -53,6 +64,7 @@ telemetry_label_checks = sql_table(
 )  # fmt: skip
 
 STEPS = [
-    quota_compliance, queue_stats, failure_stats, submission_stats, capacity_evidence,
+    quota_compliance, queue_stats, failure_stats, submission_stats, kueue_workload_waits,
+    quota_drift, capacity_evidence,
     utilization_daily, telemetry_label_checks,
 ]  # fmt: skip

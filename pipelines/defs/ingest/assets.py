@@ -56,6 +56,7 @@ scheduler_exports = TableStep(
         Table("stg_scheduler_files", "staging", whole=True),
         Table("stg_job_records", "staging", ["catalog_clusters", "catalog_nodes"], whole=True),
         Table("stg_allocation_records", "staging", whole=True),
+        Table("stg_quota_configs", "staging", whole=True),
     ],
     _export_rows,
 )
@@ -68,7 +69,14 @@ def _account_rows(run: MonthRun) -> None:
 catalog_account_tenants = TableStep(
     "catalog_account_tenants",
     GROUP,
-    [Table("catalog_account_tenants", "staging", ["stg_job_records"], whole=True)],  # fmt: skip
+    [
+        Table(
+            "catalog_account_tenants",
+            "staging",
+            ["stg_job_records", "stg_quota_configs"],
+            whole=True,
+        )
+    ],
     _account_rows,
 )
 

@@ -26,12 +26,14 @@ def read_scheduler_exports(
     con: duckdb.DuckDBPyConnection, landing_dir: Path, catalog: Catalog
 ) -> None:
     """Read every scheduler export of the landing folder, as text, into the temporary tables
-    the scheduler tables' SQL files read: raw_jobs and raw_allocations (every row, its file,
-    line and raw text; sql/staging/stg_job_records.sql and stg_allocation_records.sql type
-    and check them), raw_node_lists and stg_scheduler_files_rows (one row per export file)."""
+    the scheduler tables' SQL files read: raw_jobs, raw_allocations and raw_quotas (every
+    row, its file, line and raw text; sql/staging/stg_job_records.sql,
+    stg_allocation_records.sql and stg_quota_configs.sql type and check them), raw_node_lists
+    and stg_scheduler_files_rows (one row per export file)."""
     columns = {
         "jobs": (*canonical.JOB_COLUMNS, "record_type"),
         "allocations": canonical.ALLOCATION_COLUMNS,
+        "quotas": canonical.QUOTA_COLUMNS,
     }
     origin = [(name, pa.string()) for name in ("cluster", "file")]
     row_columns = [("line", pa.int64()), ("raw", pa.string()), ("parse_error", pa.string())]
@@ -39,7 +41,7 @@ def read_scheduler_exports(
         kind: pa.schema(origin + row_columns + [(name, pa.string()) for name in names])
         for kind, names in columns.items()
     }
-    tables: dict[str, list[pa.Table]] = {"jobs": [], "allocations": []}
+    tables: dict[str, list[pa.Table]] = {kind: [] for kind in columns}
     files: list[dict] = []
     for export in discover(landing_dir, "scheduler"):
         settings = catalog.cluster(export.cluster)
@@ -70,10 +72,16 @@ def read_scheduler_exports(
 
 
 def write_account_tenants(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> None:
-    """The tenant mappings of every account of stg_job_records, as the temporary table
-    catalog_account_tenants_rows (sql/staging/catalog_account_tenants.sql)."""
+    """The tenant mappings of every account of stg_job_records and of the configured quotas
+    (stg_quota_configs: Slurm associations, the namespaces of Kueue LocalQueues), as the
+    temporary table catalog_account_tenants_rows (sql/staging/catalog_account_tenants.sql)."""
     accounts = [a for (a,) in con.execute(
-        "select distinct account from stg_job_records where account is not null"
+        """
+        select account from stg_job_records where account is not null
+        union
+        select account from stg_quota_configs where account is not null
+        order by account
+        """
     ).fetchall()]  # fmt: skip
     write_rows(
         con, "catalog_account_tenants", account_tenants(catalog, accounts), ACCOUNT_TENANTS_SCHEMA

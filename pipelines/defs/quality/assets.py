@@ -6,13 +6,14 @@ from pipelines.defs.warehouse import Check, sql_table
 GROUP = "quality"
 
 rejects = sql_table(
-    "rejects", "marts", GROUP, ["stg_job_records", "stg_allocation_records", "sample_rejects"]
-)
+    "rejects", "marts", GROUP,
+    ["stg_job_records", "stg_allocation_records", "stg_quota_configs", "sample_rejects"],
+)  # fmt: skip
 data_quality = sql_table(
     "data_quality", "marts", GROUP,
     ["rejects", "stg_scheduler_files", "stg_job_records", "stg_allocation_records",
-     "stg_telemetry_files", "sample_file_counts", "job_usage", "job_time_buckets", "gpu_capacity",
-     "telemetry_label_checks"],
+     "stg_quota_configs", "stg_telemetry_files", "sample_file_counts", "job_usage",
+     "job_time_buckets", "gpu_capacity", "telemetry_label_checks"],
     # for every input file, rows read = loaded + rejected, and none lost more than half its
     # rows (misread as a whole): both block the reports
     checks=[Check("rows_reconcile"), Check("no_file_mostly_rejected")],

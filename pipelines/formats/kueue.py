@@ -1,0 +1,195 @@
+"""Kueue's configured GPU quotas and workloads: `kubectl get clusterqueues,localqueues,
+resourceflavors,workloads -A -o json` (a `List`, or one kind's `ClusterQueueList`, ... of
+`kueue.x-k8s.io` objects; any mix of the four kinds in a file).
+
+One row per item (canonical quota columns, `canonical.QUOTA_COLUMNS`; source `kueue`,
+object_kind the item's kind), except a ClusterQueue, which has one row per GPU resource
+(`nvidia.com/gpu`) of each flavor of its `spec.resourceGroups` (one row without quota when
+it has none):
+- ClusterQueue: object_name its name, cohort `spec.cohort` (v1beta2: `spec.cohortName`),
+  flavor the flavor's name (also `gpu_model`, the pool when the ResourceFlavor names no GPU
+  product); guaranteed_gpus = `nominalQuota`; limit_gpus = nominalQuota + `borrowingLimit`,
+  or, without a borrowingLimit, empty (no limit: it may borrow all its cohort has) in a cohort
+  and nominalQuota outside one (nothing to borrow from).
+- LocalQueue: account its namespace, target its `spec.clusterQueue`: the namespace's tenant
+  is a tenant of that ClusterQueue.
+- ResourceFlavor: flavor its name, gpu_model its `spec.nodeLabels` `nvidia.com/gpu.product`
+  (the pool of the ClusterQueue quotas on the flavor).
+- Workload: account its namespace, target `spec.queueName`, created / quota reserved /
+  admitted times (`creationTimestamp`, the lastTransitionTime of its True `QuotaReserved` and
+  `Admitted` conditions), admitted_queue `status.admission.clusterQueue`.
+Quantities are whole GPUs (`8` or `"8"`); a quantity that is not, an item of another kind or
+without a name is still a row, with `parse_error` naming the field, so it reaches the rejects
+table. Invalid JSON or a top level that is no list stops with file and line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pipelines.catalog import ClusterSettings
+from pipelines.formats import ExportFormat
+from pipelines.formats.kubernetes import GPU_PRODUCT_LABEL, GPU_RESOURCE, _items
+
+API_GROUP = "kueue.x-k8s.io/"
+KINDS = ("ClusterQueue", "LocalQueue", "ResourceFlavor", "Workload")
+LIST_KINDS = ("List", *(f"{kind}List" for kind in KINDS))
+_WHOLE = re.compile(r"[0-9]+")
+
+
+class _FieldError(ValueError):
+    """A field of an item that cannot be read: `str(error)` names it."""
+
+
+def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, Any]]:
+    """Yield the rows of each item: the canonical quota columns as text, plus `line` (where
+    the item starts), `raw` and `parse_error`."""
+    for line, item in _items(path, LIST_KINDS, of="Kueue objects", what="list"):
+        yield from _item_rows(line, item)
+
+
+def _item_rows(line: int, item: Any) -> Iterator[dict[str, Any]]:
+    item = item if isinstance(item, dict) else {}
+    meta, spec = _obj(item, "metadata"), _obj(item, "spec")
+    kind = _text(item.get("kind"))
+    row: dict[str, Any] = {
+        "source": "kueue",
+        "object_kind": kind,
+        "object_name": _text(meta.get("name")),
+        "line": line,
+        "raw": f"{kind} {_text(meta.get('namespace')) or ''}/{_text(meta.get('name')) or ''}",
+        "parse_error": None,
+    }
+    if kind not in KINDS:
+        row["parse_error"] = f"field kind: '{kind or ''}' is not a Kueue {', '.join(KINDS)}"
+    elif row["object_name"] is None:
+        row["parse_error"] = "field metadata.name: missing"
+    if row["parse_error"] is not None:
+        yield row
+        return
+    try:
+        if kind == "ClusterQueue":
+            yield from _cluster_queue_rows(row, spec)
+            return
+        if kind == "LocalQueue":
+            row.update(account=_text(meta.get("namespace")), target=_text(spec.get("clusterQueue")))
+            if row["target"] is None:
+                raise _FieldError("field spec.clusterQueue: missing")
+        elif kind == "ResourceFlavor":
+            labels = _obj(spec, "nodeLabels")
+            row.update(flavor=row["object_name"], gpu_model=_text(labels.get(GPU_PRODUCT_LABEL)))
+        else:
+            row.update(_workload(meta, spec, _obj(item, "status")))
+        if kind in ("LocalQueue", "Workload") and row["account"] is None:
+            raise _FieldError("field metadata.namespace: missing")
+    except _FieldError as error:
+        row["parse_error"] = str(error)
+    yield row
+
+
+def _cluster_queue_rows(row: dict[str, Any], spec: dict) -> Iterator[dict[str, Any]]:
+    cohort = _text(spec.get("cohort")) or _text(spec.get("cohortName"))
+    row = {**row, "cohort": cohort}
+    quotas: list[dict[str, Any]] = []
+    try:
+        for g, group in enumerate(_list(spec, "resourceGroups")):
+            for f, flavor in enumerate(_list(group, "flavors")):
+                for r, resource in enumerate(_list(flavor, "resources")):
+                    if _text(_obj({"r": resource}, "r").get("name")) != GPU_RESOURCE:
+                        continue
+                    where = f"spec.resourceGroups[{g}].flavors[{f}].resources[{r}]"
+                    name = _text(flavor.get("name"))
+                    if name is None:
+                        at = f"spec.resourceGroups[{g}].flavors[{f}]"
+                        raise _FieldError(f"field {at}.name: missing")
+                    nominal = _quantity(resource.get("nominalQuota"), f"{where}.nominalQuota")
+                    borrowing = resource.get("borrowingLimit")
+                    if borrowing is not None:
+                        limit = nominal + _quantity(borrowing, f"{where}.borrowingLimit")
+                    else:
+                        limit = None if cohort else nominal
+                    quotas.append({
+                        "flavor": name, "gpu_model": name, "guaranteed_gpus": str(nominal),
+                        "limit_gpus": None if limit is None else str(limit),
+                        "raw": f"{row['raw']} flavor={name} nominalQuota={nominal} "
+                               f"borrowingLimit={borrowing if borrowing is not None else ''} "
+                               f"cohort={cohort or ''}",
+                    })  # fmt: skip
+    except _FieldError as error:
+        yield {**row, "parse_error": str(error)}
+        return
+    if not quotas:
+        yield row
+    for quota in quotas:
+        yield {**row, **quota}
+
+
+def _workload(meta: dict, spec: dict, status: dict) -> dict[str, Any]:
+    conditions = {
+        _text(c.get("type")): _text(c.get("lastTransitionTime"))
+        for c in _list(status, "conditions")
+        if isinstance(c, dict) and _text(c.get("status")) == "True"
+    }
+    return {
+        "account": _text(meta.get("namespace")),
+        "target": _text(spec.get("queueName")),
+        "created_time": _text(meta.get("creationTimestamp")),
+        "quota_reserved_time": conditions.get("QuotaReserved"),
+        "admitted_time": conditions.get("Admitted"),
+        "admitted_queue": _text(_obj(status, "admission").get("clusterQueue")),
+    }
+
+
+def _quantity(value: Any, field: str) -> int:
+    """A whole number of GPUs (`8`, `"8"`); anything else names the field."""
+    text = _text(value)
+    if isinstance(value, bool) or text is None or not _WHOLE.fullmatch(text):
+        raise _FieldError(f"field {field}: '{text or ''}' is not a whole number of GPUs")
+    return int(text)
+
+
+def _obj(parent: Any, key: str) -> dict:
+    value = parent.get(key) if isinstance(parent, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _list(parent: Any, key: str) -> list:
+    value = parent.get(key) if isinstance(parent, dict) else None
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def sniff(path: Path, head: str) -> bool:
+    """A JSON object with an `items` array whose first item is a `kueue.x-k8s.io` object
+    (kubectl writes each item's apiVersion before its nested fields; a pod list's is `v1`,
+    even when a pod's owner or a plain-pod Workload's owner names another kind)."""
+    text = head.lstrip("\ufeff \t\r\n")
+    if not text.startswith("{"):
+        return False
+    first = _FIRST_API_VERSION.search(text)
+    return bool(first and first["api"].startswith(API_GROUP))
+
+
+_FIRST_API_VERSION = re.compile(r'"items"\s*:\s*\[\s*\{[^{]*?"apiVersion"\s*:\s*"(?P<api>[^"]*)"')
+
+
+FORMAT = ExportFormat(
+    name="kueue_objects",
+    area="scheduler",
+    kind="quotas",
+    expected=(
+        "Kueue objects JSON (`kubectl get clusterqueues,localqueues,resourceflavors,workloads "
+        "-A -o json`)"
+    ),
+    sniff=sniff,
+    read_rows=read_rows,
+)

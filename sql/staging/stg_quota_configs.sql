@@ -1,0 +1,107 @@
+-- One row per configured GPU quota object read from the schedulers' configuration dumps (all
+-- files: sacctmgr associations and QOS, Kueue ClusterQueue / LocalQueue / ResourceFlavor /
+-- Workload objects), typed, with the reason it is rejected (NULL when valid). Grain: cluster ×
+-- file × line × pool (a sacctmgr line with typed GPU limits of two types is two rows; a Kueue
+-- ClusterQueue one per GPU flavor).
+--   source            slurm_assoc | slurm_qos | kueue
+--   is_latest         the file is the cluster's latest of its source by file name: the
+--                     configuration quota_drift compares (older dumps are history)
+--   guaranteed_gpus   Kueue nominalQuota (Slurm has no guarantee: NULL)
+--   limit_gpus        Slurm GrpTRES GPUs; Kueue nominalQuota + borrowingLimit (NULL: no limit)
+--   has_gpu_quota     the row configures a GPU guarantee or limit (else it is an object that
+--                     configures none: an association listing QOS, a LocalQueue, ...)
+-- Workload times become naive UTC. Written as raw_quotas by pipelines/defs/ingest/loading.py.
+with typed as (
+    select
+        cluster,
+        file,
+        line,
+        raw,
+        parse_error,
+        source,
+        object_kind,
+        object_name,
+        account,
+        "user",
+        partition,
+        qos,
+        target,
+        cohort,
+        flavor,
+        gpu_model,
+        guaranteed_gpus as guaranteed_text,
+        limit_gpus as limit_text,
+        try_cast(guaranteed_gpus as decimal(18, 3)) as guaranteed_gpus,
+        try_cast(limit_gpus as decimal(18, 3)) as limit_gpus,
+        created_time,
+        quota_reserved_time,
+        admitted_time,
+        to_utc(created_time, 'UTC') as created_at,
+        to_utc(quota_reserved_time, 'UTC') as quota_reserved_at,
+        to_utc(admitted_time, 'UTC') as admitted_at,
+        admitted_queue
+    from raw_quotas
+),
+
+checked as (
+    select
+        *,
+        case
+            when parse_error is not null then parse_error
+            when guaranteed_text is not null and guaranteed_gpus is null
+                then format('field guaranteed_gpus: ''{}'' is not a GPU count', guaranteed_text)
+            when limit_text is not null and limit_gpus is null
+                then format('field limit_gpus: ''{}'' is not a GPU count', limit_text)
+            when created_time is not null and created_at is null
+                then format('field creationTimestamp: ''{}'' is not a timestamp', created_time)
+            when quota_reserved_time is not null and quota_reserved_at is null
+                then format(
+                    'field QuotaReserved lastTransitionTime: ''{}'' is not a timestamp',
+                    quota_reserved_time
+                )
+            when admitted_time is not null and admitted_at is null
+                then format(
+                    'field Admitted lastTransitionTime: ''{}'' is not a timestamp', admitted_time
+                )
+        end as reject_reason
+    from typed
+),
+
+latest_files as (
+    select cluster, source, max(file) as file
+    from checked
+    group by cluster, source
+),
+
+final as (
+    select
+        c.cluster,
+        c.file,
+        c.line,
+        c.source,
+        c.object_kind,
+        c.object_name,
+        c.account,
+        c."user",
+        c.partition,
+        c.qos,
+        c.target,
+        c.cohort,
+        c.flavor,
+        c.gpu_model,
+        c.guaranteed_gpus,
+        c.limit_gpus,
+        c.guaranteed_gpus is not null or c.limit_gpus is not null as has_gpu_quota,
+        c.created_at,
+        c.quota_reserved_at,
+        c.admitted_at,
+        c.admitted_queue,
+        l.file is not null as is_latest,
+        c.raw,
+        c.reject_reason
+    from checked as c
+    left join latest_files as l using (cluster, source, file)
+)
+
+select * from final
+order by cluster, file, line, gpu_model
