@@ -107,7 +107,7 @@ def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, Any]]
     """
     rows: list[dict[str, Any]] = []
     seen_until = _name_time(path)
-    for line, item in _items(path):
+    for line, item in list_items(path):
         row, newest = _pod_row(line, item, settings)
         rows.append(row)
         if newest is not None and (seen_until is None or newest > seen_until):
@@ -119,7 +119,7 @@ def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, Any]]
     yield from rows
 
 
-def _items(
+def list_items(
     path: Path,
     list_kinds: tuple[str, ...] = ("List", "PodList"),
     of: str = "pods",

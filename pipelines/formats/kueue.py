@@ -32,7 +32,7 @@ from typing import Any
 
 from pipelines.catalog import ClusterSettings
 from pipelines.formats import ExportFormat
-from pipelines.formats.kubernetes import GPU_PRODUCT_LABEL, GPU_RESOURCE, _items
+from pipelines.formats.kubernetes import GPU_PRODUCT_LABEL, GPU_RESOURCE, list_items
 
 API_GROUP = "kueue.x-k8s.io/"
 KINDS = ("ClusterQueue", "LocalQueue", "ResourceFlavor", "Workload")
@@ -47,7 +47,7 @@ class _FieldError(ValueError):
 def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, Any]]:
     """Yield the rows of each item: the canonical quota columns as text, plus `line` (where
     the item starts), `raw` and `parse_error`."""
-    for line, item in _items(path, LIST_KINDS, of="Kueue objects", what="list"):
+    for line, item in list_items(path, LIST_KINDS, of="Kueue objects", what="list"):
         yield from _item_rows(line, item)
 
 

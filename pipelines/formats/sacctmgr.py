@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pipelines.catalog import ClusterSettings
 from pipelines.formats import ExportFormat
-from pipelines.formats.slurm import _lines
+from pipelines.formats.slurm import numbered_lines
 
 _COUNT = re.compile(r"[0-9]+")
 _SNIFF_LINES = 50
@@ -76,7 +76,7 @@ def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str |
     canonical quota columns as text, plus `line`, `raw` and `parse_error`."""
     header: list[str] | None = None
     source: str | None = None
-    for number, text in _lines(path):
+    for number, text in numbered_lines(path):
         if header is None:
             header, source = _names(text), _source(_names(text))
             continue

@@ -86,7 +86,7 @@ def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str |
     with `parse_error` naming the field, so that it reaches the rejects table.
     """
     layout: _Layout | None = None
-    for number, text in _lines(path):
+    for number, text in numbered_lines(path):
         fields = text.split("|")
         if layout is None:
             if _is_header(fields):
@@ -106,7 +106,7 @@ class _Layout:
         self.missing = [name for name in REQUIRED_FIELDS if name not in self.position]
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
+def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(1-based line number, text) of each non-blank line; bytes that are not UTF-8 replaced.
 
     Lines end at LF only (like `wc -l`), so a stray CR inside a job name cannot split a record.
