@@ -87,6 +87,9 @@ def render_department_page(
         )
         daily_source = DAILY_FALLBACK
 
+    cost_views = (
+        queries.fetch(con, "cost_views", **key) if queries.table_exists(con, "cost_views") else None
+    )
     flags = quota_flags(tenants, quota)
     total_amount = sum((t.amount for t in tenants), Decimal("0.00"))
     budgets = [t.budget for t in tenants if t.budget is not None]
@@ -147,6 +150,7 @@ def render_department_page(
         "daily": [{"day": f"{d:%Y-%m-%d}", "hours": _hours(h)} for d, h in days],
         "daily_source": daily_source,
         "top_jobs": [_job_view(j) for j in top_jobs],
+        "cost_views": None if cost_views is None else [_cost_view(v) for v in cost_views],
         "has_quota": has_quota,
         "sources": [*sources, *(["quota_compliance"] if has_quota else [])],
         "quota": [_quota_view(q) for q in quota or []],
@@ -263,6 +267,16 @@ def _department_rows(
             "idle_zombie": _hours(sum(t.idle_gpu_hours + t.zombie_gpu_hours for t in members)),
         })  # fmt: skip
     return rows
+
+
+def _cost_view(v: Any) -> dict[str, str]:
+    return {
+        "tenant": v.tenant_name,
+        "allocation": _money(v.allocation_amount),
+        "idle_zombie": _money(v.idle_zombie_amount),
+        "utilisation": _money(v.utilisation_amount),
+        "idle_zombie_hours": _hours(v.idle_zombie_gpu_hours),
+    }
 
 
 def _job_view(j: Any) -> dict[str, str]:

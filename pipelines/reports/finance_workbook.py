@@ -54,12 +54,13 @@ from pipelines.reports.sheets import (
     style_chart,
     write_main_table,
     write_table,
+    write_total_row,
 )
 from pipelines.reports.streamed_sheet import RowsQuery, StreamedRows
 
 SHEET_NAMES = (
-    "Summary", "Charges", "Job lines", "Waste", "Quota & Budget", "Queue & Service", "Failures",
-    "Capacity", "Trends", "Data quality", "Definitions", "Audit",
+    "Summary", "Charges", "Job lines", "Waste", "Cost views", "Quota & Budget", "Queue & Service",
+    "Failures", "Capacity", "Trends", "Data quality", "Definitions", "Audit",
 )  # fmt: skip
 TOP_NODES_SHOWN = 20
 REJECTS_SHOWN_MAX = 10_000
@@ -130,6 +131,9 @@ def write_chargeback_workbook(
         failures=queries.fetch_if_table(con, "failure_stats", "failure_stats", **month),
         capacity=queries.fetch_if_table(con, "capacity_evidence", "capacity_evidence", **month),
         daily=queries.fetch_if_table(con, "utilization_daily", "daily_capacity", **month),
+        cost_views=queries.fetch_if_table(
+            con, "cost_views", "cost_views", **month, department=None
+        ),
         trends=queries.fetch_if_table(con, "month_trends", "month_trends", **month),
         forecast=queries.fetch_if_table(con, "demand_forecast", "demand_forecast", **month),
         reconciliation=_reconciliation(con, billing_month, parameters),
@@ -202,6 +206,7 @@ class _Month:
     failures: list[Any] | None = None
     capacity: list[Any] | None = None
     daily: list[Any] | None = None
+    cost_views: list[Any] | None = None
     trends: list[Any] | None = None
     forecast: list[Any] | None = None
 
@@ -276,6 +281,7 @@ def _build_workbook(
     job_lines = write_job_lines(sheets["Job lines"], data.jobs, currency)
     _write_waste(sheets["Waste"], data.buckets, data.tenants)
     _write_waste_chart(sheets["Waste"], data.buckets)
+    _write_cost_views(sheets["Cost views"], data.cost_views, currency)
     _write_quota_budget(sheets["Quota & Budget"], data.quota, data.tenants, currency, data.drift)
     _write_queue(sheets["Queue & Service"], data.queue, data.submissions)
     _write_failures(sheets["Failures"], data.failures)
@@ -492,6 +498,33 @@ def _write_waste_chart(ws: Worksheet, buckets: list[Any]) -> None:
     chart.add_data(data, titles_from_data=True)
     chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=last))
     ws.add_chart(chart, f"A{last + 3}")
+
+
+def _write_cost_views(ws: Worksheet, views: list[Any] | None, currency: str) -> None:
+    """Per tenant, its jobs' allocation-based charge beside the utilisation-based one (a
+    showback: the bill is the Charges sheet); the difference is their idle and zombie time."""
+    if views is None:
+        not_available(ws, 1, "cost_views")
+        return
+    cols = [
+        Column("Tenant ID"),
+        Column("Tenant"),
+        Column("Jobs", "count"),
+        Column("Allocated GPU-hours", "hours"),
+        Column("Idle + zombie GPU-hours", "hours"),
+        Column(f"Allocation view ({currency})", "money"),
+        Column(f"Idle + zombie ({currency})", "money"),
+        Column(f"Utilisation view ({currency})", "money"),
+    ]
+    rows = [
+        (v.tenant_id, v.tenant_name, v.jobs, v.allocated_gpu_hours, v.idle_zombie_gpu_hours,
+         v.allocation_amount, v.idle_zombie_amount, v.utilisation_amount)
+        for v in views
+    ]  # fmt: skip
+    last = write_main_table(ws, cols, rows)
+    write_total_row(ws, last + 1, 2, last, {4: "hours", 5: "hours", 6: "money", 7: "money",
+                                            8: "money"})  # fmt: skip
+    apply_widths(ws, fit_widths({}, cols, rows))
 
 
 def _hours_of(seconds: float | None) -> float | None:

@@ -15,6 +15,7 @@ import openpyxl
 import pytest
 from openpyxl.utils.cell import range_boundaries
 
+from pipelines.defs.resources import prepare_connection
 from pipelines.reports import finance_workbook as workbook
 from pipelines.reports import sheets
 from pipelines.reports.finance_workbook import write_chargeback_workbook
@@ -89,6 +90,10 @@ GOVERNANCE_DDL = [
     completed_jobs bigint, failed_jobs bigint, timeout_jobs bigint,
     out_of_memory_jobs bigint, node_fail_jobs bigint, cancelled_jobs bigint,
     preempted_jobs bigint, success_rate_pct double)""",
+    """create table cost_views (billing_month date, cluster varchar, job_id varchar,
+    tenant_id varchar, allocated_gpu_hours double, idle_zombie_gpu_hours double,
+    allocated_units hugeint, idle_zombie_units hugeint, allocation_amount decimal(18,2),
+    idle_zombie_amount decimal(18,2), utilisation_amount decimal(18,2), currency varchar)""",
     """create table month_trends (billing_month date, level varchar, cluster varchar,
     gpu_model varchar, tenant_id varchar, allocation_rate_pct double,
     allocated_gpu_hours double, amount decimal(18, 2))""",
@@ -123,7 +128,7 @@ GOVERNANCE_DDL = [
 ]
 GOVERNANCE_TABLES = (
     "quota_compliance", "quota_drift", "queue_stats", "submission_stats", "failure_stats",
-    "capacity_evidence", "utilization_daily", "month_trends", "demand_forecast",
+    "capacity_evidence", "utilization_daily", "month_trends", "demand_forecast", "cost_views",
 )  # fmt: skip
 
 # (tenant, pool, has_quota, guaranteed, limit, reserved, hours, used, mean, peak, peak_at,
@@ -146,6 +151,13 @@ QUEUE = [
      9000.0, 12.5, 2, 1, 1, 0, 0, 0, 0, 0, 50.0),
     ("phillips", "cluster", "all", "all", "all", 3, 3, 3, 900.0, 3600.0, 5400.0, 2700.0,
      9000.0, 13.0, 3, 2, 1, 0, 0, 0, 1, 0, 66.66666666666667),
+]  # fmt: skip
+
+# (cluster, job, tenant, allocated_h, idle_zombie_h, allocation, idle_zombie, utilisation)
+COST_VIEWS = [
+    ("phillips", "10", "chaff", 96.0, 40.0, Decimal("201.60"), Decimal("84.00"), Decimal("117.60")),
+    ("phillips", "11", "chaff", 4.0, 0.0, Decimal("8.40"), Decimal("0.00"), Decimal("8.40")),
+    ("phillips", "12", "r&d", 10.0, 5.0, Decimal("21.00"), Decimal("10.50"), Decimal("10.50")),
 ]  # fmt: skip
 
 # (month, level, cluster, model, tenant, allocation_pct, allocated_h, amount): October and
@@ -274,7 +286,8 @@ def _ts(text: str) -> dt.datetime:
 
 @pytest.fixture
 def con(tmp_path):
-    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
+    # the report queries use the project's macros, as the report assets' connection has them
+    con = prepare_connection(duckdb.connect(str(tmp_path / "warehouse.duckdb")))
     for statement in DDL:
         con.execute(statement)
     for line in CHARGE_LINES:
@@ -354,6 +367,10 @@ def _insert_governance(con):
         con.execute(f"insert into quota_compliance values ({', '.join('?' * 22)})", values)
     for q in QUEUE:
         con.execute(f"insert into queue_stats values ({', '.join('?' * 24)})", [NOV, *q])
+    for v in COST_VIEWS:
+        units = [round(hours * 1_512_000_000) for hours in v[3:5]]
+        con.execute(f"insert into cost_views values ({', '.join('?' * 12)})",
+                    [NOV, *v[:5], *units, *v[5:], "USD"])  # fmt: skip
     for t in TRENDS:
         con.execute(f"insert into month_trends values ({', '.join('?' * 8)})", list(t))
     for f in FORECAST:
@@ -440,6 +457,7 @@ def test_sheet_names_in_order(written):
         "Charges",
         "Job lines",
         "Waste",
+        "Cost views",
         "Quota & Budget",
         "Queue & Service",
         "Failures",
@@ -934,6 +952,23 @@ def test_queue_and_service_sheet_shows_submissions_below_the_waits(written):
     ]  # fmt: skip
     assert ws.tables["Submissions"].ref == f"A{row + 1}:L{row + 3}"
     assert ws[f"I{row + 2}"].number_format == ws["V2"].number_format  # a share, as Success rate
+
+
+def test_cost_views_sheet_puts_each_tenants_two_views_side_by_side(written):
+    _, _, wb = written
+    ws = wb["Cost views"]
+    assert _rows(ws, 1, 4, 8) == [
+        ("Tenant ID", "Tenant", "Jobs", "Allocated GPU-hours", "Idle + zombie GPU-hours",
+         "Allocation view (USD)", "Idle + zombie (USD)", "Utilisation view (USD)"),
+        ("chaff", "Chaffinch Lab", 2, 100, 40, 210, 84, 126),
+        ("r&d", RND_NAME, 1, 10, 5, 21, 10.5, 10.5),
+        ("TOTAL", None, None, "=SUM(D2:D3)", "=SUM(E2:E3)", "=SUM(F2:F3)", "=SUM(G2:G3)",
+         "=SUM(H2:H3)"),
+    ]  # fmt: skip
+    # the views reconcile by the idle and zombie difference, to the cent
+    allocation, idle_zombie, utilisation = (_evaluate(wb, "Cost views", ws[f"{c}4"].value)
+                                            for c in "FGH")  # fmt: skip
+    assert allocation - idle_zombie == utilisation == Decimal("136.50")
 
 
 def test_trends_sheet_shows_the_forecast_then_the_months_with_their_charts(written):

@@ -136,8 +136,13 @@ charge_line_coverage = sql_table(
     "charge_line_coverage", "marts", GROUP, ["job_gpu_charges", "job_time_buckets"]
 )
 
+# the allocation-based charge of each job beside a utilisation-based one (a showback)
+cost_views = sql_table(
+    "cost_views", "marts", GROUP, ["job_usage", "job_time_buckets", "job_gpu_charges"]
+)
+
 STEPS = [
-    cost_pools, job_gpu_charges, job_usage, quota_steps, reserved_quota_unused,
+    cost_pools, job_gpu_charges, job_usage, cost_views, quota_steps, reserved_quota_unused,
     computed_charge_lines, charge_lines, charge_line_coverage,
 ]  # fmt: skip
 # tenant_month reads quota_compliance (governance): it comes after that

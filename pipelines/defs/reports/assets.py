@@ -33,6 +33,7 @@ GROUP = "reports"
         "charge_lines",
         "tenant_month",
         "job_usage",
+        "cost_views",
         "capacity_buckets",
         "data_quality",
         "rejects",
@@ -52,9 +53,9 @@ GROUP = "reports"
 )
 def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """The finance workbook `<reports>/YYYY-MM/chargeback-YYYY-MM.xlsx` of each billing month:
-    Summary, Charges, Job lines, Waste, Quota & Budget, Queue & Service, Failures, Capacity,
-    Trends, Data quality, Definitions, Audit (input files with sha256, catalog and code
-    version)."""
+    Summary, Charges, Job lines, Waste, Cost views, Quota & Budget, Queue & Service, Failures,
+    Capacity, Trends, Data quality, Definitions, Audit (input files with sha256, catalog and
+    code version)."""
 
     def step(run: MonthRun) -> dict[str, int]:
         parameters = report_parameters(

@@ -12,7 +12,10 @@ from pipelines.reports.exports import report_parameters
 from pipelines.reports.pdf import CHROMIUM_ENV, find_chromium
 
 GROUP = "reports"
-PAGE_TABLES = ["charge_lines", "tenant_month", "job_usage", "quota_compliance", "utilization_daily"]
+PAGE_TABLES = [
+    "charge_lines", "tenant_month", "job_usage", "cost_views", "quota_compliance",
+    "utilization_daily",
+]  # fmt: skip
 
 
 def _chromium(context: dg.AssetExecutionContext) -> str | None:
