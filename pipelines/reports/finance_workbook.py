@@ -279,7 +279,7 @@ def _build_workbook(
     charges_total_cell = write_charges(sheets["Charges"], data.charges, currency)
     _write_summary(summary, billing_month, parameters, currency, data, charges_total_cell)
     job_lines = write_job_lines(sheets["Job lines"], data.jobs, currency)
-    _write_waste(sheets["Waste"], data.buckets, data.tenants)
+    _write_waste(sheets["Waste"], data.buckets, data.tenants, currency)
     _write_waste_chart(sheets["Waste"], data.buckets)
     _write_cost_views(sheets["Cost views"], data.cost_views, currency)
     _write_quota_budget(sheets["Quota & Budget"], data.quota, data.tenants, currency, data.drift)
@@ -428,13 +428,16 @@ def _write_charge_type_reconciliation(
             ws.cell(row=cost_diff_row, column=column, value=formula).style = "cb total money"
 
 
-def _write_waste(ws: Worksheet, buckets: list[Any], tenants: list[Any]) -> None:
+def _write_waste(ws: Worksheet, buckets: list[Any], tenants: list[Any], currency: str) -> None:
     cols = [
         Column("Cluster"),
         Column("GPU model"),
         Column("Bucket"),
         Column("GPU-hours", "hours"),
         Column("Share of capacity", "share"),
+        # the bucket's GPU-hours in money (capacity_buckets.amount: at the pool's charged
+        # rate, or its cost in full_recovery)
+        Column(f"Amount ({currency})", "money"),
     ]
     # the sheet row and the hours of each cluster × GPU model block's capacity row
     capacity_of = {
@@ -446,7 +449,7 @@ def _write_waste(ws: Worksheet, buckets: list[Any], tenants: list[Any]) -> None:
     for row, b in enumerate(buckets, start=2):
         capacity_row, capacity = capacity_of.get((b.cluster, b.gpu_model), (None, None))
         share = f"=D{row}/D{capacity_row}" if capacity and b.gpu_hours is not None else None
-        rows.append((b.cluster, b.gpu_model, b.bucket, b.gpu_hours, share))
+        rows.append((b.cluster, b.gpu_model, b.bucket, b.gpu_hours, share, b.amount))
     last = write_main_table(ws, cols, rows)
     widths = fit_widths({}, cols, rows)
 

@@ -2,7 +2,7 @@
 -- in $bucket_order (the taxonomy order of DESIGN.md, the capacity row heading each block), any
 -- other after them.
 -- Parameters: $billing_month, $bucket_order.
-select cluster, gpu_model, bucket, gpu_hours
+select cluster, gpu_model, bucket, gpu_hours, amount
 from capacity_buckets
 where billing_month = $billing_month
 order by cluster, gpu_model, coalesce(list_position($bucket_order, bucket), 100), bucket

@@ -22,6 +22,8 @@ e    x9/0    Nov 3 00:00-01:00        COMPLETED  unmeasured 1 (H100: no capacity
 
 from __future__ import annotations
 
+from decimal import Decimal as D
+
 import pytest
 
 from tests.marts.conftest import (
@@ -29,6 +31,7 @@ from tests.marts.conftest import (
     IDLE_RULES,
     JOBS_HEADER,
     ONE_RATE,
+    GivenMonth,
     pick,
     samples,
     samples_csv,
@@ -115,3 +118,50 @@ def test_buckets_sum_to_capacity_where_the_inventory_knows_it(rows):
         into[row["gpu_model"]] = into.get(row["gpu_model"], 0) + row["gpu_units"]
     assert capacity == {"A100": units(1440), "T4": units(360)}
     assert {model: sums[model] for model in capacity} == capacity
+
+
+def test_rate_card_prices_every_bucket_at_the_pools_charged_rate(rows):
+    # ONE_RATE: every GPU-hour at 1.00, so each bucket's amount is its GPU-hours; the H100
+    # pool has no capacity row (no inventory) but its job time is priced
+    amounts = {(r["gpu_model"], r["bucket"]): r["amount"] for r in rows}
+    assert {k: v for k, v in amounts.items() if v} == {
+        ("A100", "capacity"): D("1440.00"), ("A100", "down"): D("6.00"),
+        ("A100", "failed_infra"): D("2.00"), ("A100", "failed_job"): D("2.00"),
+        ("A100", "idle"): D("0.50"), ("A100", "productive"): D("1.00"),
+        ("A100", "unallocated"): D("1426.00"), ("A100", "unmeasured"): D("0.50"),
+        ("A100", "zombie"): D("2.00"), ("H100", "unmeasured"): D("1.00"),
+        ("T4", "capacity"): D("360.00"), ("T4", "failed_infra"): D("1.50"),
+        ("T4", "unallocated"): D("358.50"),
+    }  # fmt: skip
+    assert {r["currency"] for r in rows} == {"USD"}
+
+
+def test_full_recovery_spreads_each_pools_cost_over_its_buckets_to_the_cent(tmp_path):
+    # n1's 2 A100 cost 1,000.00 a month, n2's T4 72.00; two jobs without telemetry hold
+    # 6 + 2 A100 GPU-hours: unmeasured 8 of 1,440 GPU-h = 555.56 cents, unallocated 1,432 =
+    # 99,444.44: floors 555 + 99,444, the cent left to the larger remainder (unmeasured)
+    month = GivenMonth(tmp_path)
+    try:
+        month.catalog(
+            settings="cost_mode: full_recovery\nidle_sharing: weighted\n", tenants=TENANTS,
+            rates=RATES, nodes="""
+                node,cluster,gpu_model,gpus,monthly_cost
+                n1,c1,A100,2,1000.00
+                n2,c1,T4,1,72.00
+            """,
+        )  # fmt: skip
+        month.file("landing/scheduler/c1/jobs.csv", f"""
+            {JOBS_HEADER}
+            a1,chaff,ann,batch,normal,A100,2,n1,2026-11-02T00:00:00,2026-11-02T00:00:00,2026-11-02T03:00:00,COMPLETED,0
+            b1,chaff,ann,batch,normal,A100,1,n1,2026-11-03T00:00:00,2026-11-03T00:00:00,2026-11-03T02:00:00,COMPLETED,0
+        """)  # fmt: skip
+        rows = month.build("capacity_buckets")
+    finally:
+        month.close()
+    assert [(r["gpu_model"], r["bucket"], r["amount"]) for r in rows if r["amount"]] == [
+        ("A100", "capacity", D("1000.00")),
+        ("A100", "unallocated", D("994.44")),
+        ("A100", "unmeasured", D("5.56")),
+        ("T4", "capacity", D("72.00")),
+        ("T4", "unallocated", D("72.00")),
+    ]

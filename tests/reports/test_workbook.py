@@ -62,7 +62,7 @@ DDL = [
     failed_job_gpu_hours double, failed_infra_gpu_hours double, unmeasured_gpu_hours double,
     amount decimal(18,2), currency varchar)""",
     """create table capacity_buckets (billing_month date, cluster varchar, gpu_model varchar,
-    bucket varchar, gpu_hours double, gpu_ms bigint)""",
+    bucket varchar, gpu_hours double, gpu_ms bigint, amount decimal(18,2), currency varchar)""",
     """create table data_quality (billing_month date, cluster varchar, category varchar,
     subject varchar, rows_read bigint, rows_loaded bigint, rows_rejected bigint,
     duplicates_folded bigint, value double, detail varchar)""",
@@ -337,8 +337,9 @@ def con(tmp_path):
         )
     for bucket, hours in BUCKETS.items():
         con.execute(
-            "insert into capacity_buckets values (?, 'phillips', 'A100-80GB', ?, ?, ?)",
-            [NOV, bucket, hours, int(hours * 3_600_000)],
+            # priced at 2.10 a GPU-hour
+            "insert into capacity_buckets values (?, 'phillips', 'A100-80GB', ?, ?, ?, ?, 'USD')",
+            [NOV, bucket, hours, int(hours * 3_600_000), Decimal(str(hours)) * Decimal("2.10")],
         )
     con.execute(
         "insert into data_quality values "
@@ -591,7 +592,7 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
         "Summary": (f"A{header + 1}", f"A{header}:H{total - 1}"),
         "Charges": ("A2", "A1:N7"),
         "Job lines": ("A2", "A1:X4"),
-        "Waste": ("A2", "A1:E10"),
+        "Waste": ("A2", "A1:F10"),
         "Data quality": ("A2", "A1:J4"),
         "Definitions": (
             "A2",
@@ -655,6 +656,8 @@ def test_waste_shares_are_formulas_over_the_capacity_row(written):
         assert ws[f"E{r}"].value == f"=D{r}/D{rows['capacity']}"
         assert _evaluate(wb, "Waste", ws[f"E{r}"].value) == Decimal(str(hours)) / 1000
         assert ws[f"E{r}"].number_format == "0.0%"
+        # its amount, as capacity_buckets prices it
+        assert (ws["F1"].value, ws[f"F{r}"].value) == ("Amount (USD)", hours * 2.1)
     table = ws.tables["WasteByTenant"]
     min_col, min_row, max_col, max_row = range_boundaries(table.ref)
     assert (max_col, max_row - min_row) == (11, len(TENANTS))

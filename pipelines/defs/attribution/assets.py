@@ -95,9 +95,12 @@ gpu_capacity = sql_table(
     # capacity_buckets_sum_to_capacity, which blocks the reports)
     checks=[Check("gpus_never_oversubscribed", blocking=False)],
 )  # fmt: skip
+# priced at the pools' charges or costs: built in the costing stage, after job_gpu_charges
 capacity_buckets = sql_table(
-    "capacity_buckets", "marts", GROUP, ["job_time_buckets", "gpu_capacity", "catalog_nodes"],
+    "capacity_buckets", "marts", GROUP,
+    ["job_time_buckets", "gpu_capacity", "catalog_nodes", "cost_pools", "job_gpu_charges",
+     "catalog_rates"],
     checks=[Check("capacity_buckets_sum_to_capacity")],
 )  # fmt: skip
 
-STEPS = [job_gpu_hours, job_sample_time, job_time_buckets, gpu_capacity, capacity_buckets]
+STEPS = [job_gpu_hours, job_sample_time, job_time_buckets, gpu_capacity]

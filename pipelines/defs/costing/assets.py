@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo
 import duckdb
 
 from pipelines.catalog import Catalog, CatalogError
+from pipelines.defs.attribution.assets import capacity_buckets
 from pipelines.defs.monthly import MonthRun
 from pipelines.defs.warehouse import Check, sql_table
 from pipelines.months import MonthParams
@@ -142,8 +143,8 @@ cost_views = sql_table(
 )
 
 STEPS = [
-    cost_pools, job_gpu_charges, job_usage, cost_views, quota_steps, reserved_quota_unused,
-    computed_charge_lines, charge_lines, charge_line_coverage,
+    cost_pools, job_gpu_charges, capacity_buckets, job_usage, cost_views, quota_steps,
+    reserved_quota_unused, computed_charge_lines, charge_lines, charge_line_coverage,
 ]  # fmt: skip
 # tenant_month reads quota_compliance (governance): it comes after that
 LAST_STEPS = [tenant_month]
