@@ -57,15 +57,30 @@ def run(con: duckdb.DuckDBPyConnection, name: str, params: Params | None = None)
 def replace_month(con: duckdb.DuckDBPyConnection, table: str, name: str, params: Params) -> int:
     """Replace one billing month of `table` with the rows of the select in `sql/<name>.sql`.
 
-    The table is created from the select's shape on first use. Returns the rows inserted for
-    this month (not the table's total).
+    The table is created from the select's shape on first use; a column the select has and a
+    warehouse of an earlier release lacks is added (NULL in the months built before: re-run
+    them to fill it). Returns the rows inserted for this month (not the table's total).
     """
     sql = sql_text(name)
     bound = bind(sql, params)
     month = {"billing_month": by_name(params)["billing_month"]}
     con.execute("begin transaction")
     try:
-        con.execute(f"create table if not exists {table} as select * from ({sql}) limit 0", bound)
+        shape = f"{table}_shape"
+        # the select's columns and types, without running it
+        con.execute(f"create or replace temp table {shape} as select * from ({sql}) limit 0", bound)
+        con.execute(f"create table if not exists {table} as from {shape}")
+        added = con.execute(
+            "select column_name, data_type from information_schema.columns "
+            "where table_name = $shape and table_catalog = 'temp' and column_name not in ("
+            "    select column_name from information_schema.columns "
+            "    where table_name = $table and table_catalog <> 'temp'"
+            ") order by ordinal_position",
+            {"shape": shape, "table": table},
+        ).fetchall()
+        for column, data_type in added:
+            con.execute(f'alter table {table} add column "{column}" {data_type}')
+        con.execute(f"drop table {shape}")
         con.execute(f"delete from {table} where billing_month = $billing_month", month)
         con.execute(f"insert into {table} by name {sql}", bound)
         inserted = con.execute(

@@ -78,4 +78,5 @@ def _write_page(con, month, department, parameters, html_path, page_size, chromi
     write_atomically(page.encode("utf-8"), html_path)
     if chromium is None:
         return {html_path.name}
-    return {html_path.name, print_pdf(chromium, html_path, period_end(month.first_day)).name}
+    pdf = print_pdf(chromium, page, html_path.with_suffix(".pdf"), period_end(month.first_day))
+    return {html_path.name, pdf.name}

@@ -31,6 +31,8 @@ CHROMIUM_FLAGS = (
 )  # fmt: skip
 PRINT_TIMEOUT_S = 120
 _STAMP = re.compile(rb"/(CreationDate|ModDate) \((D:\d{14}[^)]*)\)")
+# a link of the pages' templates (`<a href="...">text</a>`, no nested markup)
+_LINK = re.compile(r'<a href="[^"]*">(.*?)</a>', re.S)
 
 
 class PdfError(RuntimeError):
@@ -45,25 +47,28 @@ def find_chromium() -> str | None:
     return next((path for name in CHROMIUM_NAMES if (path := shutil.which(name))), None)
 
 
-def print_pdf(chromium: str, page: pathlib.Path, stamp: dt.datetime) -> pathlib.Path:
-    """`page` (an HTML file) printed to `<page stem>.pdf` beside it, written atomically, its
-    time stamps `stamp`; returns the PDF's path."""
-    out = page.with_suffix(".pdf")
+def print_pdf(chromium: str, page: str, out: pathlib.Path, stamp: dt.datetime) -> pathlib.Path:
+    """The HTML `page` printed to the PDF `out`, written atomically, its time stamps `stamp`;
+    returns `out`. Links print as their text: Chromium would write a relative link as the
+    absolute file:// address of wherever the page was printed (a run's staging folder), which
+    differs from run to run and leads nowhere once the reports are published."""
     with tempfile.TemporaryDirectory(prefix="chargeback-pdf-") as scratch:
+        html = pathlib.Path(scratch) / "page.html"
+        html.write_text(_LINK.sub(r"\1", page), encoding="utf-8")
         printed = pathlib.Path(scratch) / "page.pdf"
         command = [
             chromium, *CHROMIUM_FLAGS, f"--user-data-dir={scratch}/profile",
-            f"--print-to-pdf={printed}", page.resolve().as_uri(),
+            f"--print-to-pdf={printed}", html.as_uri(),
         ]  # fmt: skip
         try:
             result = subprocess.run(
                 command, capture_output=True, text=True, timeout=PRINT_TIMEOUT_S, check=False
             )
         except subprocess.TimeoutExpired:
-            raise PdfError(f"{page}: Chromium did not print it in {PRINT_TIMEOUT_S} s") from None
+            raise PdfError(f"{out}: Chromium did not print it in {PRINT_TIMEOUT_S} s") from None
         if result.returncode != 0 or not printed.exists():
             tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
-            raise PdfError(f"{page}: Chromium could not print it: {' / '.join(tail)}")
+            raise PdfError(f"{out}: Chromium could not print it: {' / '.join(tail)}")
         write_atomically(_stamped(printed.read_bytes(), stamp), out)
     return out
 

@@ -7,9 +7,8 @@ select
     l.charge_category, l.charge_class, l.charge_description, l.gpu_hours, l.unit_price, l.amount,
     l.currency, c.measured_share_pct
 from charge_lines as l
-left join charge_line_coverage as c using (
-    billing_month, tenant_id, cluster, gpu_model, unit_price, charge_type
-)
+left join charge_line_coverage as c
+    using (billing_month, tenant_id, cluster, gpu_model, unit_price, charge_type)
 where l.billing_month = $billing_month
     and ($department is null or coalesce(l.department, '') = $department)
 order by

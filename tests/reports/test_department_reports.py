@@ -737,6 +737,19 @@ def test_pages_print_to_reproducible_pdfs_on_the_settings_paper(con, tmp_path, p
         assert re.findall(rb"/CreationDate \((D:[^)]*)\)", pdf) == [b"D:20261201000000+00'00'"]
         width, height = _media_box(pdf)
         assert (round(width), round(height)) in {points, (points[0] - 1, points[1] - 1)}
+    # the organisation page's links to the department pages print as text: an absolute
+    # file:// address of the folder it was printed in would differ from run to run
+    org = [
+        write_organisation_page(
+            con, MONTH, PARAMETERS, tmp_path / run / "org.html", page_size, chromium
+        )  # fmt: skip
+        for run in ("a", "b")
+    ]
+    assert org[0] == ["org.html", "org.pdf"]
+    pdf = (tmp_path / "a" / "org.pdf").read_bytes()
+    assert pdf == (tmp_path / "b" / "org.pdf").read_bytes() and b"file:" not in pdf
+    (tmp_path / "a" / "org.html").unlink()
+    (tmp_path / "a" / "org.pdf").unlink()
     # a run without Chromium removes the PDFs of an earlier one: they would not match the pages
     write_department_reports(con, MONTH, PARAMETERS, tmp_path / "a", page_size, None)
     assert not list((tmp_path / "a").glob("*.pdf"))

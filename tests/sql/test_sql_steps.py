@@ -18,7 +18,7 @@ import pytest
 from pipelines.defs.ingest.loading import write_node_lists
 from pipelines.defs.ingest.telemetry import readable_sample_files, sample_file_spans
 from pipelines.defs.resources import prepare_connection
-from pipelines.sql import bind, create_table, run, sql_text
+from pipelines.sql import bind, create_table, replace_month, run, sql_text
 
 NOV = {
     "billing_month": dt.date(2026, 11, 1),
@@ -1146,3 +1146,18 @@ def test_telemetry_labels_are_checked_against_the_scheduler(con, tmp_path):
          at(50), 6, pytest.approx(6 * hour / 7)),
     ]  # fmt: skip
     assert {row[0] for row in result} == {dt.date(2026, 11, 1)}
+
+
+def test_a_column_added_since_a_warehouse_was_built_is_added_to_its_table(con, monkeypatch):
+    # a table an earlier release built (no column b), with October in it; this release's
+    # select has b: November gets it, October keeps NULL until it is re-run
+    con.execute("create table t as select date '2026-10-01' as billing_month, 1 as a")
+    monkeypatch.setattr(
+        "pipelines.sql.sql_text",
+        lambda name: "select $billing_month::date as billing_month, 2 as a, 'x' as b",
+    )
+    assert replace_month(con, "t", "marts/t", {"billing_month": dt.date(2026, 11, 1)}) == 1
+    assert con.execute("select * from t order by billing_month").fetchall() == [
+        (dt.date(2026, 10, 1), 1, None),
+        (dt.date(2026, 11, 1), 2, "x"),
+    ]
