@@ -231,11 +231,15 @@ def _pod_row(
         row["raw"] = json.dumps(pod)[:200]
         row["parse_error"] = "field items[]: not a JSON object"
         return row, None
-    meta, spec, status = _obj(pod, "metadata"), _obj(pod, "spec"), _obj(pod, "status")
-    labels = _obj(meta, "labels")
-    phase = _text(status.get("phase"))
+    meta, spec, status = (
+        json_object(pod, "metadata"),
+        json_object(pod, "spec"),
+        json_object(pod, "status"),
+    )
+    labels = json_object(meta, "labels")
+    phase = json_text(status.get("phase"))
     state, reason = _state(phase, status)
-    namespace, name, uid = (_text(meta.get(key)) for key in ("namespace", "name", "uid"))
+    namespace, name, uid = (json_text(meta.get(key)) for key in ("namespace", "name", "uid"))
     row["raw"] = " ".join(
         part
         for part in (
@@ -250,26 +254,28 @@ def _pod_row(
         job_id=uid,
         job_name=name,
         account=namespace,
-        user=next((_text(labels[k]) for k in USER_LABELS if _text(labels.get(k))), None)
-        or _text(spec.get("serviceAccountName"))
-        or _text(spec.get("serviceAccount")),
-        queue=_text(labels.get(QUEUE_LABEL)),
-        qos=_text(status.get("qosClass")),
+        user=next((json_text(labels[k]) for k in USER_LABELS if json_text(labels.get(k))), None)
+        or json_text(spec.get("serviceAccountName"))
+        or json_text(spec.get("serviceAccount")),
+        queue=json_text(labels.get(QUEUE_LABEL)),
+        qos=json_text(status.get("qosClass")),
         gpu_model=_gpu_model(spec),
-        nodes=_text(spec.get("nodeName")),
-        submit_time=_text(meta.get("creationTimestamp")),
-        start_time=_text(status.get("startTime")),
+        nodes=json_text(spec.get("nodeName")),
+        submit_time=json_text(meta.get("creationTimestamp")),
+        start_time=json_text(status.get("startTime")),
         state=state,
     )
     terminated = [
-        _obj(_obj(c, "state"), "terminated")
+        json_object(json_object(c, "state"), "terminated")
         for key in ("initContainerStatuses", "containerStatuses")
-        for c in _list(status, key)
-        if isinstance(c, dict) and _obj(_obj(c, "state"), "terminated")
+        for c in json_list(status, key)
+        if isinstance(c, dict) and json_object(json_object(c, "state"), "terminated")
     ]
     if state not in (None, "RUNNING", "PENDING"):
         row["end_time"] = _latest(t.get("finishedAt") for t in terminated) or _latest(
-            c.get("lastTransitionTime") for c in _list(status, "conditions") if isinstance(c, dict)
+            c.get("lastTransitionTime")
+            for c in json_list(status, "conditions")
+            if isinstance(c, dict)
         )
         row["_ends_at_snapshot"] = row["end_time"] is None
         row["exit_code"] = _exit_code(terminated)
@@ -295,21 +301,24 @@ def _state(phase: str | None, status: dict) -> tuple[str | None, str | None]:
     state = _PHASES.get(phase or "")
     if state != "FAILED":
         return state, None
-    reason = _text(status.get("reason"))
+    reason = json_text(status.get("reason"))
     conditions = [
-        c for c in _list(status, "conditions") if isinstance(c, dict) and c.get("status") == "True"
+        c
+        for c in json_list(status, "conditions")
+        if isinstance(c, dict) and c.get("status") == "True"
     ]
     disruption = next(
-        (_text(c.get("reason")) for c in conditions if c.get("type") == "DisruptionTarget"), None
+        (json_text(c.get("reason")) for c in conditions if c.get("type") == "DisruptionTarget"),
+        None,
     )
     kueue_stop = next(
-        (_text(c.get("reason")) for c in conditions if c.get("type") == _KUEUE_STOP_CONDITION),
+        (json_text(c.get("reason")) for c in conditions if c.get("type") == _KUEUE_STOP_CONDITION),
         None,
     )
     oom = any(
-        _obj(_obj(c, "state"), "terminated").get("reason") == "OOMKilled"
+        json_object(json_object(c, "state"), "terminated").get("reason") == "OOMKilled"
         for key in ("initContainerStatuses", "containerStatuses")
-        for c in _list(status, key)
+        for c in json_list(status, key)
         if isinstance(c, dict)
     )
     if reason in _NODE_FAILURE_REASONS:
@@ -335,14 +344,17 @@ def _pod_gpus(spec: dict, settings: ClusterSettings) -> Fraction:
     replicas = _replicas(spec, settings)
     sidecars = Fraction(0)
     init_peak = Fraction(0)
-    for container in _list(spec, "initContainers"):
+    for container in json_list(spec, "initContainers"):
         gpus = _container_gpus(container, "initContainers", replicas, settings)
         if isinstance(container, dict) and container.get("restartPolicy") == "Always":
             sidecars += gpus
         else:
             init_peak = max(init_peak, sidecars + gpus)
     app = sum(
-        (_container_gpus(c, "containers", replicas, settings) for c in _list(spec, "containers")),
+        (
+            _container_gpus(c, "containers", replicas, settings)
+            for c in json_list(spec, "containers")
+        ),
         Fraction(0),
     )
     return max(app + sidecars, init_peak)
@@ -353,7 +365,7 @@ def _replicas(spec: dict, settings: ClusterSettings) -> dict[str, Fraction | Non
     1/replicas of a GPU on a node of a declared sharing pool (time-slicing, MPS); elsewhere a
     whole GPU and nothing (None; `gpu.shared` is then an error). A pod not yet placed asks for
     whole GPUs, or for replicas (`gpu.shared`) of its cluster's pools when they have one size."""
-    node = _text(spec.get("nodeName"))
+    node = json_text(spec.get("nodeName"))
     if node is not None:
         pool = settings.sharing_of(node)
         replica = Fraction(1, pool.replicas) if pool else None
@@ -371,8 +383,8 @@ def _container_gpus(
     replicas: dict[str, Fraction | None],
     settings: ClusterSettings,
 ) -> Fraction:
-    resources = _obj(container, "resources")
-    limits, requests = _obj(resources, "limits"), _obj(resources, "requests")
+    resources = json_object(container, "resources")
+    limits, requests = json_object(resources, "limits"), json_object(resources, "requests")
     total = Fraction(0)
     for name in sorted({*limits, *requests}):
         mig = MIG_RESOURCE.fullmatch(name)
@@ -381,7 +393,7 @@ def _container_gpus(
         source = "limits" if name in limits else "requests"
         value = (limits if name in limits else requests)[name]
         count = _whole_number(value)
-        field = f"field gpus: {where}[{_text(container.get('name')) or '?'}].resources.{source}"
+        field = f"field gpus: {where}[{json_text(container.get('name')) or '?'}].resources.{source}"
         if count is None:
             raise ValueError(f"{field}.{name}: '{value}' is not a whole number")
         if mig:
@@ -407,21 +419,21 @@ def _whole_number(value: Any) -> int | None:
 def _gpu_model(spec: dict) -> str | None:
     """The `nvidia.com/gpu.product` the pod is pinned to by node selector or by a required node
     affinity whose terms all name the same single product."""
-    selected = _text(_obj(spec, "nodeSelector").get(GPU_PRODUCT_LABEL))
+    selected = json_text(json_object(spec, "nodeSelector").get(GPU_PRODUCT_LABEL))
     if selected:
         return selected
-    required = _obj(
-        _obj(_obj(spec, "affinity"), "nodeAffinity"),
+    required = json_object(
+        json_object(json_object(spec, "affinity"), "nodeAffinity"),
         "requiredDuringSchedulingIgnoredDuringExecution",
     )
     products = {
-        _text(values[0])
-        for term in _list(required, "nodeSelectorTerms")
-        for expression in _list(term, "matchExpressions")
+        json_text(values[0])
+        for term in json_list(required, "nodeSelectorTerms")
+        for expression in json_list(term, "matchExpressions")
         if isinstance(expression, dict)
         and expression.get("key") == GPU_PRODUCT_LABEL
         and expression.get("operator") == "In"
-        and len(values := _list(expression, "values")) == 1
+        and len(values := json_list(expression, "values")) == 1
     }
     return products.pop() if len(products) == 1 else None
 
@@ -439,7 +451,7 @@ def _latest(values) -> str | None:
     """The latest of RFC 3339 texts (None if none); an unreadable one wins, so SQL rejects it."""
     best: tuple[dt.datetime, str] | None = None
     for value in values:
-        text = _text(value)
+        text = json_text(value)
         if text is None:
             continue
         parsed = _parse_time(text)
@@ -454,14 +466,14 @@ def _newest_time(meta: dict, status: dict) -> dt.datetime | None:
     """The newest readable timestamp a pod carries (deletionTimestamp excluded: it is a
     deadline in the future, not an observation)."""
     values = [meta.get("creationTimestamp"), status.get("startTime")]
-    for condition in _list(status, "conditions"):
+    for condition in json_list(status, "conditions"):
         if isinstance(condition, dict):
             values += [condition.get("lastTransitionTime"), condition.get("lastProbeTime")]
     for key in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses"):
-        for container in _list(status, key):
+        for container in json_list(status, key):
             for which in ("state", "lastState"):
                 for detail in ("running", "terminated"):
-                    times = _obj(_obj(container, which), detail)
+                    times = json_object(json_object(container, which), detail)
                     values += [times.get("startedAt"), times.get("finishedAt")]
     times = [t for t in (_parse_time(v) for v in values if isinstance(v, str)) if t is not None]
     return max(times, default=None)
@@ -489,18 +501,20 @@ def _rfc3339(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
-def _obj(parent: Any, key: str) -> dict:
+def json_object(parent: Any, key: str) -> dict:
     """parent[key] when both are objects, else {}."""
     value = parent.get(key) if isinstance(parent, dict) else None
     return value if isinstance(value, dict) else {}
 
 
-def _list(parent: Any, key: str) -> list:
+def json_list(parent: Any, key: str) -> list:
+    """parent[key] when it is a list and parent an object, else []."""
     value = parent.get(key) if isinstance(parent, dict) else None
     return value if isinstance(value, list) else []
 
 
-def _text(value: Any) -> str | None:
+def json_text(value: Any) -> str | None:
+    """A scalar as stripped text; None for null, empty, objects and lists."""
     if value is None or isinstance(value, dict | list):
         return None
     text = str(value).strip()

@@ -32,7 +32,14 @@ from typing import Any
 
 from pipelines.catalog import ClusterSettings
 from pipelines.formats import ExportFormat
-from pipelines.formats.kubernetes import GPU_PRODUCT_LABEL, GPU_RESOURCE, list_items
+from pipelines.formats.kubernetes import (
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    json_list,
+    json_object,
+    json_text,
+    list_items,
+)
 
 API_GROUP = "kueue.x-k8s.io/"
 KINDS = ("ClusterQueue", "LocalQueue", "ResourceFlavor", "Workload")
@@ -53,14 +60,14 @@ def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, Any]]
 
 def _item_rows(line: int, item: Any) -> Iterator[dict[str, Any]]:
     item = item if isinstance(item, dict) else {}
-    meta, spec = _obj(item, "metadata"), _obj(item, "spec")
-    kind = _text(item.get("kind"))
+    meta, spec = json_object(item, "metadata"), json_object(item, "spec")
+    kind, name = json_text(item.get("kind")), json_text(meta.get("name"))
     row: dict[str, Any] = {
         "source": "kueue",
         "object_kind": kind,
-        "object_name": _text(meta.get("name")),
+        "object_name": name,
         "line": line,
-        "raw": f"{kind} {_text(meta.get('namespace')) or ''}/{_text(meta.get('name')) or ''}",
+        "raw": f"{kind} {json_text(meta.get('namespace')) or ''}/{name or ''}",
         "parse_error": None,
     }
     if kind not in KINDS:
@@ -75,14 +82,18 @@ def _item_rows(line: int, item: Any) -> Iterator[dict[str, Any]]:
             yield from _cluster_queue_rows(row, spec)
             return
         if kind == "LocalQueue":
-            row.update(account=_text(meta.get("namespace")), target=_text(spec.get("clusterQueue")))
+            row.update(
+                account=json_text(meta.get("namespace")), target=json_text(spec.get("clusterQueue"))
+            )
             if row["target"] is None:
                 raise _FieldError("field spec.clusterQueue: missing")
         elif kind == "ResourceFlavor":
-            labels = _obj(spec, "nodeLabels")
-            row.update(flavor=row["object_name"], gpu_model=_text(labels.get(GPU_PRODUCT_LABEL)))
+            labels = json_object(spec, "nodeLabels")
+            row.update(
+                flavor=row["object_name"], gpu_model=json_text(labels.get(GPU_PRODUCT_LABEL))
+            )
         else:
-            row.update(_workload(meta, spec, _obj(item, "status")))
+            row.update(_workload(meta, spec, json_object(item, "status")))
         if kind in ("LocalQueue", "Workload") and row["account"] is None:
             raise _FieldError("field metadata.namespace: missing")
     except _FieldError as error:
@@ -91,17 +102,17 @@ def _item_rows(line: int, item: Any) -> Iterator[dict[str, Any]]:
 
 
 def _cluster_queue_rows(row: dict[str, Any], spec: dict) -> Iterator[dict[str, Any]]:
-    cohort = _text(spec.get("cohort")) or _text(spec.get("cohortName"))
+    cohort = json_text(spec.get("cohort")) or json_text(spec.get("cohortName"))
     row = {**row, "cohort": cohort}
     quotas: list[dict[str, Any]] = []
     try:
-        for g, group in enumerate(_list(spec, "resourceGroups")):
-            for f, flavor in enumerate(_list(group, "flavors")):
-                for r, resource in enumerate(_list(flavor, "resources")):
-                    if _text(_obj({"r": resource}, "r").get("name")) != GPU_RESOURCE:
+        for g, group in enumerate(json_list(spec, "resourceGroups")):
+            for f, flavor in enumerate(json_list(group, "flavors")):
+                for r, resource in enumerate(json_list(flavor, "resources")):
+                    if json_text(json_object({"r": resource}, "r").get("name")) != GPU_RESOURCE:
                         continue
                     where = f"spec.resourceGroups[{g}].flavors[{f}].resources[{r}]"
-                    name = _text(flavor.get("name"))
+                    name = json_text(flavor.get("name"))
                     if name is None:
                         at = f"spec.resourceGroups[{g}].flavors[{f}]"
                         raise _FieldError(f"field {at}.name: missing")
@@ -129,43 +140,26 @@ def _cluster_queue_rows(row: dict[str, Any], spec: dict) -> Iterator[dict[str, A
 
 def _workload(meta: dict, spec: dict, status: dict) -> dict[str, Any]:
     conditions = {
-        _text(c.get("type")): _text(c.get("lastTransitionTime"))
-        for c in _list(status, "conditions")
-        if isinstance(c, dict) and _text(c.get("status")) == "True"
+        json_text(c.get("type")): json_text(c.get("lastTransitionTime"))
+        for c in json_list(status, "conditions")
+        if isinstance(c, dict) and json_text(c.get("status")) == "True"
     }
     return {
-        "account": _text(meta.get("namespace")),
-        "target": _text(spec.get("queueName")),
-        "created_time": _text(meta.get("creationTimestamp")),
+        "account": json_text(meta.get("namespace")),
+        "target": json_text(spec.get("queueName")),
+        "created_time": json_text(meta.get("creationTimestamp")),
         "quota_reserved_time": conditions.get("QuotaReserved"),
         "admitted_time": conditions.get("Admitted"),
-        "admitted_queue": _text(_obj(status, "admission").get("clusterQueue")),
+        "admitted_queue": json_text(json_object(status, "admission").get("clusterQueue")),
     }
 
 
 def _quantity(value: Any, field: str) -> int:
     """A whole number of GPUs (`8`, `"8"`); anything else names the field."""
-    text = _text(value)
+    text = json_text(value)
     if isinstance(value, bool) or text is None or not _WHOLE.fullmatch(text):
         raise _FieldError(f"field {field}: '{text or ''}' is not a whole number of GPUs")
     return int(text)
-
-
-def _obj(parent: Any, key: str) -> dict:
-    value = parent.get(key) if isinstance(parent, dict) else None
-    return value if isinstance(value, dict) else {}
-
-
-def _list(parent: Any, key: str) -> list:
-    value = parent.get(key) if isinstance(parent, dict) else None
-    return value if isinstance(value, list) else []
-
-
-def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, dict | list):
-        return None
-    text = str(value).strip()
-    return text or None
 
 
 def sniff(path: Path, head: str) -> bool:
