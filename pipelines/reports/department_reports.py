@@ -13,7 +13,7 @@ import duckdb
 from pipelines.months import BillingMonth
 from pipelines.reports.department_page import render_department_page
 from pipelines.reports.department_workbook import write_department_workbook
-from pipelines.reports.departments import ORGANISATION, departments
+from pipelines.reports.departments import ORGANISATION, Department, departments
 from pipelines.reports.files import write_atomically
 from pipelines.reports.pdf import print_pdf
 from pipelines.reports.period import period_end
@@ -73,7 +73,17 @@ def write_organisation_page(
     return sorted(_write_page(con, month, ORGANISATION, parameters, html_path, page_size, chromium))
 
 
-def _write_page(con, month, department, parameters, html_path, page_size, chromium) -> set[str]:
+def _write_page(
+    con: duckdb.DuckDBPyConnection,
+    month: BillingMonth,
+    department: Department,
+    parameters: dict[str, str],
+    html_path: pathlib.Path,
+    page_size: str,
+    chromium: str | None,
+) -> set[str]:
+    """The page of `department` at `html_path` and, with `chromium`, its PDF beside it;
+    returns the names written."""
     page = render_department_page(con, month, department, parameters, page_size)
     write_atomically(page.encode("utf-8"), html_path)
     if chromium is None:

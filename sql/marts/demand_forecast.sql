@@ -55,19 +55,21 @@ fits as (
     from sums
 ),
 
+slopes as (
+    select *, case when n >= 2 then n_sxy::double / n_sxx end as slope
+    from fits
+),
+
 lines as (
     select
         *,
-        case when n >= 2 then n_sxy::double / n_sxx end as slope,
-        case when n >= 2 then (sy::double - n_sxy::double / n_sxx * sx) / n end as intercept,
+        (sy::double - slope * sx) / n as intercept,
         -- residual standard error: √(SSE / (n − 2)), SSE = (n·Σy² − (Σy)² − slope·n_sxy) / n
         case
             when n >= 3
-                then sqrt(greatest(
-                    (n * syy - sy * sy - n_sxy::double / n_sxx * n_sxy)::double / n, 0
-                ) / (n - 2))
+                then sqrt(greatest((n * syy - sy * sy - slope * n_sxy)::double / n, 0) / (n - 2))
         end as residual_se
-    from fits
+    from slopes
 ),
 
 horizons as (
