@@ -162,6 +162,9 @@ class Settings(_Strict):
     # the paper the report pages (and their PDFs) print on
     page_size: Literal["A4", "Letter"] = "A4"
     zombie_min_hours: Decimal = Field(default=Decimal(2), gt=0)
+    # a node whose every GPU stops reporting this long while in service is an incident
+    # (inferred, never counted as down: sql/marts/incidents.sql)
+    silence_min_minutes: Decimal = Field(default=Decimal(30), gt=0)
     telemetry: TelemetrySettings = TelemetrySettings()
     clusters: dict[str, ClusterSettings] = {}
 

@@ -53,6 +53,7 @@ class MonthSettings(Protocol):
     currency: str
     idle_threshold_pct: Decimal
     zombie_min_hours: Decimal
+    silence_min_minutes: Decimal
     cost_mode: str
     idle_sharing: str
 
@@ -138,6 +139,7 @@ class BillingMonth:
             currency=settings.currency,
             idle_threshold_pct=float(settings.idle_threshold_pct),
             zombie_min_ms=int(settings.zombie_min_hours * 3_600_000),
+            silence_min_ms=int(settings.silence_min_minutes * 60_000),
             cost_mode=settings.cost_mode,
             idle_sharing=settings.idle_sharing,
         )
@@ -154,6 +156,7 @@ class MonthParams:
     currency: str
     idle_threshold_pct: float
     zombie_min_ms: int
+    silence_min_ms: int
     cost_mode: str  # rate_card or full_recovery
     idle_sharing: str  # full_recovery's policy for idle capacity
 

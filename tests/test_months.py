@@ -101,6 +101,7 @@ def test_months_between_two_days():
 def test_sql_parameters_are_typed_and_named():
     class Settings:
         currency, idle_threshold_pct, zombie_min_hours = "EUR", 5, 1.5
+        silence_min_minutes = 12.5
         cost_mode, idle_sharing = "full_recovery", "even"
 
     params = BillingMonth.parse("2026-11", "America/New_York").params(Settings())
@@ -112,6 +113,7 @@ def test_sql_parameters_are_typed_and_named():
         "currency": "EUR",
         "idle_threshold_pct": 5.0,
         "zombie_min_ms": 5_400_000,
+        "silence_min_ms": 750_000,
         "cost_mode": "full_recovery",
         "idle_sharing": "even",
     }

@@ -2,7 +2,7 @@
 and service, failures, capacity verdict, and the telemetry labels checked against the
 scheduler."""
 
-from pipelines.defs.ingest.telemetry import readable_sample_files
+from pipelines.defs.ingest.telemetry import month_sample_files, readable_sample_files
 from pipelines.defs.monthly import MonthRun
 from pipelines.defs.warehouse import Check, sql_table
 
@@ -27,6 +27,22 @@ quota_drift = sql_table(
     ["stg_quota_configs", "catalog_quotas", "catalog_account_tenants", "catalog_nodes",
      "job_usage"],
 )  # fmt: skip
+
+
+def _sample_files(run: MonthRun) -> dict[str, list[str]]:
+    """The month's daily rollup samples files."""
+    return {"sample_files": month_sample_files(run.folders.telemetry, run.month)}
+
+
+# incidents of the month (outage windows, node failures, telemetry silences) and what they
+# did to availability
+incidents = sql_table(
+    "incidents", "marts", GROUP,
+    ["catalog_nodes", "catalog_outage_windows", "stg_jobs", "job_gpus", "gpu_sample_rollup",
+     ],
+    prepare=_sample_files,
+)  # fmt: skip
+availability = sql_table("availability", "marts", GROUP, ["incidents", "catalog_nodes"])
 capacity_evidence = sql_table(
     "capacity_evidence", "marts", GROUP, ["capacity_buckets", "queue_stats", "quota_compliance"]
 )
@@ -65,6 +81,6 @@ telemetry_label_checks = sql_table(
 
 STEPS = [
     quota_compliance, queue_stats, failure_stats, submission_stats, kueue_workload_waits,
-    quota_drift, capacity_evidence,
+    quota_drift, incidents, availability, capacity_evidence,
     utilization_daily, telemetry_label_checks,
 ]  # fmt: skip
