@@ -28,7 +28,7 @@ TABLES = {
     "computed_charge_lines", "charge_lines", "charge_line_coverage", "tenant_month",
     "quota_compliance", "queue_stats",
     "failure_stats", "submission_stats", "kueue_workload_waits", "quota_drift",
-    "capacity_evidence", "utilization_daily",
+    "incidents", "availability", "capacity_evidence", "utilization_daily",
     "telemetry_label_checks", "month_trends", "demand_forecast", "rejects", "data_quality",
     # written by `chargeback close` only (the close job), created empty by charge_lines
     "issued_charge_lines", "closed_months",
@@ -110,6 +110,7 @@ READ_BY_PYTHON = {
     "sample_rejects": {"gpu_sample_rollup", "catalog_clusters"},
     "sample_file_counts": {"gpu_sample_rollup", "catalog_clusters"},
     "job_sample_time": {"gpu_sample_rollup", "sample_file_counts"},
+    "incidents": {"gpu_sample_rollup"},  # the rollup's samples: when each node reported
 }
 
 

@@ -60,7 +60,7 @@ from pipelines.reports.streamed_sheet import RowsQuery, StreamedRows
 
 SHEET_NAMES = (
     "Summary", "Charges", "Job lines", "Waste", "Cost views", "Quota & Budget", "Queue & Service",
-    "Failures", "Capacity", "Trends", "Data quality", "Definitions", "Audit",
+    "Failures", "Reliability", "Capacity", "Trends", "Data quality", "Definitions", "Audit",
 )  # fmt: skip
 TOP_NODES_SHOWN = 20
 REJECTS_SHOWN_MAX = 10_000
@@ -84,7 +84,7 @@ BUCKET_ORDER = (
 AUDIT_TABLES = (
     "stg_jobs", "job_gpu_hours", "job_usage", "capacity_buckets", "charge_lines",
     "tenant_month", "quota_compliance", "quota_drift", "queue_stats", "submission_stats",
-    "failure_stats", "capacity_evidence",
+    "failure_stats", "incidents", "availability", "capacity_evidence",
     "utilization_daily", "rejects", "data_quality",
 )  # fmt: skip
 
@@ -102,7 +102,8 @@ def write_chargeback_workbook(
 
     Reads charge_lines, tenant_month, job_usage, capacity_buckets, data_quality and rejects
     for the month, and the governance marts (quota_compliance, quota_drift, queue_stats,
-    failure_stats, capacity_evidence, utilization_daily) where the warehouse has them.
+    failure_stats, availability, incidents, capacity_evidence, utilization_daily) where the
+    warehouse has them.
     `inputs` are the landing files as `{file, cluster, format, sha256}` (file = the
     data_quality subject) and `catalog_version` the hash of the catalog, both shown on the
     Audit sheet.
@@ -129,6 +130,8 @@ def write_chargeback_workbook(
         queue=queries.fetch_if_table(con, "queue_stats", "queue_stats", **month),
         submissions=queries.fetch_if_table(con, "submission_stats", "submission_stats", **month),
         failures=queries.fetch_if_table(con, "failure_stats", "failure_stats", **month),
+        availability=queries.fetch_if_table(con, "availability", "availability", **month),
+        incidents=queries.fetch_if_table(con, "incidents", "incidents", **month),
         capacity=queries.fetch_if_table(con, "capacity_evidence", "capacity_evidence", **month),
         daily=queries.fetch_if_table(con, "utilization_daily", "daily_capacity", **month),
         cost_views=queries.fetch_if_table(
@@ -204,6 +207,8 @@ class _Month:
     queue: list[Any] | None = None
     submissions: list[Any] | None = None
     failures: list[Any] | None = None
+    availability: list[Any] | None = None
+    incidents: list[Any] | None = None
     capacity: list[Any] | None = None
     daily: list[Any] | None = None
     cost_views: list[Any] | None = None
@@ -285,6 +290,7 @@ def _build_workbook(
     _write_quota_budget(sheets["Quota & Budget"], data.quota, data.tenants, currency, data.drift)
     _write_queue(sheets["Queue & Service"], data.queue, data.submissions)
     _write_failures(sheets["Failures"], data.failures)
+    _write_reliability(sheets["Reliability"], data.availability, data.incidents)
     _write_capacity(sheets["Capacity"], data.capacity, data.daily)
     _write_trends(sheets["Trends"], data.trends, data.forecast, currency)
     _write_data_quality(sheets["Data quality"], data.quality, data.rejects, data.rejects_total)
@@ -770,6 +776,73 @@ def _write_failures(ws: Worksheet, failures: list[Any] | None) -> None:
             last = max(last, row + 2)  # "(none)" under an empty header
         widths = fit_widths(widths, cols, rows)
         row = last + 3
+    apply_widths(ws, widths)
+
+
+INCIDENT_JOBS_SHOWN = 10
+
+
+def _write_reliability(
+    ws: Worksheet, availability: list[Any] | None, incidents: list[Any] | None
+) -> None:
+    """Availability, MTTR and MTBF per cluster, GPU model and node with incidents; below, the
+    month's incidents one by one."""
+    if availability is None:
+        not_available(ws, 1, "availability")
+        return
+    cols = [
+        Column("Level"),
+        Column("Cluster"),
+        Column("GPU model"),
+        Column("Node"),
+        Column("In service GPU-hours", "hours"),
+        Column("Down GPU-hours (lost)", "hours"),
+        Column("Availability", "share"),
+        Column("Incidents", "count"),
+        Column("Recovered", "count"),
+        Column("MTTR (h)", "hours"),
+        Column("MTBF (h)", "hours"),
+        Column("Jobs hit", "count"),
+        Column("Telemetry silences (inferred)", "count"),
+        Column("Silent GPU-hours", "hours"),
+    ]
+    rows = [
+        (a.level, a.cluster, a.gpu_model, a.node, a.in_service_gpu_hours, a.down_gpu_hours,
+         share_of(a.availability_pct), a.incidents, a.recovered, a.mttr_hours, a.mtbf_hours,
+         a.jobs_hit, a.inferred_incidents, a.silent_gpu_hours)
+        for a in availability
+    ]  # fmt: skip
+    last = write_main_table(ws, cols, rows)
+    widths = fit_widths({}, cols, rows)
+    start = section_below(ws, last, "Incidents: outages, node failures, telemetry silences")
+    if incidents is None:
+        not_available(ws, start, "incidents")
+    else:
+        cols = [
+            Column("Cluster"),
+            Column("Node"),
+            Column("GPU model"),
+            Column("GPUs", "count"),
+            Column("Source"),
+            Column("Inferred"),
+            Column("Cause"),
+            Column("Started (UTC)", "timestamp"),
+            Column("Ended (UTC)", "timestamp"),
+            Column("Duration (h)", "hours"),
+            Column("Recovered in month"),
+            Column("GPU-hours in month", "hours"),
+            Column("Jobs hit", "count"),
+            Column(f"Jobs hit (first {INCIDENT_JOBS_SHOWN})"),
+        ]
+        rows = [
+            (i.cluster, i.node, i.gpu_model, i.gpus, i.source, _yes_no(i.inferred), i.cause,
+             i.started_at, i.ended_at if i.ended_at is not None else "not recorded",
+             i.duration_hours, _yes_no(i.recovered_in_month), i.gpu_hours, i.jobs_hit,
+             " ".join(i.job_ids[:INCIDENT_JOBS_SHOWN]))
+            for i in incidents
+        ]  # fmt: skip
+        write_table(ws, start, cols, rows, table_name="Incidents")
+        widths = fit_widths(widths, cols, rows)
     apply_widths(ws, widths)
 
 

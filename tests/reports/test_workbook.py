@@ -126,9 +126,21 @@ GOVERNANCE_DDL = [
     allocated_gpu_hours double, productive_gpu_hours double, measured_gpu_hours double,
     mean_util_pct double, capacity_gpu_hours double, allocation_rate_pct double)""",
 ]
+GOVERNANCE_DDL += [
+    """create table availability (billing_month date, level varchar, cluster varchar,
+    gpu_model varchar, node varchar, in_service_gpu_hours double, down_gpu_hours double,
+    availability_pct double, incidents bigint, recovered bigint, mttr_hours double,
+    mtbf_hours double, jobs_hit bigint, inferred_incidents bigint, silent_gpu_hours double)""",
+    """create table incidents (billing_month date, cluster varchar, node varchar,
+    gpu_model varchar, gpus integer, source varchar, inferred boolean, cause varchar,
+    started_at timestamp, ended_at timestamp, duration_hours double,
+    recovered_in_month boolean, month_ms bigint, gpu_hours double, jobs_hit bigint,
+    job_ids varchar[])""",
+]
 GOVERNANCE_TABLES = (
     "quota_compliance", "quota_drift", "queue_stats", "submission_stats", "failure_stats",
-    "capacity_evidence", "utilization_daily", "month_trends", "demand_forecast", "cost_views",
+    "availability", "incidents", "capacity_evidence", "utilization_daily", "month_trends",
+    "demand_forecast", "cost_views",
 )  # fmt: skip
 
 # (tenant, pool, has_quota, guaranteed, limit, reserved, hours, used, mean, peak, peak_at,
@@ -189,6 +201,30 @@ DRIFT = [
 SUBMISSIONS = [
     ("phillips", "chaff", "gpu", 4, 2, 2, 1, 0, 1, 1, 2, 66.66666666666667, 50.0),
     ("phillips", "r&d", "debug", 1, 0, 1, 0, 0, 1, 0, 0, None, None),
+]  # fmt: skip
+
+# (level, cluster, gpu_model, node, in_service_h, down_h, availability_pct, incidents,
+#  recovered, mttr_h, mtbf_h, jobs_hit, inferred, silent_h)
+AVAILABILITY = [
+    ("node", "phillips", "A100-80GB", "gpu-01", 5760.0, 0.0, 100.0, 0, 0, None, None, 0, 0,
+     0.0),
+    ("node", "phillips", "A100-80GB", "gpu-02", 5760.0, 96.0, 98.33333333333333, 1, 1, 12.0,
+     708.0, 2, 1, 24.0),
+    ("cluster", "phillips", None, None, 11520.0, 96.0, 99.16666666666667, 2, 1, 12.0, 714.0,
+     3, 1, 24.0),
+    ("gpu_model", "phillips", "A100-80GB", None, 11520.0, 96.0, 99.16666666666667, 2, 1,
+     12.0, 714.0, 3, 1, 24.0),
+]  # fmt: skip
+# (cluster, node, gpu_model, gpus, source, inferred, cause, started, ended, duration_h,
+#  recovered, month_ms, gpu_hours, jobs_hit, job_ids)
+INCIDENTS = [
+    ("phillips", "gpu-02", "A100-80GB", 8, "telemetry_silence", True, "telemetry silence",
+     "2026-11-21 06:00:00", "2026-11-21 09:00:00", 3.0, True, 10_800_000, 24.0, 0, []),
+    ("phillips", "gpu-02", "A100-80GB", 8, "outage_window", False, "hardware",
+     "2026-11-18 02:00:00", "2026-11-18 14:00:00", 12.0, True, 43_200_000, 96.0, 2,
+     ["j2", "j10"]),
+    ("phillips", "gpu-01,gpu-02", "A100-80GB", 16, "node_fail", False, "NODE_FAIL",
+     "2026-11-25 01:00:00", None, None, False, None, None, 1, ["j7"]),
 ]  # fmt: skip
 
 # (cluster, dimension, value, jobs, completed, failed, oom, timeout, node_fail, cancelled,
@@ -387,6 +423,15 @@ def _insert_governance(con):
         con.execute(f"insert into submission_stats values ({', '.join('?' * 14)})", [NOV, *q])
     for f in FAILURES:
         con.execute(f"insert into failure_stats values ({', '.join('?' * 18)})", [NOV, *f])
+    for a in AVAILABILITY:
+        con.execute(f"insert into availability values ({', '.join('?' * 15)})", [NOV, *a])
+    for i in INCIDENTS:
+        con.execute(f"insert into incidents values ({', '.join('?' * 16)})", [NOV, *i])
+    con.execute(
+        "insert into incidents (billing_month, cluster, node, started_at) "
+        "values (?, 'phillips', 'october', '2026-10-03 00:00:00')",
+        [OCT],
+    )
     for c in CAPACITY:
         con.execute(f"insert into capacity_evidence values ({', '.join('?' * 25)})", [NOV, *c])
     for day, cluster, model, level, tenant, allocated, capacity in DAILY:
@@ -462,6 +507,7 @@ def test_sheet_names_in_order(written):
         "Quota & Budget",
         "Queue & Service",
         "Failures",
+        "Reliability",
         "Capacity",
         "Trends",
         "Data quality",
@@ -601,6 +647,7 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
         "Quota & Budget": ("A2", "A1:T3"),
         "Queue & Service": ("A2", "A1:V4"),
         "Failures": ("A3", "A2:P4"),
+        "Reliability": ("A2", "A1:N4"),
         "Capacity": ("A2", "A1:O2"),
         "Audit": ("A2", "A1:B6"),
     }
@@ -957,6 +1004,40 @@ def test_queue_and_service_sheet_shows_submissions_below_the_waits(written):
     assert ws[f"I{row + 2}"].number_format == ws["V2"].number_format  # a share, as Success rate
 
 
+def test_reliability_sheet_shows_availability_then_the_incidents_in_time_order(written):
+    _, _, wb = written
+    ws = wb["Reliability"]
+    # clusters first, then GPU models, then the nodes with incidents or silences (gpu-01 had
+    # none); October's incident stays out
+    assert _rows(ws, 1, 4, 14) == [
+        ("Level", "Cluster", "GPU model", "Node", "In service GPU-hours",
+         "Down GPU-hours (lost)", "Availability", "Incidents", "Recovered", "MTTR (h)",
+         "MTBF (h)", "Jobs hit", "Telemetry silences (inferred)", "Silent GPU-hours"),
+        ("cluster", "phillips", None, None, 11520, 96, 0.9916666666666667, 2, 1, 12, 714, 3,
+         1, 24),
+        ("gpu_model", "phillips", "A100-80GB", None, 11520, 96, 0.9916666666666667, 2, 1, 12,
+         714, 3, 1, 24),
+        ("node", "phillips", "A100-80GB", "gpu-02", 5760, 96, 0.9833333333333333, 1, 1, 12,
+         708, 2, 1, 24),
+    ]  # fmt: skip
+    row = _row_of(ws, "Incidents: outages, node failures, telemetry silences")
+    assert row == 4 + 3
+    assert _rows(ws, row + 1, row + 4, 14) == [
+        ("Cluster", "Node", "GPU model", "GPUs", "Source", "Inferred", "Cause",
+         "Started (UTC)", "Ended (UTC)", "Duration (h)", "Recovered in month",
+         "GPU-hours in month", "Jobs hit", "Jobs hit (first 10)"),
+        ("phillips", "gpu-02", "A100-80GB", 8, "outage_window", "no", "hardware",
+         dt.datetime(2026, 11, 18, 2), dt.datetime(2026, 11, 18, 14), 12, "yes", 96, 2,
+         "j2 j10"),
+        ("phillips", "gpu-02", "A100-80GB", 8, "telemetry_silence", "yes", "telemetry silence",
+         dt.datetime(2026, 11, 21, 6), dt.datetime(2026, 11, 21, 9), 3, "yes", 24, 0, None),
+        ("phillips", "gpu-01,gpu-02", "A100-80GB", 16, "node_fail", "no", "NODE_FAIL",
+         dt.datetime(2026, 11, 25, 1), "not recorded", None, "no", None, 1, "j7"),
+    ]  # fmt: skip
+    assert ws.tables["Incidents"].ref == f"A{row + 1}:N{row + 4}"
+    assert ws[f"H{row + 2}"].number_format == sheets.TIMESTAMP_FORMAT
+
+
 def test_cost_views_sheet_puts_each_tenants_two_views_side_by_side(written):
     _, _, wb = written
     ws = wb["Cost views"]
@@ -1156,7 +1237,8 @@ def test_audit_lists_inputs_hashes_and_table_rows(written):
         "stg_jobs": "not available", "job_gpu_hours": "not available", "job_usage": 3,
         "capacity_buckets": 9, "charge_lines": 6, "tenant_month": 3, "quota_compliance": 2,
         "quota_drift": 2, "queue_stats": 3, "submission_stats": 2, "failure_stats": 6,
-        "capacity_evidence": 1, "utilization_daily": 4, "rejects": 2, "data_quality": 3,
+        "incidents": 3, "availability": 4, "capacity_evidence": 1, "utilization_daily": 4,
+        "rejects": 2, "data_quality": 3,
     }  # fmt: skip
     run_id = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-")
     assert not any(run_id.search(str(c.value)) for row in ws.iter_rows() for c in row)
@@ -1184,6 +1266,7 @@ def test_missing_governance_marts_say_not_available(con, tmp_path):
         ("Quota & Budget", "quota_compliance"),
         ("Queue & Service", "queue_stats"),
         ("Failures", "failure_stats"),
+        ("Reliability", "availability"),
         ("Capacity", "capacity_evidence"),
     ):
         assert wb[sheet]["A1"].value.startswith(

@@ -41,6 +41,8 @@ GROUP = "reports"
         "queue_stats",
         "submission_stats",
         "failure_stats",
+        "availability",
+        "incidents",
         "capacity_evidence",
         "utilization_daily",
         "month_trends",
@@ -54,8 +56,8 @@ GROUP = "reports"
 def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """The finance workbook `<reports>/YYYY-MM/chargeback-YYYY-MM.xlsx` of each billing month:
     Summary, Charges, Job lines, Waste, Cost views, Quota & Budget, Queue & Service, Failures,
-    Capacity, Trends, Data quality, Definitions, Audit (input files with sha256, catalog and
-    code version)."""
+    Reliability, Capacity, Trends, Data quality, Definitions, Audit (input files with sha256,
+    catalog and code version)."""
 
     def step(run: MonthRun) -> dict[str, int]:
         parameters = report_parameters(
