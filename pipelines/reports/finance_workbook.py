@@ -863,6 +863,8 @@ def _write_capacity(ws: Worksheet, capacity: list[Any] | None, daily: list[Any] 
         Column("Pending share", "share"),
         Column("Guaranteed GPU-hours", "hours"),
         Column("Idle-quota share", "share"),
+        Column("Availability", "share"),
+        Column("Trend (GPU-hours a month)", "hours"),
     ]
     widths: dict[int, int] = {}
     if capacity is None:
@@ -874,7 +876,8 @@ def _write_capacity(ws: Worksheet, capacity: list[Any] | None, daily: list[Any] 
              share_of(c.productive_share_pct), share_of(c.waste_share_pct),
              share_of(c.unmeasured_share_pct), _hours_of(c.wait_p95_s), c.pending_gpu_hours,
              share_of(c.pending_share_pct), c.guaranteed_gpu_hours,
-             share_of(c.idle_quota_share_pct))
+             share_of(c.idle_quota_share_pct), share_of(c.availability_pct),
+             c.trend_gpu_hours_per_month)
             for c in capacity
         ]  # fmt: skip
         last = write_main_table(ws, cols, rows)

@@ -399,7 +399,8 @@ def test_failure_stats_by_hand(con):
 EVIDENCE_COLUMNS = [
     "cluster", "gpu_model", "allocated_gpu_hours", "allocation_rate_pct", "productive_share_pct",
     "waste_share_pct", "unmeasured_share_pct", "wait_p95_s", "pending_gpu_hours",
-    "idle_quota_share_pct", "verdict", "verdict_rule",
+    "idle_quota_share_pct", "availability_pct", "history_months", "trend_gpu_hours_per_month",
+    "verdict", "verdict_rule",
 ]  # fmt: skip
 
 
@@ -425,14 +426,39 @@ def given_evidence_month(con) -> None:
         ("c3", "T4"): (1000, 450, 50, 0, 0, 0, 0, 0, 500),
         # no inventory: allocation unknown
         ("c3", "unknown"): (None, 10, 0, 0, 0, 0, 0, None, None),
+        # as B200, but 5 % of its GPU time was down
+        ("c2", "GH200"): (1000, 800, 50, 0, 20, 0, 30, 0, 100),
+        # as B200, but demand falls: 1000, 950, then 900 GPU-hours allocated
+        ("c1", "V100"): (1000, 800, 50, 0, 20, 0, 30, 0, 100),
     }
-    for (cluster, model), hours in models.items():
+    earlier = {
+        # B200 rises from 800 allocated GPU-hours in October
+        ("2026-10-01", "c2", "B200"): (1000, 700, 50, 0, 20, 0, 30, 0, 200),
+        ("2026-10-01", "c1", "V100"): (1000, 850, 50, 0, 20, 0, 30, 0, 50),
+        ("2026-09-01", "c1", "V100"): (1000, 900, 50, 0, 20, 0, 30, 0, 0),
+        # older than 12 months: not in the trend
+        ("2025-11-01", "c2", "B200"): (1000, 0, 0, 0, 0, 0, 0, 0, 1000),
+    }
+    months = {("2026-11-01", *key): hours for key, hours in models.items()} | earlier
+    for (month, cluster, model), hours in months.items():
         for bucket, value in zip(buckets, hours, strict=True):
             if value is not None:
                 con.execute(
-                    "insert into capacity_buckets values (date '2026-11-01', ?, ?, ?, ?, ?)",
-                    [cluster, model, bucket, value, int(value * 3_600_000)],
+                    "insert into capacity_buckets values (?, ?, ?, ?, ?, ?)",
+                    [month, cluster, model, bucket, value, int(value * 3_600_000)],
                 )
+    con.execute(
+        "create table availability (billing_month date, level varchar, cluster varchar, "
+        "gpu_model varchar, availability_pct double)"
+    )
+    con.executemany(
+        "insert into availability values (?, ?, ?, ?, ?)",
+        [("2026-11-01", "gpu_model", cluster, model, 95.0 if model == "GH200" else 99.5)
+         for cluster, model in models if model != "unknown"]
+        # a node's, a cluster's and another month's rows are not the model's
+        + [("2026-11-01", "node", "c2", "B200", 50.0), ("2026-11-01", "cluster", "c2", None, 50.0),
+           ("2026-10-01", "gpu_model", "c2", "B200", 50.0)],
+    )  # fmt: skip
     con.execute(
         "create table queue_stats (billing_month date, cluster varchar, grouping_set varchar, "
         "tenant_id varchar, queue varchar, gpu_model varchar, wait_p95_s double, "
@@ -447,6 +473,8 @@ def given_evidence_month(con) -> None:
             ("c2", "gpu_model", "L40S", 18000, 50),
             ("c3", "gpu_model", "A10", 18000, 60),
             ("c3", "gpu_model", "T4", 1800, 2),
+            ("c2", "gpu_model", "GH200", 18000, 400),
+            ("c1", "gpu_model", "V100", 18000, 400),
             # detail rows must not be read as the model's figures
             ("c2", "tenant_queue_gpu_model", "B200", 0, 0),
             ("c2", "tenant", "B200", 0, 0),
@@ -477,32 +505,45 @@ def test_capacity_evidence_shows_every_verdict_with_its_numbers(con):
     rows = rows_of(con, "marts/capacity_evidence", NOV, EVIDENCE_COLUMNS)
     assert rows == [
         ("c1", "A100", approx(750.0), approx(75.0), approx(100 * 500 / 750), approx(25.0),
-         approx(100 * 20 / 750), 20000.0, 100.0, 0.0, "govern first",
+         approx(100 * 20 / 750), 20000.0, 100.0, 0.0, 99.5, 1, None, "govern first",
          "waste share 25.0% >= 25% → govern first"),
         ("c1", "H100", approx(900.0), approx(90.0), approx(100 * 800 / 900),
-         approx(100 * 50 / 900), approx(100 * 50 / 900), 20000.0, 300.0, approx(30.0),
-         "govern first", "idle quota share 30.0% >= 20% → govern first"),
+         approx(100 * 50 / 900), approx(100 * 50 / 900), 20000.0, 300.0, approx(30.0), 99.5, 1,
+         None, "govern first", "idle quota share 30.0% >= 20% → govern first"),
+        # governed, available, but demand falls 50 GPU-hours a month: not short for long
+        ("c1", "V100", approx(900.0), approx(90.0), approx(100 * 800 / 900),
+         approx(100 * 70 / 900), approx(100 * 30 / 900), 18000.0, 400.0, None, 99.5, 3,
+         approx(-50.0), "hold",
+         "waste share 7.8% < 25%; no guaranteed quota; but trend -50 GPU-hours a month over 3 "
+         "months → hold"),
         ("c2", "B200", approx(900.0), approx(90.0), approx(100 * 800 / 900),
-         approx(100 * 70 / 900), approx(100 * 30 / 900), 18000.0, 400.0, 0.0,
-         "expansion justified",
+         approx(100 * 70 / 900), approx(100 * 30 / 900), 18000.0, 400.0, 0.0, 99.5, 2,
+         approx(100.0), "expansion justified",
          "allocation 90.0% >= 80%, p95 wait 5.0 h >= 4 h, waste share 7.8% < 15%, "
-         "unmeasured 3.3% <= 20% → expansion justified"),
+         "unmeasured 3.3% <= 20%, availability 99.5% >= 97%, trend +100 GPU-hours a month "
+         "over 2 months → expansion justified"),
+        # short because GPUs were down: repairs, not purchases
+        ("c2", "GH200", approx(900.0), approx(90.0), approx(100 * 800 / 900),
+         approx(100 * 70 / 900), approx(100 * 30 / 900), 18000.0, 400.0, None, 95.0, 1, None,
+         "hold",
+         "waste share 7.8% < 25%; no guaranteed quota; but availability 95.0% < 97% → hold"),
         ("c2", "L40S", approx(850.0), approx(85.0), approx(100 * 660 / 850),
          approx(100 * 170 / 850), approx(100 * 20 / 850), 18000.0, 50.0, approx(100 / 6),
-         "hold",
+         99.5, 1, None, "hold",
          "waste share 20.0% < 25%; idle quota share 16.7% < 20%; but waste share 20.0% >= 15% "
          "→ hold"),
         ("c3", "A10", approx(900.0), approx(90.0), approx(100 * 380 / 900), approx(5.0),
-         approx(100 * 475 / 900), 18000.0, 60.0, 0.0, "hold",
+         approx(100 * 475 / 900), 18000.0, 60.0, 0.0, 99.5, 1, None, "hold",
          "waste share 5.0% < 25%; idle quota share 0.0% < 20%; but unmeasured 52.8% > 20% "
          "→ hold"),
         ("c3", "T4", approx(500.0), approx(50.0), approx(90.0), approx(10.0), 0.0, 1800.0, 2.0,
-         None, "hold",
+         None, 99.5, 1, None, "hold",
          "waste share 10.0% < 25%; no guaranteed quota; but allocation 50.0% < 80%, "
          "p95 wait 0.5 h < 4 h → hold"),
-        ("c3", "unknown", approx(10.0), None, approx(100.0), 0.0, 0.0, None, 0.0, None, "hold",
+        ("c3", "unknown", approx(10.0), None, approx(100.0), 0.0, 0.0, None, 0.0, None, None, 1,
+         None, "hold",
          "waste share 0.0% < 25%; no guaranteed quota; but allocation unknown (no inventory), "
-         "p95 wait unknown (no job started) → hold"),
+         "p95 wait unknown (no job started), availability unknown → hold"),
     ]  # fmt: skip
 
 

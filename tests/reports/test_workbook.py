@@ -119,7 +119,8 @@ GOVERNANCE_DDL = [
     unallocated_gpu_hours double, allocation_rate_pct double, productive_share_pct double,
     waste_share_pct double, unmeasured_share_pct double, wait_p95_s double,
     pending_gpu_hours double, pending_share_pct double, guaranteed_gpu_hours double,
-    idle_quota_gpu_hours double, idle_quota_share_pct double, verdict varchar,
+    idle_quota_gpu_hours double, idle_quota_share_pct double, availability_pct double,
+    history_months bigint, trend_gpu_hours_per_month double, verdict varchar,
     verdict_rule varchar)""",
     """create table utilization_daily (billing_month date, day date, cluster varchar,
     gpu_model varchar, level varchar, tenant_id varchar, jobs hugeint,
@@ -247,8 +248,8 @@ RULE = "waste share 28.3% >= 25% → govern first"
 #  rule)
 CAPACITY = [
     ("phillips", "A100-80GB", 1000.0, 600.0, 400.0, 100.0, 50.0, 20.0, 10.0, 20.0, 100.0,
-     300.0, 60.0, 66.0, 28.3, 3.5, 14400.0, 12.5, 1.25, 1440.0, 360.0, 25.0, "govern first",
-     RULE),
+     300.0, 60.0, 66.0, 28.3, 3.5, 14400.0, 12.5, 1.25, 1440.0, 360.0, 25.0, 99.5, 2, -12.5,
+     "govern first", RULE),
 ]  # fmt: skip
 
 # (day, cluster, model, level, tenant, allocated_h, capacity_h)
@@ -433,7 +434,7 @@ def _insert_governance(con):
         [OCT],
     )
     for c in CAPACITY:
-        con.execute(f"insert into capacity_evidence values ({', '.join('?' * 25)})", [NOV, *c])
+        con.execute(f"insert into capacity_evidence values ({', '.join('?' * 28)})", [NOV, *c])
     for day, cluster, model, level, tenant, allocated, capacity in DAILY:
         con.execute(
             "insert into utilization_daily values (?, ?, ?, ?, ?, ?, 1, ?, 0, 0, null, ?, null)",
@@ -648,7 +649,7 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
         "Queue & Service": ("A2", "A1:V4"),
         "Failures": ("A3", "A2:P4"),
         "Reliability": ("A2", "A1:N4"),
-        "Capacity": ("A2", "A1:O2"),
+        "Capacity": ("A2", "A1:Q2"),
         "Audit": ("A2", "A1:B6"),
     }
     for name, (freeze, ref) in expected.items():
@@ -1126,13 +1127,14 @@ def test_failures_shows_only_the_top_nodes(con, tmp_path, monkeypatch):
 def test_capacity_sheet_verdict_and_daily_totals(written):
     _, _, wb = written
     ws = wb["Capacity"]
-    assert _rows(ws, 1, 2, 15) == [
+    assert _rows(ws, 1, 2, 17) == [
         ("Cluster", "GPU model", "Verdict", "Verdict rule", "Capacity GPU-hours",
          "Allocated GPU-hours", "Allocation rate", "Productive share", "Waste share",
          "Unmeasured share", "Wait p95 (h)", "Pending GPU-hours", "Pending share",
-         "Guaranteed GPU-hours", "Idle-quota share"),
+         "Guaranteed GPU-hours", "Idle-quota share", "Availability",
+         "Trend (GPU-hours a month)"),
         ("phillips", "A100-80GB", "govern first", RULE, 1000, 600, 0.6, 0.66, 0.283, 0.035, 4,
-         12.5, 0.0125, 1440, 0.25),
+         12.5, 0.0125, 1440, 0.25, 0.995, -12.5),
     ]  # fmt: skip
     assert ws["C2"].font.bold and ws["D2"].font.bold
     header = _row_of(ws, "Daily allocation vs capacity (all clusters and GPU models)") + 1

@@ -44,8 +44,9 @@ incidents = sql_table(
 )  # fmt: skip
 availability = sql_table("availability", "marts", GROUP, ["incidents", "catalog_nodes"])
 capacity_evidence = sql_table(
-    "capacity_evidence", "marts", GROUP, ["capacity_buckets", "queue_stats", "quota_compliance"]
-)
+    "capacity_evidence", "marts", GROUP,
+    ["capacity_buckets", "queue_stats", "quota_compliance", "availability"],
+)  # fmt: skip
 utilization_daily = sql_table(
     "utilization_daily", "marts", GROUP,
     ["job_gpu_hours", "job_sample_time", "job_usage", "catalog_nodes", "job_time_buckets",
