@@ -3,7 +3,7 @@
 -- month, rebuilt by each run from the monthly marts. level:
 --   cluster_gpu_model  one GPU model of one cluster (capacity_evidence): capacity and allocated
 --                      GPU-hours, allocation rate, productive and waste shares, p95 wait,
---                      pending GPU-hours
+--                      pending GPU-hours; availability, incidents and MTTR (availability)
 --   tenant             one tenant over all clusters (tenant_month): allocated GPU-hours,
 --                      productive and waste shares (waste: idle + zombie + failed_job, as
 --                      capacity_evidence counts it), spend, budget and budget used
@@ -21,8 +21,13 @@ with models as (
         productive_share_pct,
         waste_share_pct,
         wait_p95_s,
-        pending_gpu_hours
+        pending_gpu_hours,
+        a.availability_pct,
+        a.incidents,
+        a.mttr_hours
     from capacity_evidence
+    left join (select * from availability where level = 'gpu_model') as a
+        using (billing_month, cluster, gpu_model)
 ),
 
 tenants as (
@@ -43,7 +48,8 @@ tenants as (
     from tenant_month
 )
 
-select * from models
+-- by name: each level has its own figures, so the branches' column counts differ
+select * from models  -- noqa: AM07
 union all by name
 select * from tenants
 order by billing_month, level, cluster, gpu_model, tenant_id

@@ -29,6 +29,11 @@ TENANT_MONTH = (
     "budget decimal(18, 2), budget_used_pct double"
 )
 
+AVAILABILITY = (
+    "billing_month date, level varchar, cluster varchar, gpu_model varchar, "
+    "availability_pct double, incidents bigint, mttr_hours double"
+)
+
 
 def evidence(month, model, capacity, allocated):
     rate = 100.0 * allocated / capacity
@@ -54,6 +59,12 @@ def trends(con):
          Decimal("1000.00"), 84.0),
         (NOV, "alpha", 0.0, 0.0, 0.0, 0.0, 0.0, Decimal("0.00"), "USD", None, None),
     ])  # fmt: skip
+    given(con, "availability", AVAILABILITY, [
+        (NOV, "gpu_model", "c1", "A100", 99.5, 2, 6.0),
+        # the cluster's and a node's rows are not the model's
+        (NOV, "cluster", "c1", None, 50.0, 9, 1.0),
+        (NOV, "node", "c1", "A100", 50.0, 9, 1.0),
+    ])  # fmt: skip
     con.execute("create table month_trends as " + sql_text("marts/month_trends"))
     return con
 
@@ -67,6 +78,13 @@ def test_month_trends_lines_up_every_month_of_each_level(trends):
         (SEP, "cluster_gpu_model", "c1", "H100", None, 100.0, 100.0 * 100 / 720, None),
         (OCT, "cluster_gpu_model", "c1", "A100", None, 600.0, 60.0, None),
     ]  # fmt: skip
+    # a model's availability, incidents and MTTR of the month, where availability has them
+    november = [row for row in rows if row["billing_month"] == NOV and row["gpu_model"]]
+    assert pick(november, "gpu_model", "availability_pct", "incidents", "mttr_hours") == [
+        ("A100", 99.5, 2, 6.0),
+        ("H100", None, None, None),
+        ("L4", None, None, None),
+    ]
     tenants = [row for row in rows if row["level"] == "tenant"]
     # waste = idle + zombie + failed_job = 100 of 400 allocated; a month without use: NULL
     assert pick(tenants, "billing_month", "tenant_id", "productive_share_pct",

@@ -8,7 +8,14 @@ GROUP = "trends"
 month_trends = TableStep(
     "month_trends",
     GROUP,
-    [Table("month_trends", "marts", ["capacity_evidence", "tenant_month"], whole=True)],
+    [
+        Table(
+            "month_trends",
+            "marts",
+            ["capacity_evidence", "availability", "tenant_month"],
+            whole=True,
+        )
+    ],
 )
 demand_forecast = sql_table("demand_forecast", "marts", GROUP, ["month_trends"])
 
