@@ -63,12 +63,12 @@ buckets as (
 ),
 
 history as (
-    -- allocated time per month of the last 12, in exact milliseconds (x: months from this one)
+    -- allocated time per month of the last 12, in exact GPU units (x: months from this one)
     select
         cluster,
         gpu_model,
         datediff('month', $billing_month::date, billing_month) as x,
-        sum(gpu_ms)::hugeint as y
+        sum(gpu_units)::hugeint as y
     from capacity_buckets
     where
         billing_month > $billing_month::date - interval 12 month
@@ -88,7 +88,7 @@ trends as (
         case
             when count(*) >= 2
                 then (count(*) * sum(x * y) - sum(x) * sum(y))::double
-                / (count(*) * sum(x * x) - sum(x) * sum(x)) / ms_per_hour()
+                / (count(*) * sum(x * x) - sum(x) * sum(x)) / units_per_gpu_hour()
         end as trend_gpu_hours_per_month
     from history
     group by all

@@ -407,7 +407,7 @@ EVIDENCE_COLUMNS = [
 def given_evidence_month(con) -> None:
     con.execute(
         "create table capacity_buckets (billing_month date, cluster varchar, gpu_model varchar, "
-        "bucket varchar, gpu_hours double, gpu_ms bigint)"
+        "bucket varchar, gpu_hours double, gpu_units bigint)"
     )
     buckets = ("capacity", "productive", "idle", "zombie", "failed_job", "failed_infra",
                "unmeasured", "down", "unallocated")  # fmt: skip
@@ -445,7 +445,7 @@ def given_evidence_month(con) -> None:
             if value is not None:
                 con.execute(
                     "insert into capacity_buckets values (?, ?, ?, ?, ?, ?)",
-                    [month, cluster, model, bucket, value, int(value * 3_600_000)],
+                    [month, cluster, model, bucket, value, int(value * 1_512_000_000)],
                 )
     con.execute(
         "create table availability (billing_month date, level varchar, cluster varchar, "

@@ -62,7 +62,7 @@ DDL = [
     failed_job_gpu_hours double, failed_infra_gpu_hours double, unmeasured_gpu_hours double,
     amount decimal(18,2), currency varchar)""",
     """create table capacity_buckets (billing_month date, cluster varchar, gpu_model varchar,
-    bucket varchar, gpu_hours double, gpu_ms bigint, amount decimal(18,2), currency varchar)""",
+    bucket varchar, gpu_hours double, gpu_units bigint, amount decimal(18,2), currency varchar)""",
     """create table data_quality (billing_month date, cluster varchar, category varchar,
     subject varchar, rows_read bigint, rows_loaded bigint, rows_rejected bigint,
     duplicates_folded bigint, value double, detail varchar)""",
