@@ -4,6 +4,7 @@ instances (Slurm and Kubernetes) and time-sliced replicas included."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import shutil
@@ -17,6 +18,7 @@ import pytest
 
 from pipelines.definitions import all_assets
 from simulator.demo import generate_demo
+from simulator.site import make_kube_layout, make_layout
 from tests.conftest import materialize_monthly, query
 
 # slow (quick tier: make test-quick): materialises the demo month, in both cost modes
@@ -591,3 +593,40 @@ def test_demo_month_governance_marts_make_sense(demo):
         "from failure_stats where dimension = 'node'",
     )
     assert nodes == ranked > 0
+
+
+def test_incidents_are_the_months_outage_and_exporter_gaps(demo):
+    """The simulated outage (its NODE_FAIL jobs hit), the atlas exporter that stopped for 12 h
+    and the kube exporter gap of 3 h, and nothing else: no other node fell silent."""
+    root, _ = demo
+    layout = make_layout("2026-11", small=True)
+    kube = make_kube_layout(layout)
+
+    def utc(epoch: int) -> dt.datetime:
+        return dt.datetime.fromtimestamp(epoch, dt.UTC).replace(tzinfo=None)
+
+    expected = [
+        *(("atlas", node, "outage_window", False, *map(utc, layout.outage))
+          for node in layout.outage_nodes),
+        ("atlas", layout.exporter_outage[0], "telemetry_silence", True,
+         *map(utc, layout.exporter_outage[1:])),
+        ("kube", kube.exporter_gap[0], "telemetry_silence", True,
+         *map(utc, kube.exporter_gap[1:])),
+    ]  # fmt: skip
+    rows = query(
+        root,
+        "select cluster, node, source, inferred, started_at, ended_at from incidents "
+        "order by cluster, started_at, node",
+    )
+    assert rows == expected
+    [(node_fail_jobs,)] = query(
+        root, "select count(*) from stg_jobs where state = 'NODE_FAIL' and cluster = 'atlas'"
+    )
+    [(hit,)] = query(root, "select sum(jobs_hit) from incidents where source = 'outage_window'")
+    assert hit >= node_fail_jobs > 0
+    [(availability, mttr)] = query(
+        root,
+        "select availability_pct, mttr_hours from availability "
+        "where level = 'cluster' and cluster = 'atlas'",
+    )
+    assert 99 < availability < 100 and mttr == 12.0
