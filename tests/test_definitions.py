@@ -28,7 +28,7 @@ TABLES = {
     "computed_charge_lines", "charge_lines", "charge_line_coverage", "tenant_month",
     "quota_compliance", "queue_stats",
     "failure_stats", "submission_stats", "kueue_workload_waits", "quota_drift",
-    "incidents", "availability", "capacity_evidence", "utilization_daily",
+    "node_service", "incidents", "availability", "capacity_evidence", "utilization_daily",
     "telemetry_label_checks", "month_trends", "demand_forecast", "rejects", "data_quality",
     # written by `chargeback close` only (the close job), created empty by charge_lines
     "issued_charge_lines", "closed_months",

@@ -3,7 +3,7 @@
 -- failures); the inferred telemetry silences beside them as evidence, never as downtime.
 -- level: node; gpu_model (one model of one cluster, node NULL); cluster (gpu_model and node
 -- NULL). An ambiguous node failure (several nodes) counts for its GPU model and cluster only.
---   in_service_gpu_hours  the GPUs' hours in service in the month (catalog_nodes)
+--   in_service_gpu_hours  the GPUs' hours in service in the month (node_service)
 --   down_gpu_hours        their hours inside outage windows: the GPU-hours lost
 --   availability_pct      100 × (1 − down / in service)
 --   incidents             sourced incidents of the month (outage windows, node failures)
@@ -16,15 +16,9 @@
 --   inferred_incidents, silent_gpu_hours  the telemetry silences and their GPU-hours
 -- Parameters: $billing_month, $month_start, $month_end.
 with nodes as (
-    select
-        cluster,
-        node,
-        gpu_model,
-        gpus,
-        epoch_ms(least(in_service_to, $month_end::timestamp))
-        - epoch_ms(greatest(in_service_from, $month_start::timestamp)) as service_ms
-    from catalog_nodes
-    where in_service_to > $month_start::timestamp and in_service_from < $month_end::timestamp
+    select *, epoch_ms(service_to) - epoch_ms(service_from) as service_ms
+    from node_service
+    where billing_month = $billing_month
 ),
 
 month_incidents as (

@@ -23,15 +23,7 @@
 -- Reads the daily rollup's samples files ($sample_files). Parameters: $billing_month,
 -- $month_start, $month_end, $silence_min_ms.
 with nodes as (
-    select
-        cluster,
-        node,
-        gpu_model,
-        gpus,
-        greatest(in_service_from, $month_start::timestamp) as service_from,
-        least(in_service_to, $month_end::timestamp) as service_to
-    from catalog_nodes
-    where in_service_to > $month_start::timestamp and in_service_from < $month_end::timestamp
+    select * from node_service where billing_month = $billing_month
 ),
 
 outages as (

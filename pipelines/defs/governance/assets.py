@@ -36,13 +36,13 @@ def _sample_files(run: MonthRun) -> dict[str, list[str]]:
 
 # incidents of the month (outage windows, node failures, telemetry silences) and what they
 # did to availability
+node_service = sql_table("node_service", "facts", GROUP, ["catalog_nodes"])
 incidents = sql_table(
     "incidents", "marts", GROUP,
-    ["catalog_nodes", "catalog_outage_windows", "stg_jobs", "job_gpus", "gpu_sample_rollup",
-     ],
+    ["node_service", "catalog_outage_windows", "stg_jobs", "job_gpus", "gpu_sample_rollup"],
     prepare=_sample_files,
 )  # fmt: skip
-availability = sql_table("availability", "marts", GROUP, ["incidents", "catalog_nodes"])
+availability = sql_table("availability", "marts", GROUP, ["incidents", "node_service"])
 capacity_evidence = sql_table(
     "capacity_evidence", "marts", GROUP,
     ["capacity_buckets", "queue_stats", "quota_compliance", "availability"],
@@ -82,6 +82,6 @@ telemetry_label_checks = sql_table(
 
 STEPS = [
     quota_compliance, queue_stats, failure_stats, submission_stats, kueue_workload_waits,
-    quota_drift, incidents, availability, capacity_evidence,
+    quota_drift, node_service, incidents, availability, capacity_evidence,
     utilization_daily, telemetry_label_checks,
 ]  # fmt: skip
