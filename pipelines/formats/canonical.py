@@ -40,7 +40,7 @@ ALLOCATION_COLUMNS = ("job_id", "node", "gpu_index")
 QUOTA_COLUMNS = (
     "source", "object_kind", "object_name", "account", "user", "partition", "qos", "target",
     "cohort", "flavor", "gpu_model", "guaranteed_gpus", "limit_gpus", "created_time",
-    "quota_reserved_time", "admitted_time", "admitted_queue",
+    "quota_reserved_time", "admitted_time", "admitted_queue", "owner_kind", "owner_uid",
 )  # fmt: skip
 SAMPLE_COLUMNS = ("ts", "node", "gpu_index", "util_pct", "mem_used_mib", "power_w")
 OPTIONAL_SAMPLE_COLUMNS = ("job_id", "gpu_uuid", "gpu_model")

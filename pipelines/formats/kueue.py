@@ -17,7 +17,10 @@ it has none):
   (the pool of the ClusterQueue quotas on the flavor).
 - Workload: account its namespace, target `spec.queueName`, created / quota reserved /
   admitted times (`creationTimestamp`, the lastTransitionTime of its True `QuotaReserved` and
-  `Admitted` conditions), admitted_queue `status.admission.clusterQueue`.
+  `Admitted` conditions), admitted_queue `status.admission.clusterQueue`, owner_kind /
+  owner_uid its controlling owner (`metadata.ownerReferences`, the one with `controller: true`,
+  else the first): the Pod of a plain-pod workload, the Job of a batch one (whose pods Kueue
+  lets be created only once admitted).
 Quantities are whole GPUs (`8` or `"8"`); a quantity that is not, an item of another kind or
 without a name is still a row, with `parse_error` naming the field, so it reaches the rejects
 table. Invalid JSON or a top level that is no list stops with file and line.
@@ -139,6 +142,8 @@ def _cluster_queue_rows(row: dict[str, Any], spec: dict) -> Iterator[dict[str, A
 
 
 def _workload(meta: dict, spec: dict, status: dict) -> dict[str, Any]:
+    owners = [o for o in json_list(meta, "ownerReferences") if isinstance(o, dict)]
+    owner = next((o for o in owners if o.get("controller") is True), owners[0] if owners else {})
     conditions = {
         json_text(c.get("type")): json_text(c.get("lastTransitionTime"))
         for c in json_list(status, "conditions")
@@ -151,6 +156,8 @@ def _workload(meta: dict, spec: dict, status: dict) -> dict[str, Any]:
         "quota_reserved_time": conditions.get("QuotaReserved"),
         "admitted_time": conditions.get("Admitted"),
         "admitted_queue": json_text(json_object(status, "admission").get("clusterQueue")),
+        "owner_kind": json_text(owner.get("kind")),
+        "owner_uid": json_text(owner.get("uid")),
     }
 
 

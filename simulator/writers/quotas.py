@@ -189,6 +189,10 @@ def _workload(pod, cluster_queue: str) -> dict:
     workload = _object("Workload", f"pod-{pod.name}-{pod.uid[:5]}", pod.namespace,
                        spec={"queueName": pod.queue})  # fmt: skip
     workload["metadata"]["creationTimestamp"] = created
+    # a plain-pod workload: its pod owns it (and exists, gated, while the workload pends)
+    workload["metadata"]["ownerReferences"] = [{
+        "apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True,
+    }]  # fmt: skip
     workload["status"] = status
     return workload
 

@@ -7,11 +7,12 @@
 --   quota_reserved_at / admitted_at  the lastTransitionTime of its True QuotaReserved /
 --                    Admitted conditions (Admitted follows QuotaReserved once the admission
 --                    checks pass; without checks they coincide)
+--   owner_kind / owner_uid  what Kueue made the workload of: a Pod (plain pods, which exist
+--                    while pending) or a Job (suspended: no pod until admitted)
 --   is_admitted      admitted by the time of the dump; else still pending there
 --   wait_s           admitted_at − created_at (NULL while pending): the Kubernetes queue wait
 --                    queue_stats could take for Kueue-managed pods instead of pod creation to
---                    start (which adds image pulls and scheduling); submission_stats could
---                    count still-pending workloads whose pods were never created
+--                    start (which adds image pulls and scheduling)
 -- The tenant is the namespace's at creation (catalog_account_tenants; none: 'unmapped').
 -- Parameters: $billing_month, $month_start, $month_end.
 with workloads as (
@@ -24,6 +25,8 @@ with workloads as (
         created_at,
         quota_reserved_at,
         admitted_at,
+        owner_kind,
+        owner_uid,
         file
     from stg_quota_configs
     where source = 'kueue' and object_kind = 'Workload' and reject_reason is null
@@ -44,6 +47,8 @@ final as (
         w.created_at,
         w.quota_reserved_at,
         w.admitted_at,
+        w.owner_kind,
+        w.owner_uid,
         w.admitted_at is not null as is_admitted,
         date_diff('millisecond', w.created_at, w.admitted_at) / 1000.0 as wait_s,
         w.file

@@ -9,7 +9,9 @@
 --                           without a start in any other state: a Slurm BOOT_FAIL or a pod that
 --                           failed before it ran) + pending_jobs (still PENDING in the latest
 --                           export: a Kubernetes pod never admitted or scheduled, a Slurm job
---                           waiting; no outcome yet)
+--                           waiting; no outcome yet; and a Kueue Workload created in the month
+--                           and never admitted whose owner is no pod of the exports: a
+--                           suspended Job, which has no pods until admitted)
 --   completed_jobs          of the started jobs, those COMPLETED; ended_jobs: those that ended
 --                           COMPLETED, FAILED, TIMEOUT, OUT_OF_MEMORY or NODE_FAIL
 --   submission_success_pct  100 × started / (submitted − pending): the share of the decided
@@ -30,6 +32,17 @@ with submitted as (
         and gpus > 0
         and submit_at >= $month_start::timestamp
         and submit_at < $month_end::timestamp
+    union all
+    -- pending workloads without pods (a pending plain-pod workload's pod is a job above)
+    select w.cluster, w.tenant_id, coalesce(w.queue, 'unknown'), 'PENDING', false
+    from kueue_workload_waits as w
+    where w.billing_month = $billing_month
+        and not w.is_admitted
+        and not exists (
+            from stg_jobs as j
+            where j.billing_month = $billing_month
+                and j.cluster = w.cluster and j.job_id = w.owner_uid
+        )
 ),
 
 counts as (

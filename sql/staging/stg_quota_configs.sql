@@ -39,7 +39,9 @@ with typed as (
         to_utc(created_time, 'UTC') as created_at,
         to_utc(quota_reserved_time, 'UTC') as quota_reserved_at,
         to_utc(admitted_time, 'UTC') as admitted_at,
-        admitted_queue
+        admitted_queue,
+        owner_kind,
+        owner_uid
     from raw_quotas
 ),
 
@@ -96,6 +98,8 @@ final as (
         c.quota_reserved_at,
         c.admitted_at,
         c.admitted_queue,
+        c.owner_kind,
+        c.owner_uid,
         l.file is not null as is_latest,
         c.raw,
         c.reject_reason

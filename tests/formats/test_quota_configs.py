@@ -152,6 +152,11 @@ def test_kueue_objects_one_row_per_gpu_flavor_or_object():
     )  # fmt: skip
     # its QuotaReserved condition is False: pending, never admitted
     assert (pending["quota_reserved_time"], pending["admitted_time"]) == (None, None)
+    # what Kueue made each workload of: its (first, here only) owner, a plain pod
+    assert [(r["owner_kind"], r["owner_uid"]) for r in (admitted, pending)] == [
+        ("Pod", "p1"), ("Pod", "p1"),
+    ]  # fmt: skip
+    assert {r.get("owner_uid") for r in rows if r["object_kind"] != "Workload"} == {None}
     assert rows[3]["raw"] == (
         "ClusterQueue /cq-chaff flavor=a100 nominalQuota=16 borrowingLimit=16 cohort=research"
     )

@@ -2,10 +2,13 @@
 
 Given: canonical jobs on one A100 node, built through the real ingest and SQL steps
 (tests/marts/conftest.py, GivenMonth). Tenant chaff owns account chaff; account ghost maps to
-no tenant (unmapped). No telemetry: submission figures read the scheduler only.
+no tenant (unmapped). A Kueue dump of the cluster lists four workloads of chaff's queue batch.
+No telemetry: submission figures read the scheduler only.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -39,21 +42,56 @@ COLUMNS = (
 )  # fmt: skip
 
 
+def workload(name: str, created: str, owner_kind: str, owner_uid: str, admitted: bool) -> dict:
+    """A Kueue Workload of namespace chaff in the LocalQueue batch."""
+    condition = {"type": "Admitted", "status": "True" if admitted else "False",
+                 "lastTransitionTime": created}  # fmt: skip
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": name, "namespace": "chaff", "creationTimestamp": created,
+            "ownerReferences": [{"apiVersion": "v1", "kind": owner_kind, "name": name,
+                                 "uid": owner_uid, "controller": True}],
+        },
+        "spec": {"queueName": "batch"},
+        "status": {"conditions": [condition]},
+    }  # fmt: skip
+
+
+KUEUE = {
+    "apiVersion": "v1",
+    "kind": "List",
+    "items": [
+        # a suspended Job never admitted: no pod exists, a submission still pending
+        workload("job-train-7", "2026-11-20T00:00:00Z", "Job", "uid-job-7", admitted=False),
+        # j5's own workload, pending: j5 is its pod, counted once
+        workload("pod-j5", "2026-11-29T00:00:00Z", "Pod", "j5", admitted=False),
+        # admitted: its pods are the jobs' rows
+        workload("pod-j1", "2026-11-02T00:00:00Z", "Pod", "j1", admitted=True),
+        # created in October: not this month's submission
+        workload("job-old", "2026-10-30T00:00:00Z", "Job", "uid-old", admitted=False),
+    ],
+}
+
+
 @pytest.fixture(scope="module")
 def rows(module_month) -> list[dict]:
     module_month.catalog(tenants=CHAFF_TENANT, rates=RATES, nodes=NODES)
     module_month.file("landing/scheduler/c1/jobs.csv", JOBS)
+    module_month.file("landing/scheduler/c1/kueue-2026-11-30.json", json.dumps(KUEUE))
     return module_month.build("submission_stats")
 
 
 def test_submissions_by_tenant_and_queue(rows):
     # chaff/batch: j1, j2, j10 started; j3 cancelled and j4 failed at boot before they
-    # started; j5 still pending. Success 3 of the 5 decided; j10 still runs, so 1 of the 2
-    # ended (j1) completed. j7 was submitted in October, j9 holds no GPU: neither counts.
+    # started; j5 and Kueue's suspended job-train-7 still pending. Success 3 of the 5 decided;
+    # j10 still runs, so 1 of the 2 ended (j1) completed. j7 was submitted in October, j9
+    # holds no GPU: neither counts.
     # chaff/interactive: j6 started, then was cancelled: neither ended nor failed.
     # ghost's j8 has no queue: tenant unmapped, queue unknown.
     assert pick(rows, *COLUMNS) == [
-        ("c1", "chaff", "batch", 6, 3, 3, 1, 1, 1, 1, 2, 60.0, 50.0),
+        ("c1", "chaff", "batch", 7, 3, 4, 1, 1, 2, 1, 2, 60.0, 50.0),
         ("c1", "chaff", "interactive", 1, 1, 0, 0, 0, 0, 0, 0, 100.0, None),
         ("c1", "unmapped", "unknown", 1, 1, 0, 0, 0, 0, 1, 1, 100.0, 100.0),
     ]

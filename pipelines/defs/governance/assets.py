@@ -16,10 +16,12 @@ queue_stats = sql_table("queue_stats", "marts", GROUP, ["job_usage", "job_gpu_ho
 failure_stats = sql_table(
     "failure_stats", "marts", GROUP, ["stg_jobs", "job_gpus", "job_gpu_hours", "catalog_nodes"]
 )
-submission_stats = sql_table("submission_stats", "marts", GROUP, ["job_usage"])
-# how long each Kueue Workload of the month waited for admission (not yet in any figure)
+# how long each Kueue Workload of the month waited for admission, or still waits
 kueue_workload_waits = sql_table(
     "kueue_workload_waits", "facts", GROUP, ["stg_quota_configs", "catalog_account_tenants"]
+)
+submission_stats = sql_table(
+    "submission_stats", "marts", GROUP, ["job_usage", "kueue_workload_waits", "stg_jobs"]
 )
 # the GPU quotas configured in the schedulers (sacctmgr, Kueue) against the catalog's
 quota_drift = sql_table(
@@ -81,7 +83,7 @@ telemetry_label_checks = sql_table(
 )  # fmt: skip
 
 STEPS = [
-    quota_compliance, queue_stats, failure_stats, submission_stats, kueue_workload_waits,
+    quota_compliance, queue_stats, failure_stats, kueue_workload_waits, submission_stats,
     quota_drift, node_service, incidents, availability, capacity_evidence,
     utilization_daily, telemetry_label_checks,
 ]  # fmt: skip
