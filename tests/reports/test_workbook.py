@@ -1230,6 +1230,7 @@ def test_audit_lists_inputs_hashes_and_table_rows(written):
         "capacity_buckets": 9, "charge_lines": 6, "tenant_month": 3, "quota_compliance": 2,
         "quota_drift": 2, "queue_stats": 3, "submission_stats": 2, "failure_stats": 6,
         "capacity_evidence": 1, "utilization_daily": 4, "rejects": 2, "data_quality": 3,
+        "telemetry_coverage": 3,
     }  # fmt: skip
     run_id = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-")
     assert not any(run_id.search(str(c.value)) for row in ws.iter_rows() for c in row)
