@@ -22,6 +22,7 @@ TABLES = {
     "stg_scheduler_files", "stg_job_records", "stg_allocation_records", "stg_quota_configs",
     "stg_jobs", "job_gpus",
     "sample_sources", "stg_telemetry_files", "sample_rejects", "sample_file_counts",
+    "sample_series",
     "job_gpu_hours", "job_sample_time", "job_time_buckets", "gpu_capacity", "capacity_buckets",
     "cost_pools", "job_gpu_charges", "job_usage", "cost_views", "quota_steps",
     "reserved_quota_unused",
@@ -30,6 +31,7 @@ TABLES = {
     "failure_stats", "submission_stats", "kueue_workload_waits", "quota_drift",
     "node_service", "incidents", "availability", "capacity_evidence", "utilization_daily",
     "telemetry_label_checks", "month_trends", "demand_forecast", "rejects", "data_quality",
+    "telemetry_coverage",
     # written by `chargeback close` only (the close job), created empty by charge_lines
     "issued_charge_lines", "closed_months",
 }  # fmt: skip
@@ -109,6 +111,7 @@ READ_BY_PYTHON = {
     # the daily rollup files of the month's UTC days (after the catalog, which says which)
     "sample_rejects": {"gpu_sample_rollup", "catalog_clusters"},
     "sample_file_counts": {"gpu_sample_rollup", "catalog_clusters"},
+    "sample_series": {"gpu_sample_rollup", "catalog_clusters"},
     "job_sample_time": {"gpu_sample_rollup", "sample_file_counts"},
     "incidents": {"gpu_sample_rollup"},  # the rollup's samples: when each node reported
 }

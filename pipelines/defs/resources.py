@@ -35,6 +35,7 @@ MACROS = (
     "macros/normal_state",
     # the unit constants first: the macros after them use them
     "macros/whole_gpu",
+    "macros/ms_per_second",
     "macros/ms_per_minute",
     "macros/ms_per_hour",
     "macros/ms_per_day",
@@ -51,6 +52,7 @@ MACROS = (
     "macros/rate_applies",
     "macros/rate_precedence",
     "macros/series_key",
+    "macros/sample_cover_ms",
 )
 
 

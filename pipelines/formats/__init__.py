@@ -46,6 +46,9 @@ class ExportFormat:
     read_rows: RowReader | None = None
     read_table: TableReader | None = None
     to_parquet: SampleConverter | None = None  # None: DuckDB reads the file in place
+    # samples: the utilisation metric util_pct comes from, unless a row names DCGM's
+    # GR_ENGINE_ACTIVE (the reports name each cluster's metrics by it)
+    util_metric: str | None = None
 
 
 GZIP_MAGIC = b"\x1f\x8b"

@@ -51,6 +51,11 @@ _REQUIRED_JOB_COLUMNS = {"job_id", "account", "gpus", "start_time", "end_time", 
 csv.field_size_limit(2**31 - 1)
 
 
+# What a canonical samples file's util_pct measures is not said (the exporter chose it): the
+# reports name its metric so
+CANONICAL_UTIL_METRIC = "canonical util_pct"
+
+
 def header_of(path: Path) -> list[str]:
     """Column names of a CSV or Parquet file (lower-cased), or [] when it has none."""
     if without_gz(path).suffix == ".parquet":
@@ -367,6 +372,7 @@ FORMATS = [
         sniff=lambda path, head: (
             path.suffix == ".parquet" and _has_columns(_REQUIRED_SAMPLE_COLUMNS)(path, head)
         ),
+        util_metric=CANONICAL_UTIL_METRIC,
     ),
     ExportFormat(
         name="canonical_samples_csv",
@@ -377,5 +383,6 @@ FORMATS = [
             without_gz(path).suffix == ".csv" and _has_columns(_REQUIRED_SAMPLE_COLUMNS)(path, head)
         ),
         to_parquet=samples_to_parquet,
+        util_metric=CANONICAL_UTIL_METRIC,
     ),
 ]

@@ -768,4 +768,5 @@ FORMAT = ExportFormat(
     expected="DCGM metrics as a Prometheus /api/v1/query_range JSON body (resultType matrix)",
     sniff=_sniff,
     to_parquet=to_parquet,
+    util_metric="DCGM_FI_DEV_GPU_UTIL",
 )

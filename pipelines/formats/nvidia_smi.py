@@ -313,4 +313,5 @@ FORMAT = ExportFormat(
     ),
     sniff=_sniff,
     to_parquet=to_parquet,
+    util_metric="nvidia-smi utilization.gpu",
 )

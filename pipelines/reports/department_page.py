@@ -36,6 +36,7 @@ from pipelines.reports.departments import (
     quota_flags,
 )
 from pipelines.reports.period import month_name, period_end
+from pipelines.reports.telemetry import ClusterTelemetry, cluster_telemetry
 
 TEMPLATES_DIR = pathlib.Path(__file__).resolve().parents[2] / "reports" / "templates"
 TEMPLATE_NAME = "department.html"
@@ -90,6 +91,10 @@ def render_department_page(
     cost_views = (
         queries.fetch(con, "cost_views", **key) if queries.table_exists(con, "cost_views") else None
     )
+    # the clusters the department's jobs ran on (every cluster on the organisation page)
+    telemetry = cluster_telemetry(con, month.first_day, department.name)
+    if telemetry is not None:
+        sources.append("telemetry_coverage")
     flags = quota_flags(tenants, quota)
     total_amount = sum((t.amount for t in tenants), Decimal("0.00"))
     budgets = [t.budget for t in tenants if t.budget is not None]
@@ -151,6 +156,7 @@ def render_department_page(
         "daily_source": daily_source,
         "top_jobs": [_job_view(j) for j in top_jobs],
         "cost_views": None if cost_views is None else [_cost_view(v) for v in cost_views],
+        "telemetry": None if telemetry is None else [_telemetry_view(t) for t in telemetry],
         "has_quota": has_quota,
         "sources": [*sources, *(["quota_compliance"] if has_quota else [])],
         "quota": [_quota_view(q) for q in quota or []],
@@ -276,6 +282,17 @@ def _cost_view(v: Any) -> dict[str, str]:
         "idle_zombie": _money(v.idle_zombie_amount),
         "utilisation": _money(v.utilisation_amount),
         "idle_zombie_hours": _hours(v.idle_zombie_gpu_hours),
+    }
+
+
+def _telemetry_view(t: ClusterTelemetry) -> dict[str, str]:
+    return {
+        "cluster": t.cluster,
+        "metrics": t.metrics,
+        "interval": t.interval,
+        "allocated": _hours(t.allocated_gpu_hours),
+        "measured": _hours(t.measured_gpu_hours),
+        "measured_share": _share(t.measured_share),
     }
 
 

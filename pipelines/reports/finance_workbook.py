@@ -57,6 +57,7 @@ from pipelines.reports.sheets import (
     write_total_row,
 )
 from pipelines.reports.streamed_sheet import RowsQuery, StreamedRows
+from pipelines.reports.telemetry import ClusterTelemetry, cluster_telemetry
 
 SHEET_NAMES = (
     "Summary", "Charges", "Job lines", "Waste", "Cost views", "Quota & Budget", "Queue & Service",
@@ -85,8 +86,11 @@ AUDIT_TABLES = (
     "stg_jobs", "job_gpu_hours", "job_usage", "capacity_buckets", "charge_lines",
     "tenant_month", "quota_compliance", "quota_drift", "queue_stats", "submission_stats",
     "failure_stats", "incidents", "availability", "capacity_evidence",
-    "utilization_daily", "rejects", "data_quality",
+    "utilization_daily", "rejects", "data_quality", "telemetry_coverage",
 )  # fmt: skip
+TELEMETRY_TITLE = (
+    "Telemetry per cluster: utilisation metric, observed sampling interval, measured share"
+)
 
 
 def write_chargeback_workbook(
@@ -102,8 +106,8 @@ def write_chargeback_workbook(
 
     Reads charge_lines, tenant_month, job_usage, capacity_buckets, data_quality and rejects
     for the month, and the governance marts (quota_compliance, quota_drift, queue_stats,
-    failure_stats, availability, incidents, capacity_evidence, utilization_daily) where the
-    warehouse has them.
+    failure_stats, availability, incidents, capacity_evidence, utilization_daily) and
+    telemetry_coverage where the warehouse has them.
     `inputs` are the landing files as `{file, cluster, format, sha256}` (file = the
     data_quality subject) and `catalog_version` the hash of the catalog, both shown on the
     Audit sheet.
@@ -139,6 +143,7 @@ def write_chargeback_workbook(
         ),
         trends=queries.fetch_if_table(con, "month_trends", "month_trends", **month),
         forecast=queries.fetch_if_table(con, "demand_forecast", "demand_forecast", **month),
+        telemetry=cluster_telemetry(con, billing_month),
         reconciliation=_reconciliation(con, billing_month, parameters),
         audit=_Audit(
             inputs=_audit_inputs(inputs, quality),
@@ -214,6 +219,7 @@ class _Month:
     cost_views: list[Any] | None = None
     trends: list[Any] | None = None
     forecast: list[Any] | None = None
+    telemetry: list[ClusterTelemetry] | None = None
 
 
 def _reconciliation(
@@ -293,8 +299,11 @@ def _build_workbook(
     _write_reliability(sheets["Reliability"], data.availability, data.incidents)
     _write_capacity(sheets["Capacity"], data.capacity, data.daily)
     _write_trends(sheets["Trends"], data.trends, data.forecast, currency)
-    _write_data_quality(sheets["Data quality"], data.quality, data.rejects, data.rejects_total)
+    _write_data_quality(
+        sheets["Data quality"], data.quality, data.rejects, data.rejects_total, data.telemetry
+    )
     write_definitions(sheets["Definitions"], parameters, DEFINITIONS + GOVERNANCE_DEFINITIONS)
+    _write_definitions_telemetry(sheets["Definitions"], data.telemetry)
     _write_audit(sheets["Audit"], billing_month, parameters, data.audit)
 
     fit_pages_to_width(wb)
@@ -1014,7 +1023,11 @@ def _months_by_series(
 
 
 def _write_data_quality(
-    ws: Worksheet, quality: list[Any], rejects: list[Any], rejects_total: int
+    ws: Worksheet,
+    quality: list[Any],
+    rejects: list[Any],
+    rejects_total: int,
+    telemetry: list[ClusterTelemetry] | None,
 ) -> None:
     cols = [
         Column("Category"),
@@ -1044,6 +1057,7 @@ def _write_data_quality(
         )
         set_text(ws.cell(row=last + 2, column=1), note)
         last += 1
+    last, widths = _write_telemetry(ws, last, telemetry, widths, detailed=True)
     if rejects_total > len(rejects):
         title = (
             f"Rejected rows: showing the first {len(rejects):,} of {rejects_total:,} "
@@ -1060,6 +1074,46 @@ def _write_data_quality(
     ]
     write_table(ws, header_row, reject_cols, rejects, table_name="Rejects")
     apply_widths(ws, fit_widths(widths, reject_cols, rejects))
+
+
+def _write_definitions_telemetry(ws: Worksheet, telemetry: list[ClusterTelemetry] | None) -> None:
+    """Below the definitions and parameters: what the figures rest on, per cluster."""
+    current = {
+        column: ws.column_dimensions[get_column_letter(column)].width or 0 for column in range(1, 5)
+    }
+    _, widths = _write_telemetry(ws, ws.max_row, telemetry, current, detailed=False)
+    apply_widths(ws, widths)
+
+
+def _write_telemetry(
+    ws: Worksheet,
+    last: int,
+    telemetry: list[ClusterTelemetry] | None,
+    widths: dict[int, int],
+    detailed: bool,
+) -> tuple[int, dict[int, int]]:
+    """The telemetry_coverage section below row `last`: per cluster its utilisation metric(s),
+    the observed sampling interval and the measured share (`detailed`: with the allocated and
+    measured GPU-hours too); returns the last row it takes and the widths widened to fit."""
+    header_row = section_below(ws, last, TELEMETRY_TITLE)
+    if telemetry is None:
+        return not_available(ws, header_row, "telemetry_coverage"), widths
+    hours = [Column("Allocated GPU-hours", "hours"), Column("Measured GPU-hours", "hours")]
+    cols = [
+        Column("Cluster"),
+        Column("Utilisation metric(s)"),
+        Column("Observed interval"),
+        *(hours if detailed else []),
+        Column("Measured share", "share"),
+    ]
+    rows = [
+        (t.cluster, t.metrics, t.interval,
+         *((t.allocated_gpu_hours, t.measured_gpu_hours) if detailed else ()), t.measured_share)
+        for t in telemetry
+    ]  # fmt: skip
+    table_name = "TelemetryCoverage" if detailed else "TelemetryPerCluster"
+    last = write_table(ws, header_row, cols, rows, table_name=table_name)
+    return max(last, header_row + 1), fit_widths(widths, cols, rows)
 
 
 def _write_audit(

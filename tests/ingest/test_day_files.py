@@ -68,6 +68,34 @@ def test_a_month_with_days_rolled_up_by_an_earlier_release_names_them(tmp_path):
     )
 
 
+def test_a_month_with_days_rolled_up_without_their_series_names_them(tmp_path):
+    # the series' metrics and steps (sample_series.parquet) came with issue 18: a day rolled
+    # up before has its quality folder without them, and the month stops naming it
+    from pipelines.defs.ingest.telemetry import month_quality_files
+    from pipelines.months import BillingMonth
+
+    month = BillingMonth.parse("2026-11", "UTC")
+    for day in month.utc_days():
+        quality = tmp_path / "quality" / f"day={day.isoformat()}"
+        quality.mkdir(parents=True)
+        if day.day not in (3, 4):
+            (quality / "sample_series.parquet").touch()
+    with pytest.raises(ValueError) as error:
+        month_quality_files(tmp_path, month)
+    assert str(error.value) == (
+        "telemetry of 2026-11: UTC day(s) 2026-11-03, 2026-11-04 rolled up by an earlier release "
+        "(without each series' metric and step): materialise gpu_sample_rollup for these days "
+        "again"
+    )
+    for day in (3, 4):
+        (tmp_path / "quality" / f"day=2026-11-0{day}" / "sample_series.parquet").touch()
+    files = month_quality_files(tmp_path, month)
+    assert files["series_files"] == [
+        str(tmp_path / "quality" / f"day={day.isoformat()}" / "sample_series.parquet")
+        for day in month.utc_days()
+    ]
+
+
 def test_a_day_whose_hour_sums_are_doubles_is_named(tmp_path):
     from pipelines.defs.attribution.assets import _check_exact_hour_sums
 

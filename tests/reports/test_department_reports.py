@@ -690,6 +690,57 @@ def test_cost_views_section_lists_the_departments_tenants_two_views(con):
     assert rows(table_in(doc, "cost-views")) == [[EVIL, "120.00", "15.00", "30.00", "90.00"]]
 
 
+# (cluster, metric, series, samples, sampled_h, sampled_pct, median_s, min_s, max_s,
+#  allocated_h, measured_h, measured_pct): c1 is Physics', c2 Biology's, c3 nobody's
+TELEMETRY = [
+    ("c1", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 8, 1000, 10.0, 62.5, 15.0, 15.0, 15.0,
+     155.0, 150.0, 100 * 150 / 155),
+    ("c1", "DCGM_FI_DEV_GPU_UTIL", 2, 6000, 6.0, 37.5, 60.0, 10.0, 60.0,
+     155.0, 150.0, 100 * 150 / 155),
+    ("c2", "nvidia-smi utilization.gpu", 1, 600, 10.0, 100.0, 60.0, 60.0, 60.0,
+     14.0, 10.0, 100 * 10 / 14),
+    ("c3", None, 0, 0, 0.0, None, None, None, None, 2.0, 0.0, 0.0),
+]  # fmt: skip
+TELEMETRY_TERMS = (
+    "Utilisation metric",
+    "Observed sampling interval",
+    "Measured share of a cluster",
+)
+
+
+def test_telemetry_section_shows_the_clusters_of_the_departments_jobs(con, tmp_path):
+    # a warehouse built before telemetry_coverage: no section, no source named
+    before = parse(render_department_page(con, MONTH, PHYSICS, PARAMETERS))
+    assert [n for n in before.iter() if n.attrs.get("id") == "telemetry"] == []
+    assert "telemetry_coverage" not in before.find_all("footer")[0].text
+    con.execute(
+        "create table telemetry_coverage (billing_month date, cluster varchar, "
+        "util_metric varchar, series bigint, samples bigint, sampled_gpu_hours double, "
+        "sampled_share_pct double, median_step_s double, min_step_s double, max_step_s double, "
+        "allocated_gpu_hours double, measured_gpu_hours double, measured_share_pct double)"
+    )
+    for t in TELEMETRY:
+        con.execute(f"insert into telemetry_coverage values ({', '.join('?' * 13)})", [NOV, *t])
+    con.execute("insert into telemetry_coverage (billing_month, cluster) values (?, 'c1')", [OCT])
+    c1 = ["c1", "DCGM_FI_PROF_GR_ENGINE_ACTIVE 62.5 %, DCGM_FI_DEV_GPU_UTIL 37.5 %",
+          "15 s, 60 s (10–60 s)", "155.00", "150.00", "96.8 %"]  # fmt: skip
+    c2 = ["c2", "nvidia-smi utilization.gpu", "60 s", "14.00", "10.00", "71.4 %"]
+    physics = parse(render_department_page(con, MONTH, PHYSICS, PARAMETERS))
+    # Physics' jobs ran on c1 only; the cluster's figures are all of its jobs'
+    assert rows(table_in(physics, "telemetry")) == [c1]
+    assert "telemetry_coverage" in physics.find_all("footer")[0].text
+    terms = [term.text for term in physics.by_id("definitions").find_all("dt")]
+    assert [term for term in terms if term in TELEMETRY_TERMS] == list(TELEMETRY_TERMS)
+    biology = parse(render_department_page(con, MONTH, BIOLOGY, PARAMETERS))
+    assert rows(table_in(biology, "telemetry")) == [c2]
+    write_organisation_page(con, MONTH, PARAMETERS, tmp_path / "chargeback-2026-11.html")
+    organisation = parse((tmp_path / "chargeback-2026-11.html").read_text(encoding="utf-8"))
+    # every cluster, c3 without telemetry among them
+    assert rows(table_in(organisation, "telemetry")) == [
+        c1, c2, ["c3", "no telemetry", "—", "2.00", "0.00", "0.0 %"],
+    ]  # fmt: skip
+
+
 def test_the_organisation_page_is_every_department_with_links_to_theirs(con, tmp_path):
     written = write_organisation_page(con, MONTH, PARAMETERS, tmp_path / "chargeback-2026-11.html")
     assert written == ["chargeback-2026-11.html"]  # no Chromium given: no PDF

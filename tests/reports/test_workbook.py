@@ -126,6 +126,10 @@ GOVERNANCE_DDL = [
     gpu_model varchar, level varchar, tenant_id varchar, jobs hugeint,
     allocated_gpu_hours double, productive_gpu_hours double, measured_gpu_hours double,
     mean_util_pct double, capacity_gpu_hours double, allocation_rate_pct double)""",
+    """create table telemetry_coverage (billing_month date, cluster varchar,
+    util_metric varchar, series bigint, samples bigint, sampled_gpu_hours double,
+    sampled_share_pct double, median_step_s double, min_step_s double, max_step_s double,
+    allocated_gpu_hours double, measured_gpu_hours double, measured_share_pct double)""",
 ]
 GOVERNANCE_DDL += [
     """create table availability (billing_month date, level varchar, cluster varchar,
@@ -138,11 +142,23 @@ GOVERNANCE_DDL += [
     recovered_in_month boolean, month_ms bigint, gpu_hours double, jobs_hit bigint,
     job_ids varchar[])""",
 ]
+# (optional marts: a warehouse built before them has none)
 GOVERNANCE_TABLES = (
     "quota_compliance", "quota_drift", "queue_stats", "submission_stats", "failure_stats",
     "availability", "incidents", "capacity_evidence", "utilization_daily", "month_trends",
-    "demand_forecast", "cost_views",
+    "demand_forecast", "cost_views", "telemetry_coverage",
 )  # fmt: skip
+
+# (cluster, metric, series, samples, sampled_h, sampled_pct, median_s, min_s, max_s,
+#  allocated_h, measured_h, measured_pct): phillips mixes DCGM and nvidia-smi GPUs (the
+#  cluster's figures repeat on each metric row), kube has no telemetry
+TELEMETRY = [
+    ("phillips", "nvidia-smi utilization.gpu", 2, 300, 5.0, 20.0, 60.0, 30.0, 120.0,
+     600.0, 558.0, 93.0),
+    ("phillips", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 10, 5000, 20.0, 80.0, 15.0, 15.0, 15.0,
+     600.0, 558.0, 93.0),
+    ("kube", None, 0, 0, 0.0, None, None, None, None, 3.5, 0.0, 0.0),
+]  # fmt: skip
 
 # (tenant, pool, has_quota, guaranteed, limit, reserved, hours, used, mean, peak, peak_at,
 #  guaranteed_h, borrowed_h, unused_h, minutes_above_limit, use_pct, borrowing_days, days,
@@ -440,7 +456,14 @@ def _insert_governance(con):
             "insert into utilization_daily values (?, ?, ?, ?, ?, ?, 1, ?, 0, 0, null, ?, null)",
             [NOV, dt.date.fromisoformat(day), cluster, model, level, tenant, allocated, capacity],
         )
+    for t in TELEMETRY:
+        con.execute(f"insert into telemetry_coverage values ({', '.join('?' * 13)})", [NOV, *t])
     # another month never leaks in
+    con.execute(
+        "insert into telemetry_coverage (billing_month, cluster, util_metric) "
+        "values (?, 'phillips', 'october')",
+        [OCT],
+    )
     con.execute(
         "insert into capacity_evidence (billing_month, cluster, gpu_model, verdict) "
         "values (?, 'phillips', 'A100-80GB', 'hold')",
@@ -660,8 +683,8 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
         assert ws.column_dimensions["A"].width >= 8, name
     # second tables on a sheet carry their own filter as Excel tables
     assert set(wb["Waste"].tables) == {"WasteByTenant", "WasteByModel"}
-    assert set(wb["Data quality"].tables) == {"Rejects"}
-    assert set(wb["Definitions"].tables) == {"Parameters"}
+    assert set(wb["Data quality"].tables) == {"TelemetryCoverage", "Rejects"}
+    assert set(wb["Definitions"].tables) == {"Parameters", "TelemetryPerCluster"}
 
 
 def test_budget_status_fills(written):
@@ -741,6 +764,55 @@ def test_data_quality_and_rejects(written):
     # a control character cannot be stored in xlsx: it is shown escaped, not dropped
     assert ws.cell(title + 3, 4).value == "x|y|\\x07bell"
     assert ws.tables["Rejects"].ref == f"A{title + 1}:D{title + 3}"
+
+
+PHILLIPS_METRICS = "DCGM_FI_PROF_GR_ENGINE_ACTIVE 80.0 %, nvidia-smi utilization.gpu 20.0 %"
+
+
+def _table_rows(ws, name: str) -> list[list]:
+    """The header and rows of the sheet's Excel table `name`."""
+    min_col, min_row, max_col, max_row = range_boundaries(ws.tables[name].ref)
+    return [
+        [ws.cell(r, c).value for c in range(min_col, max_col + 1)]
+        for r in range(min_row, max_row + 1)
+    ]
+
+
+def test_data_quality_shows_each_clusters_telemetry_above_the_rejects(written):
+    _, _, wb = written
+    ws = wb["Data quality"]
+    title = _row_of(ws, workbook.TELEMETRY_TITLE)
+    assert title == 7  # two rows below the main table (A1:J4)
+    assert ws.tables["TelemetryCoverage"].ref == "A8:F10"
+    assert _table_rows(ws, "TelemetryCoverage") == [
+        ["Cluster", "Utilisation metric(s)", "Observed interval", "Allocated GPU-hours",
+         "Measured GPU-hours", "Measured share"],
+        # no sample: no metric, no interval, nothing measured
+        ["kube", "no telemetry", "—", 3.5, 0, 0],
+        # two metrics, the larger share of sampled time first, each with its interval (the
+        # least and most step when they differ)
+        ["phillips", PHILLIPS_METRICS, "15 s, 60 s (30–120 s)", 600, 558, 0.93],
+    ]  # fmt: skip
+    assert ws.cell(10, 6).number_format == sheets.SHARE_FORMAT
+    assert _row_of(ws, "Rejected rows: 2") > 10
+
+
+def test_definitions_show_each_clusters_telemetry_below_the_parameters(written):
+    _, _, wb = written
+    ws = wb["Definitions"]
+    parameters = _row_of(ws, "Parameter")
+    title = _row_of(ws, workbook.TELEMETRY_TITLE)
+    assert title == parameters + len(PARAMETERS) + 3
+    assert _table_rows(ws, "TelemetryPerCluster") == [
+        ["Cluster", "Utilisation metric(s)", "Observed interval", "Measured share"],
+        ["kube", "no telemetry", "—", 0],
+        ["phillips", PHILLIPS_METRICS, "15 s, 60 s (30–120 s)", 0.93],
+    ]
+    assert ws.column_dimensions["C"].width >= len("15 s, 60 s (30–120 s)")
+    terms = {ws[f"A{r}"].value for r in range(2, parameters)}
+    assert {"Utilisation metric", "Observed sampling interval", "Measured share of a cluster"} <= (
+        terms
+    )
 
 
 def test_rejects_are_capped_and_say_so(con, tmp_path, monkeypatch):
@@ -1240,7 +1312,7 @@ def test_audit_lists_inputs_hashes_and_table_rows(written):
         "capacity_buckets": 9, "charge_lines": 6, "tenant_month": 3, "quota_compliance": 2,
         "quota_drift": 2, "queue_stats": 3, "submission_stats": 2, "failure_stats": 6,
         "incidents": 3, "availability": 4, "capacity_evidence": 1, "utilization_daily": 4,
-        "rejects": 2, "data_quality": 3,
+        "rejects": 2, "data_quality": 3, "telemetry_coverage": 3,
     }  # fmt: skip
     run_id = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-")
     assert not any(run_id.search(str(c.value)) for row in ws.iter_rows() for c in row)
@@ -1282,5 +1354,10 @@ def test_missing_governance_marts_say_not_available(con, tmp_path):
     assert wb["Quota & Budget"]["A12"].value.startswith(
         "not available: this warehouse has no table quota_drift"
     )
+    for sheet in ("Data quality", "Definitions"):
+        title = _row_of(wb[sheet], workbook.TELEMETRY_TITLE)
+        assert wb[sheet][f"A{title + 1}"].value.startswith(
+            "not available: this warehouse has no table telemetry_coverage"
+        )
     charts, _ = _charts(out)
     assert set(charts) == {"Spend vs budget", "Waste by bucket"}

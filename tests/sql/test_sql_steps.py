@@ -257,6 +257,13 @@ def given_day_samples(con, values: str, declared_steps: dict[str, int] | None = 
         from given as g join sample_sources as src using (file)""")
 
 
+def given_ordered_samples(con, idle_threshold_pct: float) -> None:
+    """The rollup's temporary tables over day_samples: ordered_samples and series_steps."""
+    params = {"idle_threshold_pct": idle_threshold_pct}
+    create_table(con, "ordered_samples", "rollup/ordered_samples", params)
+    create_table(con, "series_steps", "rollup/series_steps", params)
+
+
 def test_sample_rollup_folds_duplicates_and_clips_cover(con):
     given_day_samples(
         con,
@@ -267,7 +274,7 @@ def test_sample_rollup_folds_duplicates_and_clips_cover(con):
         ('c', 'a.parquet', 3, timestamp '2026-11-30 23:59:30', 'n1', 0, 40.0)
     """,
     )
-    create_table(con, "ordered_samples", "rollup/ordered_samples", {"idle_threshold_pct": 15.0})
+    given_ordered_samples(con, 15.0)
     rows = run(con, "rollup/gpu_sample_rollup", {"idle_threshold_pct": 15.0}).fetchall()
     # spacings 60 s and 90 s: too few (under 10) for a step of the series' own, and no other
     # series of the cluster has one: the step is 60 s (it was their median, 75 s, before steps
@@ -301,7 +308,7 @@ def test_a_busy_folded_duplicate_does_not_break_an_idle_run(con):
         ('c', 'a.parquet', 8, timestamp '2026-11-02 00:02', 'n2', 0, 80.0)
     """,
     )
-    create_table(con, "ordered_samples", "rollup/ordered_samples", {"idle_threshold_pct": 5.0})
+    given_ordered_samples(con, 5.0)
     rows = run(con, "rollup/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
     # run: an idle sample's label is 1 + the milliseconds from midnight to the latest busy
     # sample before it (0 before the first); busy samples have none
@@ -343,7 +350,7 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
          "billing_month": NOV["billing_month"], "next_billing_month": dt.date(2026, 12, 1),
          "next_billing_month_at": T(2026, 11, 30, 23)},
     )  # fmt: skip
-    create_table(con, "ordered_samples", "rollup/ordered_samples", {"idle_threshold_pct": 5.0})
+    given_ordered_samples(con, 5.0)
     rows = run(con, "rollup/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
     # spacings 58 min, 60 s, 90 s and 50 s (to the look-ahead): four, too few for a step of
     # the series' own, and the cluster has no other series: the step is 60 s (it was their
@@ -413,7 +420,7 @@ def test_a_series_with_few_spacings_takes_its_clusters_typical_step(con):
         # cluster e: no series with 10 spacings
         ("e", "k1"): one_gap,
     }))  # fmt: skip
-    create_table(con, "ordered_samples", "rollup/ordered_samples", {"idle_threshold_pct": 5.0})
+    given_ordered_samples(con, 5.0)
     assert rollup_steps_and_covers(con) == {
         # 10 spacings of 60 s, of 15 s: their own steps, even next to 60 s series
         ("c", "n1"): (60000, [60000] * 11),
@@ -450,7 +457,7 @@ def test_a_declared_step_overrides_the_estimate(con):
         ),
         declared_steps={"c": 30000},
     )
-    create_table(con, "ordered_samples", "rollup/ordered_samples", {"idle_threshold_pct": 5.0})
+    given_ordered_samples(con, 5.0)
     assert rollup_steps_and_covers(con) == {
         # 60 s apart: each sample stands for the declared 30 s, the rest is unmeasured
         ("c", "n1"): (30000, [30000] * 11),
@@ -934,10 +941,11 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
         )
     con.execute(
         "create table sample_sources as select format('{}/{}.parquet', ?, n) as path, "
-        "n || '.json' as file, 'c' as cluster, file_id "
+        "n || '.json' as file, 'c' as cluster, file_id, 'DCGM_FI_DEV_GPU_UTIL' as util_metric "
         "from (values ('engine', 0), ('fb', 1), ('util', 2)) as t(n, file_id)",
         [str(tmp_path)],
     )
+    given_declared_steps(con)
     files = [str(tmp_path / f"{n}.parquet") for n in ("util", "engine", "fb")]
     sample_file_spans(con, files)  # the files' windows of timestamps
     con.execute(
@@ -946,7 +954,7 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
          "day_end": T(2026, 11, 3), "billing_month": NOV["billing_month"],
          "next_billing_month": dt.date(2026, 12, 1), "next_billing_month_at": NOV["month_end"]},
     )  # fmt: skip
-    create_table(con, "ordered_samples", "rollup/ordered_samples", {"idle_threshold_pct": 5.0})
+    given_ordered_samples(con, 5.0)
     rows = con.execute(
         "select ts::time, util_pct, mem_used_mib, file from ordered_samples "
         "join sample_sources using (file_id) order by ts"
@@ -962,6 +970,14 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
         ("fb.json", 2, 2, 0, 0),
         ("util.json", 2, 2, 0, 2),
     ]
+    # the series is named by the metric it kept: GR_ENGINE_ACTIVE, not the files' GPU_UTIL
+    # (sample_sources.util_metric names a file's lower-ranked metric); 2 samples of 60 s (no
+    # series has 10 spacings): its step, and 2 minutes covered
+    series = run(con, "rollup/day_sample_series", {"day_start": T(2026, 11, 2)}).fetchall()
+    assert series == [
+        (dt.date(2026, 11, 1), dt.date(2026, 11, 2), "c", "n1", 0,
+         "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 60_000, 2, 120_000),
+    ]  # fmt: skip
 
 
 def test_a_sample_before_the_hour_covers_into_the_next_hour(con, tmp_path):

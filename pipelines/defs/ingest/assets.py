@@ -162,15 +162,17 @@ def _quality_files(run: MonthRun) -> dict[str, list[str]]:
     return month_quality_files(run.folders.telemetry, run.month)
 
 
-# The month's share of what the daily rollups set aside and counted; the run stops here when
-# one of the month's UTC days is not rolled up. After the catalog: its settings say which UTC
-# days are the month's (a catalog error stops the run at the catalog, once).
+# The month's share of what the daily rollups set aside and counted, and of their series'
+# metrics and steps; the run stops here when one of the month's UTC days is not rolled up.
+# After the catalog: its settings say which UTC days are the month's (a catalog error stops
+# the run at the catalog, once).
 sample_quality = TableStep(
     "sample_quality",
     GROUP,
     [
         Table("sample_rejects", "staging", ["gpu_sample_rollup", "catalog_clusters"]),
         Table("sample_file_counts", "staging", ["gpu_sample_rollup", "catalog_clusters"]),
+        Table("sample_series", "staging", ["gpu_sample_rollup", "catalog_clusters"]),
     ],
     _quality_files,
 )

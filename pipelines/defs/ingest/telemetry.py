@@ -7,11 +7,12 @@ an in-memory DuckDB, never the warehouse, so days can run in parallel processes:
     <telemetry_dir>/cluster=<c>/day=<YYYY-MM-DD>/hours_0.parquet     their sums per series-hour
     <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_rejects.parquet       its rejected rows
     <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_file_counts.parquet   its counts per file
+    <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_series.parquet   each series' metric and step
 
 A day is written to a staging folder and moved into place once complete, so a failed day leaves
 the previous output; its quality folder moves last and marks the day as rolled up. The monthly
-tables sample_rejects and sample_file_counts load the rejects and counts of the days a billing
-month overlaps into the warehouse; attribution reads the samples in place.
+tables sample_rejects, sample_file_counts and sample_series load the rejects, counts and series
+of the days a billing month overlaps into the warehouse; attribution reads the samples in place.
 
 Staging folders and partial files carry the name of their process (pipelines/leftovers.py):
 each rollup run first removes those of dead runs, e.g. of a rollup killed mid-day.
@@ -79,6 +80,9 @@ HOURS_SCHEMA = pa.schema([
 SOURCES_SCHEMA = pa.schema([
     ("path", pa.string()), ("file", pa.string()), ("cluster", pa.string()),
     ("file_id", pa.int32()),
+    # the utilisation metric of the file's rows that do not carry DCGM GR_ENGINE_ACTIVE (its
+    # format's: ExportFormat.util_metric), which the rollup names each series' samples by
+    ("util_metric", pa.string()),
 ])  # fmt: skip
 
 # The telemetry step the catalog declares for a cluster (settings `telemetry: {step_s}`, the
@@ -203,6 +207,7 @@ def _roll_up_day(
     }
     create_table(con, "day_samples", "rollup/day_samples", params, temporary=True)
     create_table(con, "ordered_samples", "rollup/ordered_samples", params, temporary=True)
+    create_table(con, "series_steps", "rollup/series_steps", params, temporary=True)
     name = owned_name(f"day={day.isoformat()}-{uuid.uuid4().hex[:8]}")
     staging = telemetry_dir / ".staging" / name
     staging.parent.mkdir(parents=True, exist_ok=True)
@@ -219,10 +224,12 @@ def _roll_up_day(
         counts["files"] = _copy(
             con, "rollup/day_sample_file_counts", params, quality / "sample_file_counts.parquet"
         )
+        _copy(con, "rollup/day_sample_series", params, quality / "sample_series.parquet")
         checkpoint("rollup_day_written")
         _publish(staging, telemetry_dir, day)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        con.execute("drop table if exists series_steps")
         con.execute("drop table if exists ordered_samples")
         con.execute("drop table if exists day_samples")
     return counts
@@ -302,9 +309,10 @@ def write_sample_sources(
 
 
 def month_quality_files(telemetry_dir: Path, month: BillingMonth) -> dict[str, list[str]]:
-    """The rejects and counts per file the daily rollups wrote for the UTC days the month
-    overlaps (sample_rejects.sql, sample_file_counts.sql read them). Stops when one of those
-    days is not rolled up."""
+    """The rejects, counts per file and series the daily rollups wrote for the UTC days the
+    month overlaps (sample_rejects.sql, sample_file_counts.sql, sample_series.sql read them).
+    Stops when one of those days is not rolled up, or was rolled up by a release that did not
+    write its series."""
     days = [day for day in month.utc_days() if day >= dt.date.fromisoformat(FIRST_DAY)]
     quality = [telemetry_dir / "quality" / f"day={day.isoformat()}" for day in days]
     missing = [day.isoformat() for day, folder in zip(days, quality, strict=True)
@@ -314,9 +322,18 @@ def month_quality_files(telemetry_dir: Path, month: BillingMonth) -> dict[str, l
             f"telemetry of {month.label}: UTC day(s) {', '.join(missing)} not rolled up: "
             "materialise gpu_sample_rollup for them first"
         )
+    old = [day.isoformat() for day, folder in zip(days, quality, strict=True)
+           if not (folder / "sample_series.parquet").is_file()]  # fmt: skip
+    if old:
+        raise ValueError(
+            f"telemetry of {month.label}: UTC day(s) {', '.join(old)} rolled up by an earlier "
+            "release (without each series' metric and step): materialise gpu_sample_rollup "
+            "for these days again"
+        )
     return {
         "reject_files": [str(folder / "sample_rejects.parquet") for folder in quality],
         "count_files": [str(folder / "sample_file_counts.parquet") for folder in quality],
+        "series_files": [str(folder / "sample_series.parquet") for folder in quality],
     }
 
 
@@ -332,7 +349,13 @@ def sample_sources(landing_dir: Path, telemetry_dir: Path, catalog: Catalog) -> 
     equal samples the last read by file and line wins; an integer sorts faster than a name)."""
     exports = sorted(discover(landing_dir, "telemetry"), key=lambda export: export.name)
     return [
-        {"path": str(path), "file": export.name, "cluster": export.cluster, "file_id": number}
+        {
+            "path": str(path),
+            "file": export.name,
+            "cluster": export.cluster,
+            "file_id": number,
+            "util_metric": export.format.util_metric,
+        }
         for number, export in enumerate(exports)
         for path in [_canonical_samples_file(export, telemetry_dir, catalog)]
     ]

@@ -1,5 +1,6 @@
 """Data quality: every input row set aside, with its reason, and the month's quality figures
-per file and source; the checks that nothing was lost."""
+per file and source; the checks that nothing was lost; which telemetry each cluster's figures
+rest on."""
 
 from pipelines.defs.warehouse import Check, sql_table
 
@@ -19,4 +20,10 @@ data_quality = sql_table(
     checks=[Check("rows_reconcile"), Check("no_file_mostly_rejected")],
 )  # fmt: skip
 
-STEPS = [rejects, data_quality]
+# per cluster: the utilisation metric(s) of its telemetry, the sampling interval observed and
+# the measured share of its allocated GPU time
+telemetry_coverage = sql_table(
+    "telemetry_coverage", "marts", GROUP, ["sample_series", "job_time_buckets"]
+)
+
+STEPS = [rejects, data_quality, telemetry_coverage]

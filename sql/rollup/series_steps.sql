@@ -1,0 +1,86 @@
+-- One row per GPU series (cluster, node, GPU) with utilisation samples in the UTC day: its
+-- names, series_key, the rank of the utilisation metric its samples carry (util_rank of
+-- day_samples: 2 DCGM GR_ENGINE_ACTIVE, 1 any other; a series' lower-ranked rows are
+-- superseded) and its step. A temporary table of the day's rollup, read by the samples
+-- (gpu_sample_rollup.sql) and by the series' metrics (day_sample_series.sql): computed once.
+-- The step (step_ms), the time one sample stands for, of a series that day:
+--   1. the step the catalog declares for the cluster (declared_steps), when there is one;
+--   2. else the series' own typical spacing: the lower median of the spacings between its
+--      samples that day (up to the next day's first one), when it has at least 10 spacings.
+--      The lower median is a spacing that really occurred, never the mean of a short and a
+--      long one; with 10 or more spacings, at least half of them (5) would have to be long
+--      gaps for the step to be a long gap, and then long gaps are the series' rhythm (10
+--      spacings are 10 minutes of a 60 s exporter, 150 s of a 15 s one);
+--   3. else, a series with few samples that day (a GPU that came up late, an exporter that
+--      dropped out), the cluster's typical spacing that day: the lower median of the steps
+--      of its series from rule 2, so that one long gap never becomes a step;
+--   4. else (no series of the cluster has 10 spacings that day) 60 s.
+-- Reads the temporary tables ordered_samples and day_samples, sample_sources and
+-- declared_steps (cluster, step_ms).
+with distinct_samples as (
+    -- of equal timestamps the last read wins; the others are folded duplicates
+    select * from ordered_samples
+    where not look_ahead and (next_ts is null or next_ts > ts)
+),
+
+own_steps as (
+    -- spacings: to the next distinct sample (the last one's to the look-ahead, if any)
+    select
+        series_id,
+        count(next_ts) as spacings,
+        percentile_disc(0.5) within group (order by epoch_ms(next_ts) - epoch_ms(ts))
+            as own_step_ms
+    from distinct_samples
+    group by all
+),
+
+series as (
+    -- the names of each series of the day, and the rank of its utilisation metric (as
+    -- day_samples ranks the series' valid rows)
+    select *, series_key(cluster, node, gpu_index) as series_key
+    from (
+        select
+            d.series_id, any_value(src.cluster) as cluster, any_value(d.node) as node,
+            any_value(d.gpu_index) as gpu_index,
+            max(d.util_rank) filter (d.reject_reason is null and d.util_rank > 0) as util_rank
+        from day_samples as d
+        join sample_sources as src using (file_id)
+        where not d.look_ahead and d.series_id is not null
+        group by d.series_id
+    )
+),
+
+series_steps as materialized (
+    -- one row per series: read twice below, computed once
+    select n.*, st.own_step_ms, st.spacings >= 10 as has_own_step
+    from series as n
+    join own_steps as st using (series_id)
+),
+
+cluster_steps as (
+    select cluster, percentile_disc(0.5) within group (order by own_step_ms) as cluster_step_ms
+    from series_steps
+    where has_own_step
+    group by all
+),
+
+final as (
+    select
+        s.series_id,
+        s.cluster,
+        s.node,
+        s.gpu_index,
+        s.series_key,
+        s.util_rank,
+        coalesce(
+            d.step_ms,
+            case when s.has_own_step then s.own_step_ms end,
+            c.cluster_step_ms,
+            60000
+        )::bigint as step_ms
+    from series_steps as s
+    left join cluster_steps as c using (cluster)
+    left join declared_steps as d using (cluster)
+)
+
+select * from final
