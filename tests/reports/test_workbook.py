@@ -592,7 +592,7 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
     expected = {
         "Summary": (f"A{header + 1}", f"A{header}:H{total - 1}"),
         "Charges": ("A2", "A1:N7"),
-        "Job lines": ("A2", "A1:X4"),
+        "Job lines": ("D2", "A1:X4"),  # the job's identity (tenant, cluster, id) stays in view
         "Waste": ("A2", "A1:F10"),
         "Data quality": ("A2", "A1:J4"),
         "Definitions": (
