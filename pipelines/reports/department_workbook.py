@@ -26,7 +26,7 @@ from pipelines.reports.departments import (
 from pipelines.reports.files import write_atomically
 from pipelines.reports.package import workbook_bytes
 from pipelines.reports.period import month_name, period_end
-from pipelines.reports.sheets import Column, add_named_styles
+from pipelines.reports.sheets import Column, add_named_styles, set_print_setup
 
 WORKBOOK_SHEETS = ("Summary", "Charges", "Job lines", "Definitions")
 
@@ -64,6 +64,10 @@ def write_department_workbook(
         sheets["Definitions"],
         {"department": department.label, **parameters},
         workbook_definitions(),
+    )
+    set_print_setup(
+        wb,
+        f"GPU chargeback — {department.label} — {month_name(month.first_day)} ({month.label})",
     )
     wb.calculation.fullCalcOnLoad = True
     wb.properties.creator = "gpu-chargeback"

@@ -41,14 +41,15 @@ from pipelines.reports.shared_sheets import (
 from pipelines.reports.sheets import (
     OVER_FILL,
     Column,
+    add_chart,
     add_named_styles,
     apply_widths,
     fill_status_rows,
-    fit_pages_to_width,
     fit_widths,
     not_available,
     section_below,
     section_title,
+    set_print_setup,
     set_text,
     share_of,
     style_chart,
@@ -306,7 +307,7 @@ def _build_workbook(
     _write_definitions_telemetry(sheets["Definitions"], data.telemetry)
     _write_audit(sheets["Audit"], billing_month, parameters, data.audit)
 
-    fit_pages_to_width(wb)
+    set_print_setup(wb, f"GPU chargeback — {month_name(billing_month)} ({billing_month:%Y-%m})")
     # openpyxl stores formulas without cached results: ask Excel/LibreOffice to compute them.
     wb.calculation.fullCalcOnLoad = True
     wb.properties.creator = "gpu-chargeback"
@@ -373,6 +374,7 @@ def _write_summary(
     _write_charge_type_reconciliation(
         ws, net_row + 2, data.reconciliation, reconciled.charges_total
     )
+    _write_waste_in_money(ws, data.buckets)
 
 
 # Summary rows of the reconciliation by charge type: label, charge_type, and whether the row
@@ -441,6 +443,44 @@ def _write_charge_type_reconciliation(
             letter = get_column_letter(column)
             formula = f"={letter}{total_row}-{letter}{cost_row}"
             ws.cell(row=cost_diff_row, column=column, value=formula).style = "cb total money"
+
+
+# The buckets of capacity not used productively, in the taxonomy order (BUCKET_ORDER)
+WASTE_BUCKETS = tuple(b for b in BUCKET_ORDER if b not in ("capacity", "productive"))
+
+
+def _write_waste_in_money(ws: Worksheet, buckets: list[Any]) -> None:
+    """Below the Summary's reconciliations, a table per currency of the month's waste buckets
+    in GPU-hours and money, each summed over the clusters and GPU models (capacity_buckets'
+    amount: at the pool's charged rate, or its cost in full_recovery), and their TOTAL."""
+    totals: dict[str | None, dict[str, list[Any]]] = {}  # currency -> bucket -> [hours, amount]
+    for b in buckets:
+        if b.bucket in ("capacity", "productive"):
+            continue
+        hours, amount = totals.setdefault(b.currency, {}).setdefault(b.bucket, [0.0, None])
+        totals[b.currency][b.bucket] = [
+            hours + (b.gpu_hours or 0.0),
+            amount if b.amount is None else (amount or Decimal("0.00")) + b.amount,
+        ]
+    last = ws.max_row
+    currencies = sorted(totals, key=lambda c: (c is None, c or ""))
+    for index, currency in enumerate(currencies, start=1):
+        by_bucket = totals[currency]
+        order = [b for b in WASTE_BUCKETS if b in by_bucket] + sorted(
+            set(by_bucket) - set(WASTE_BUCKETS)
+        )
+        label = currency or "no currency"
+        header_row = section_below(ws, last, f"Waste in money ({label}), all clusters")
+        cols = [
+            Column("Bucket"),
+            Column("GPU-hours", "hours"),
+            Column(f"Amount ({label})", "money"),
+        ]
+        rows = [(b, *by_bucket[b]) for b in order]
+        name = "WasteInMoney" if index == 1 else f"WasteInMoney{index}"
+        last = write_table(ws, header_row, cols, rows, table_name=name)
+        write_total_row(ws, last + 1, header_row + 1, last, {2: "hours", 3: "money"}, "Waste total")
+        last += 1
 
 
 def _write_waste(ws: Worksheet, buckets: list[Any], tenants: list[Any], currency: str) -> None:
@@ -515,7 +555,7 @@ def _write_waste_chart(ws: Worksheet, buckets: list[Any]) -> None:
     data = Reference(ws, min_col=2, max_col=len(cols), min_row=header_row, max_row=last)
     chart.add_data(data, titles_from_data=True)
     chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=last))
-    ws.add_chart(chart, f"A{last + 3}")
+    add_chart(ws, chart, last + 3)
 
 
 def _write_cost_views(ws: Worksheet, views: list[Any] | None, currency: str) -> None:
@@ -662,7 +702,7 @@ def _write_quota_budget(
     data = Reference(ws, min_col=3, max_col=4, min_row=header_row, max_row=budget_last)
     chart.add_data(data, titles_from_data=True)
     chart.set_categories(Reference(ws, min_col=2, min_row=header_row + 1, max_row=budget_last))
-    ws.add_chart(chart, f"A{drift_last + 3}")
+    add_chart(ws, chart, drift_last + 3)
 
 
 def _write_queue(ws: Worksheet, queue: list[Any] | None, submissions: list[Any] | None) -> None:
@@ -922,16 +962,17 @@ def _write_capacity(ws: Worksheet, capacity: list[Any] | None, daily: list[Any] 
         daily_rows.append((day, allocated, cap, f"=B{r}/C{r}" if cap else None))
     daily_last = write_table(ws, header_row, daily_cols, daily_rows, table_name="DailyCapacity")
     widths = fit_widths(widths, daily_cols, daily_rows)
+    above_detail = max(daily_last, header_row + 1)
     if daily_rows:
         chart = LineChart()
         style_chart(chart, "Daily allocation vs capacity", "GPU-hours")
         data = Reference(ws, min_col=2, max_col=3, min_row=header_row, max_row=daily_last)
         chart.add_data(data, titles_from_data=True)
         chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=daily_last))
-        ws.add_chart(chart, f"F{header_row}")
+        above_detail = add_chart(ws, chart, daily_last + 2)
 
     detail_row = section_below(
-        ws, max(daily_last, header_row + 1), "Daily allocation and capacity by cluster × GPU model"
+        ws, above_detail, "Daily allocation and capacity by cluster × GPU model"
     )
     detail_cols = [
         Column("Day", "date"),
@@ -1000,7 +1041,7 @@ def _months_by_series(
     widths: dict[int, int],
 ) -> int:
     """A section below row `last`: one row per month, one column per series (`values` by
-    (month, series)), and its line chart beside it; returns the last row it takes."""
+    (month, series)), and its line chart below it; returns the last row it takes."""
     months = sorted({month for month, _ in values})
     series = sorted({name for _, name in values})
     cols = [Column("Month", "date"), *(Column(name, kind) for name in series)]
@@ -1017,9 +1058,7 @@ def _months_by_series(
         titles_from_data=True,
     )
     chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=last))
-    ws.add_chart(chart, f"{get_column_letter(len(cols) + 2)}{header_row}")
-    # the chart is 10 cm high (about 20 rows): the next section starts below it
-    return max(last, header_row + 20)
+    return add_chart(ws, chart, last + 2)
 
 
 def _write_data_quality(

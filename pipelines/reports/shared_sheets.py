@@ -225,7 +225,9 @@ def write_job_lines(ws: Worksheet, jobs: RowsQuery, currency: str) -> StreamedRo
     ]
     write_table(ws, 1, cols, [])
     rows = StreamedRows.below_header(ws, cols, jobs)
-    ws.freeze_panes = "A2"
+    # the header row and the job's identity (tenant, cluster, job id) stay in view, on screen
+    # and on every printed page (sheets.set_print_setup repeats the frozen panes)
+    ws.freeze_panes = "D2"
     ws.auto_filter.ref = ref(1, 1, rows.last_row, len(cols))
     apply_widths(ws, fit_widths_to(cols, rows.width_values))
     return rows

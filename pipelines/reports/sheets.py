@@ -6,8 +6,10 @@ picks its style, so a figure has one format wherever it is shown.
 
 from __future__ import annotations
 
+import math
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -16,7 +18,9 @@ from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
 from openpyxl.chart import BarChart, LineChart
 from openpyxl.styles import Alignment, Font, NamedStyle, PatternFill
 from openpyxl.utils import get_column_letter
-from openpyxl.utils.cell import coordinate_from_string
+from openpyxl.utils.cell import column_index_from_string, coordinate_from_string
+from openpyxl.worksheet.page import PageMargins
+from openpyxl.worksheet.pagebreak import Break
 from openpyxl.worksheet.table import Table, TableStyleInfo
 from openpyxl.worksheet.worksheet import Worksheet
 
@@ -126,8 +130,12 @@ def write_table(
     """Header plus rows from column A; returns the last row used (the header if no rows).
 
     A sheet has one autofilter, which the caller puts on the sheet's first table; a second
-    table on the same sheet gets its own filter as an Excel table (`table_name`).
+    table on the same sheet gets its own filter as an Excel table (`table_name`). The table
+    is recorded for the print setup (`set_print_setup`: a page break before each table of a
+    sheet that stacks several; the height of each row with wrapped text).
     """
+    layout = _layout(ws)
+    layout.tables.append(header_row)
     for column, col in enumerate(cols, start=1):
         set_text(ws.cell(row=header_row, column=column), col.header).style = "cb header"
     is_text = [col.kind in TEXT_KINDS for col in cols]
@@ -141,6 +149,8 @@ def write_table(
             if value is None:
                 continue
             cell = ws.cell(row=r, column=column)
+            if style == "cb wrap":
+                layout.wrapped.append(cell)
             if text:
                 set_text(cell, value)
             else:
@@ -178,10 +188,15 @@ def named_style_id(ws: Worksheet, name: str) -> int:
 
 
 def write_total_row(
-    ws: Worksheet, row: int, first: int, last: int, summed: Mapping[int, str]
+    ws: Worksheet,
+    row: int,
+    first: int,
+    last: int,
+    summed: Mapping[int, str],
+    label: str = "TOTAL",
 ) -> None:
-    """TOTAL label plus `=SUM()` over rows first..last in the given columns (0 if no rows)."""
-    set_text(ws.cell(row=row, column=1), "TOTAL").style = "cb bold"
+    """`label` plus `=SUM()` over rows first..last in the given columns (0 if no rows)."""
+    set_text(ws.cell(row=row, column=1), label).style = "cb bold"
     for column, kind in summed.items():
         letter = get_column_letter(column)
         value: Any = f"=SUM({letter}{first}:{letter}{last})" if last >= first else 0
@@ -211,6 +226,8 @@ def share_of(pct: float | None) -> float | None:
 
 
 def section_title(ws: Worksheet, row: int, text: str) -> None:
+    """A section's title in column A of `row`: a table right below it prints with it."""
+    _layout(ws).titles.add(row)
     set_text(ws.cell(row=row, column=1), text).style = "cb bold"
 
 
@@ -240,18 +257,163 @@ def style_chart(chart: BarChart | LineChart, title: str, y_title: str) -> None:
     chart.legend.position = "b"
 
 
-def fit_pages_to_width(wb: Workbook) -> None:
-    """Print (and PDF-export) every sheet landscape, one page wide, header row repeated."""
+def add_chart(ws: Worksheet, chart: BarChart | LineChart, row: int) -> int:
+    """Place `chart` (styled by style_chart) in column A from `row`, on a page of its own
+    when printed (a chart is never cut by a page break); returns the last row it covers."""
+    _layout(ws).charts.append(row)
+    ws.add_chart(chart, f"A{row}")
+    return row + CHART_ROWS - 1
+
+
+# --------------------------------------------------------------------------------------------
+# Print setup
+# --------------------------------------------------------------------------------------------
+
+# Every sheet prints landscape on A4 with Excel's "narrow" margins (inches): the tables are
+# wide, and the header and footer need only one line each.
+MARGINS = {"left": 0.25, "right": 0.25, "top": 0.75, "bottom": 0.75, "header": 0.3, "footer": 0.3}
+_A4_LANDSCAPE_WIDTH_PT = 297 / 25.4 * 72
+PRINTABLE_WIDTH_PT = _A4_LANDSCAPE_WIDTH_PT - (MARGINS["left"] + MARGINS["right"]) * 72
+# The smallest print scale that stays readable: the sheets' 11 pt body font printed at no
+# less than 8 pt. Fitting a sheet to the page width below it would print unreadable pages
+# (the job lines came out at 30 %): such a sheet prints at this scale over several pages.
+BODY_FONT_PT = 11
+MIN_PRINTED_FONT_PT = 8
+MIN_PRINT_SCALE = math.ceil(100 * MIN_PRINTED_FONT_PT / BODY_FONT_PT)  # 73 %
+# Printed width of a column one character wide: 5.25 pt in Calibri 11 (7 px at 96 px an inch)
+# but 7.06 pt measured in LibreOffice where Calibri is missing and DejaVu Sans stands in: the
+# wider one decides, so that no renderer fits a sheet below MIN_PRINT_SCALE. A column without
+# a width is Excel's 8.43 characters.
+_PT_PER_CHARACTER = 7.2
+_DEFAULT_COLUMN_WIDTH = 8.43
+# Excel's line height of the 11 pt body font, and the rows of a chart (style_chart: 10 cm)
+LINE_HEIGHT_PT = 15
+CHART_ROWS = 20
+_CHART_WIDTH_PT = 24 / 2.54 * 72
+
+
+@dataclass
+class _Layout:
+    """What the print setup needs to know of a sheet: the header rows of its tables, the rows
+    of its section titles, the first rows of its charts and the cells of wrapped text, as the
+    kit wrote them."""
+
+    tables: list[int] = field(default_factory=list)
+    wrapped: list[Cell] = field(default_factory=list)
+    titles: set[int] = field(default_factory=set)
+    charts: list[int] = field(default_factory=list)
+
+
+# kept beside each worksheet for as long as it lives, not in the saved file
+_LAYOUTS: weakref.WeakKeyDictionary[Worksheet, _Layout] = weakref.WeakKeyDictionary()
+
+
+def _layout(ws: Worksheet) -> _Layout:
+    return _LAYOUTS.setdefault(ws, _Layout())
+
+
+def set_print_setup(wb: Workbook, heading: str) -> None:
+    """Print (and PDF-export) every sheet readably, each table on pages of its own.
+
+    Landscape A4; header `heading` (say, the month) left and the sheet's name right, footer
+    "Page n of N". A sheet that holds one table repeats its frozen header rows (and frozen
+    columns) on every page. A sheet that stacks several tables (or a table and a chart)
+    repeats none, since a repeated header would sit over another table's columns: instead
+    each table after the first, with its section title, and each chart starts a new page.
+    A sheet is fitted to the page width when that keeps its scale at MIN_PRINT_SCALE or
+    more, otherwise it prints at MIN_PRINT_SCALE over as many pages across as it needs. A
+    row with wrapped text gets the height of its lines. Call it once the sheets are written.
+    """
+    header = heading.replace("&", "&&")  # & starts a code (&P, &A...) in a header text
     for ws in wb.worksheets:
+        layout = _layout(ws)
         ws.page_setup.orientation = "landscape"
         ws.page_setup.paperSize = ws.PAPERSIZE_A4
-        ws.sheet_properties.pageSetUpPr.fitToPage = True
-        ws.page_setup.fitToWidth = 1
-        ws.page_setup.fitToHeight = 0
-        if ws.freeze_panes:
-            # (not ws[...]: that would create the cell)
-            _, first_unfrozen_row = coordinate_from_string(ws.freeze_panes)
-            ws.print_title_rows = f"1:{first_unfrozen_row - 1}"
+        ws.page_margins = PageMargins(**MARGINS)
+        ws.oddHeader.left.text = header
+        ws.oddHeader.right.text = "&A"
+        ws.oddFooter.center.text = "Page &P of &N"
+        _fit_wrapped_rows(ws)
+
+        starts = sorted(
+            {header_row - 1 if header_row - 1 in layout.titles else header_row
+             for header_row in layout.tables} | set(layout.charts)
+        )  # fmt: skip
+        if len(starts) <= 1:
+            _repeat_frozen_panes(ws)
+        for start in starts[1:]:
+            # a break after row start - 1: the table (or chart) begins the next page
+            ws.row_breaks.append(Break(id=start - 1))
+
+        if print_scale(ws) >= MIN_PRINT_SCALE:
+            ws.sheet_properties.pageSetUpPr.fitToPage = True
+            ws.page_setup.fitToWidth = 1
+            ws.page_setup.fitToHeight = 0  # as many pages down as the rows need
+        else:
+            ws.page_setup.scale = MIN_PRINT_SCALE
+
+
+def print_scale(ws: Worksheet) -> int:
+    """The scale (%) at which the sheet's columns and charts fill the printable page width,
+    100 at most: an estimate from the column widths, as Excel and LibreOffice lay them out
+    in the default font."""
+    width = (
+        sum(
+            (ws.column_dimensions[get_column_letter(column)].width or _DEFAULT_COLUMN_WIDTH)
+            for column in range(1, ws.max_column + 1)
+        )
+        * _PT_PER_CHARACTER
+    )
+    if _layout(ws).charts:
+        width = max(width, _CHART_WIDTH_PT)  # add_chart anchors in column A
+    return min(100, math.floor(100 * PRINTABLE_WIDTH_PT / width))
+
+
+def _repeat_frozen_panes(ws: Worksheet) -> None:
+    """The frozen rows (and columns) of the sheet repeat on every printed page."""
+    if not ws.freeze_panes:
+        return
+    column, first_unfrozen_row = coordinate_from_string(ws.freeze_panes)
+    if first_unfrozen_row > 1:
+        ws.print_title_rows = f"1:{first_unfrozen_row - 1}"
+    first_unfrozen_column = column_index_from_string(column)
+    if first_unfrozen_column > 1:
+        ws.print_title_cols = f"A:{get_column_letter(first_unfrozen_column - 1)}"
+
+
+def _fit_wrapped_rows(ws: Worksheet) -> None:
+    """Each row holding wrapped text as high as its lines in the column's final width: Excel
+    keeps a row one line high when the file gives it no height, cutting the text. (A streamed
+    table's rows are not in `ws`: StreamedRows refuses wrapped columns.)"""
+    heights: dict[int, int] = {}
+    for cell in _layout(ws).wrapped:
+        width = ws.column_dimensions[cell.column_letter].width or _DEFAULT_COLUMN_WIDTH
+        lines = _wrapped_lines(str(cell.value), width)
+        heights[cell.row] = max(heights.get(cell.row, 1), lines)
+    for row, lines in sorted(heights.items()):
+        if lines > 1:
+            ws.row_dimensions[row].height = lines * LINE_HEIGHT_PT
+
+
+def _wrapped_lines(value: str, width: float) -> int:
+    """Lines a text takes wrapped at word ends in a column `width` characters wide, with one
+    character in ten to spare for wide letters and bold text."""
+    per_line = max(1, math.floor((width - 1) * 0.9))
+    lines = 0
+    for paragraph in value.splitlines() or [""]:
+        lines += 1
+        length = 0  # of the line so far
+        for word in paragraph.split(" "):
+            if length and length + 1 + len(word) <= per_line:
+                length += 1 + len(word)
+                continue
+            if length:
+                lines += 1
+            # a word longer than a line is broken over lines of its own
+            extra = max(0, len(word) - 1) // per_line
+            lines += extra
+            length = len(word) - extra * per_line
+    return lines
 
 
 # --------------------------------------------------------------------------------------------

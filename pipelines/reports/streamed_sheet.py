@@ -12,10 +12,11 @@ of the same XML (text in UTF-8 where openpyxl writes character references, an em
 `<c .../>` where it writes `<c ...></c>`).
 
 The worksheet stays in the openpyxl workbook with the table's header row and the sheet's
-settings (column widths, frozen header, filter, print setup): the workbook's own parts (sheet
-list, defined names, styles) come from it. `sheet_xml` writes the sheet's part from those
-settings, the header row and the query's rows; `pipelines.reports.package` stores it in the
-package in place of the part openpyxl writes for the worksheet.
+settings (column widths, frozen header, filter, print setup with its header and footer): the
+workbook's own parts (sheet list, defined names such as the print titles, styles) come from
+it. `sheet_xml` writes the sheet's part from those settings, the header row and the query's
+rows; `pipelines.reports.package` stores it in the package in place of the part openpyxl
+writes for the worksheet.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ class StreamedRows:
         for column, (col, name, sql_type) in enumerate(
             zip(cols, relation.columns, types, strict=True), start=1
         ):
+            if col.kind == "wrap":
+                # its rows are written without heights: wrapped text would be cut (Excel)
+                raise TypeError(f"{ws.title}: a streamed table cannot wrap text ({col.header})")
             style = STYLE_OF_KIND.get(col.kind)
             style_id = named_style_id(ws, style) if style is not None else None
             columns.append((name, sql_type, get_column_letter(column), col.kind, style_id))
@@ -119,14 +123,18 @@ def sheet_xml(ws: Worksheet, rows: StreamedRows) -> Iterator[str]:
         yield _text_row_xml(row)
     yield from rows.xml_chunks()
     yield "</sheetData>"
-    for setting in (ws.auto_filter, ws.page_margins, ws.page_setup):
+    # in the schema's order, as openpyxl's writer: filter, margins, page setup, header/footer
+    # (the print titles are defined names of the workbook part, written by openpyxl)
+    for setting in (ws.auto_filter, ws.page_margins, ws.page_setup, ws.HeaderFooter):
         if setting:
             yield _setting(setting)
     yield "</worksheet>"
 
 
 def _setting(obj: Any) -> str:
-    return tostring(obj.to_tree()).decode()
+    # in ASCII with character references, as openpyxl (through lxml) writes a part: a header
+    # or footer text may hold any character
+    return tostring(obj.to_tree()).decode().encode("ascii", "xmlcharrefreplace").decode()
 
 
 def _check_only_a_table(ws: Worksheet, rows: StreamedRows) -> None:
@@ -138,7 +146,6 @@ def _check_only_a_table(ws: Worksheet, rows: StreamedRows) -> None:
         "conditional formatting": list(ws.conditional_formatting),
         "data validations": ws.data_validations.dataValidation,
         "print options": ws.print_options,
-        "header or footer": ws.HeaderFooter,
         "page breaks": ws.row_breaks or ws.col_breaks,
         "protection": ws.protection,
     }

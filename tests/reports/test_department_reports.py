@@ -833,3 +833,25 @@ def test_page_renders_in_headless_chromium(con, tmp_path):
     pages = re.search(rb"/Count (\d+)", data)
     assert pages and int(pages.group(1)) >= 1
     assert len(data) > 10_000 and b"/Type /Page" in data.replace(b"/Type/Page", b"/Type /Page")
+
+
+def test_workbook_prints_like_the_finance_workbook(con, tmp_path):
+    out = tmp_path / "physics.xlsx"
+    write_department_workbook(con, MONTH, PHYSICS, PARAMETERS, out)
+    wb = openpyxl.load_workbook(out)
+    heading = f"GPU chargeback — {PHYSICS.label} — November 2026 (2026-11)".replace("&", "&&")
+    for ws in wb.worksheets:
+        assert (ws.page_setup.orientation, ws.oddHeader.left.text) == ("landscape", heading)
+        assert (ws.oddHeader.right.text, ws.oddFooter.center.text) == ("&A", "Page &P of &N")
+    # one table each: the header repeats on every page (the job lines' identity columns too)
+    assert [(ws.print_title_rows, ws.print_title_cols) for ws in wb.worksheets[1:3]] == [
+        ("$1:$1", None),
+        ("$1:$1", "$A:$C"),
+    ]
+    # the definitions, then the parameters on a new page
+    definitions = wb["Definitions"]
+    parameters = next(
+        r for r in range(1, definitions.max_row + 1)
+        if definitions.cell(row=r, column=1).value == "Parameters of this run"
+    )  # fmt: skip
+    assert [b.id for b in definitions.row_breaks.brk] == [parameters - 1]

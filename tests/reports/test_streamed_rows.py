@@ -26,7 +26,8 @@ COLS = [
     Column("When", "timestamp"),
     Column("Day", "date"),
     Column("Util", "util"),
-    Column("Note", "wrap"),
+    # plain text: a streamed table cannot wrap (its rows have no heights to fit the lines)
+    Column("Note"),
 ]
 AWKWARD_ROWS = [
     (1, "plain", 1.5, Decimal("1234.56"), dt.datetime(2026, 11, 1, 13, 45, 30),
@@ -147,8 +148,8 @@ def test_text_with_outer_spaces_is_marked_to_keep_them():
 
 def test_streamed_columns_are_as_wide_as_their_widest_value():
     # DuckDB picks the few values that can be the widest: the longest one-line text, and the
-    # texts with line breaks (the widest line counts) or a leading '=' (a formula's result, in
-    # a column that is not plain text). The widths are those of every value.
+    # texts with line breaks (the widest line counts) or a leading '=' (text all the same: a
+    # streamed table's text is never a formula). The widths are those of every value.
     text = [
         "short",
         "=a text that looks like a formula",
@@ -166,7 +167,7 @@ def test_streamed_columns_are_as_wide_as_their_widest_value():
     streamed = streamed_sheet.StreamedRows.below_header(wb.active, COLS, query)
     widths = sheets.fit_widths_to(COLS, streamed.width_values)
     assert widths == sheets.fit_widths({}, COLS, rows)
-    assert (widths[2], widths[8]) == (38 + 2, 20 + 2)
+    assert (widths[2], widths[8]) == (38 + 2, 41 + 2)
 
 
 def _sheet_part(streamed: bool, rows: list[tuple], print_setup: bool) -> bytes:
@@ -200,7 +201,8 @@ def _sheet_part(streamed: bool, rows: list[tuple], print_setup: bool) -> bytes:
     ws.auto_filter.ref = sheets.ref(1, 1, last, len(cols))
     sheets.apply_widths(ws, {1: 12, 2: 30, 8: 100})
     if print_setup:
-        sheets.fit_pages_to_width(wb)
+        # a heading with an & (escaped as &&) beside the codes &A, &P and &N
+        sheets.set_print_setup(wb, "R&D — 2026-11")
     data = package.workbook_bytes(wb, dt.datetime(2026, 12, 1), streamed_rows)
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         return archive.read("xl/worksheets/sheet1.xml")
@@ -221,8 +223,21 @@ def test_the_streamed_sheet_part_is_the_part_openpyxl_writes(print_setup):
     streamed = _sheet_part(True, BYTE_ROWS, print_setup)
     assert streamed == _sheet_part(False, BYTE_ROWS, print_setup)
     assert (b"<pageSetup " in streamed) == print_setup
+    assert (b"<oddHeader>&amp;LR&amp;&amp;D" in streamed) == print_setup
     assert b"N &amp; &lt;n&gt; &#8364;" in streamed
     assert _sheet_part(True, [], print_setup) == _sheet_part(False, [], print_setup)
+
+
+def test_a_streamed_table_with_wrapped_text_is_refused():
+    con = duckdb.connect()
+    con.execute(f"create table awkward ({TYPES})")
+    wb = Workbook()
+    sheets.add_named_styles(wb)
+    cols = [*COLS[:-1], Column("Note", "wrap")]
+    sheets.write_table(wb.active, 1, cols, [])
+    query = streamed_sheet.RowsQuery(con, "select * from awkward", {}, "n")
+    with pytest.raises(TypeError, match="a streamed table cannot wrap text \\(Note\\)"):
+        streamed_sheet.StreamedRows.below_header(wb.active, cols, query)
 
 
 def test_a_streamed_sheet_holding_more_than_its_table_is_refused():

@@ -3,6 +3,7 @@
 import csv
 import datetime as dt
 import hashlib
+import math
 import os
 import re
 import subprocess
@@ -661,7 +662,7 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
     expected = {
         "Summary": (f"A{header + 1}", f"A{header}:H{total - 1}"),
         "Charges": ("A2", "A1:N7"),
-        "Job lines": ("A2", "A1:X4"),
+        "Job lines": ("D2", "A1:X4"),  # the job's identity (tenant, cluster, id) stays in view
         "Waste": ("A2", "A1:F10"),
         "Data quality": ("A2", "A1:J4"),
         "Definitions": (
@@ -1361,3 +1362,191 @@ def test_missing_governance_marts_say_not_available(con, tmp_path):
         )
     charts, _ = _charts(out)
     assert set(charts) == {"Spend vs budget", "Waste by bucket"}
+
+
+HEADING = "GPU chargeback — November 2026 (2026-11)"
+# sheet -> (fitted to width, print title rows, print title columns, row breaks): a sheet of
+# one table repeats its frozen header (and the job lines their frozen identity columns); a
+# sheet stacking tables or charts repeats nothing and starts each later table (at its section
+# title) and each chart on a new page. Only Summary and Definitions are narrow enough to fit
+# the page width at 73 % or more; the others print at 73 % (an 11 pt font at 8 pt).
+PRINT_SETUP = {
+    "Summary": (True, None, None, [31]),  # "Waste in money (USD), all clusters" on row 32
+    "Charges": (False, "$1:$1", None, []),
+    "Job lines": (False, "$1:$1", "$A:$C", []),
+    "Waste": (False, None, None, [12, 19, 24]),  # by tenant, by model, the chart
+    "Cost views": (False, "$1:$1", None, []),
+    "Quota & Budget": (False, None, None, [5, 12, 18]),  # budgets, drift, the chart
+    "Queue & Service": (False, None, None, [6]),  # submissions
+    "Failures": (False, None, None, [6, 11, 16]),  # fault domains, drivers, exit codes
+    "Capacity": (False, None, None, [4, 9, 31]),  # daily, its chart, daily by model
+    "Trends": (False, None, None, [4, 9, 31, 36]),  # allocation, chart, spend, chart
+    "Data quality": (False, None, None, [6]),  # rejected rows
+    "Definitions": (True, None, None, [53]),  # parameters
+    "Audit": (False, None, None, [8, 14]),  # input files, table rows
+}
+
+
+def test_every_sheet_prints_landscape_readable_with_header_footer_and_breaks(written):
+    _, _, wb = written
+    assert set(PRINT_SETUP) == set(wb.sheetnames)
+    for ws in wb.worksheets:
+        fitted, title_rows, title_cols, breaks = PRINT_SETUP[ws.title]
+        setup = ws.page_setup
+        assert (setup.orientation, setup.paperSize) == ("landscape", 9), ws.title  # A4
+        assert (ws.page_margins.left, ws.page_margins.top, ws.page_margins.header) == (
+            0.25,
+            0.75,
+            0.3,
+        ), ws.title
+        assert ws.oddHeader.left.text == HEADING, ws.title
+        assert (ws.oddHeader.right.text, ws.oddFooter.center.text) == ("&A", "Page &P of &N")
+        if fitted:
+            assert ws.sheet_properties.pageSetUpPr.fitToPage, ws.title
+            assert (setup.fitToWidth, setup.fitToHeight, setup.scale) == (1, 0, None), ws.title
+        else:
+            assert not ws.sheet_properties.pageSetUpPr.fitToPage, ws.title
+            assert setup.scale == sheets.MIN_PRINT_SCALE == 73, ws.title
+        assert (ws.print_title_rows, ws.print_title_cols) == (title_rows, title_cols), ws.title
+        assert [b.id for b in ws.row_breaks.brk] == breaks, ws.title
+        assert all(b.man for b in ws.row_breaks.brk), ws.title
+    # each break falls right above a section title (or a chart)
+    waste = wb["Waste"]
+    assert waste["A13"].value == "Waste by tenant"
+    assert waste["A20"].value == "Waste by cluster × GPU model (GPU-hours)"
+    assert waste._charts[0].anchor._from.row == 24  # 0-based: row 25, below the break
+    assert wb["Summary"]["A32"].value == "Waste in money (USD), all clusters"
+
+
+def test_print_scale_is_the_fit_of_the_widths_and_charts():
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    sheets.apply_widths(ws, {1: 50, 2: 50})
+    ws["B1"] = "x"
+    # 100 characters of 7.2 pt on the 805.9 pt between the narrow margins of A4 landscape
+    assert sheets.print_scale(ws) == 111 - 11  # capped at 100
+    sheets.apply_widths(ws, {1: 100, 2: 50})
+    assert sheets.print_scale(ws) == 74  # 805.9 / (150 x 7.2) = 74.6 %: fitted
+    sheets.apply_widths(ws, {1: 110, 2: 50})
+    assert sheets.print_scale(ws) == 69
+    sheets.set_print_setup(wb, "Q&A")
+    assert (ws.page_setup.scale, ws.sheet_properties.pageSetUpPr.fitToPage) == (73, None)
+    assert ws.oddHeader.left.text == "Q&&A"  # a lone & would start a code
+
+
+def test_wrapped_text_rows_are_as_high_as_their_lines(written):
+    _, _, wb = written
+    trends = wb["Trends"]
+    # the trend text (84 characters) in its 60-character wrapped column: 2 lines of 15 pt
+    assert len(trends["K2"].value) == 84 and trends["K2"].alignment.wrap_text
+    assert trends.row_dimensions[2].height == 30
+    definitions = wb["Definitions"]
+    for row in range(2, definitions.max_row + 1):
+        meaning = definitions.cell(row=row, column=2).value
+        if meaning and "\n" not in meaning and len(meaning) <= 89:  # 0.9 x 99 a line
+            assert definitions.row_dimensions[row].height is None, row
+    waste_taxonomy = _row_of(definitions, "Waste taxonomy (buckets)")
+    lines = sheets._wrapped_lines(definitions.cell(row=waste_taxonomy, column=2).value, 100)
+    assert lines > 1
+    assert definitions.row_dimensions[waste_taxonomy].height == 15 * lines
+
+
+def test_summary_shows_the_waste_in_money_per_bucket(written):
+    _, _, wb = written
+    ws = wb["Summary"]
+    header = _row_of(ws, "Waste in money (USD), all clusters") + 1
+    price = Decimal("2.10")
+    assert _rows(ws, header, header + 8, 3) == [
+        ("Bucket", "GPU-hours", "Amount (USD)"),
+        *((b, BUCKETS[b], float(Decimal(str(BUCKETS[b])) * price))
+          for b in ("idle", "zombie", "failed_job", "failed_infra", "unmeasured", "down",
+                    "unallocated")),
+        ("Waste total", f"=SUM(B{header + 1}:B{header + 7})", f"=SUM(C{header + 1}:C{header + 7})"),
+    ]  # fmt: skip
+    assert _evaluate(wb, "Summary", ws[f"C{header + 8}"].value) == Decimal("1260.00")
+    assert ws.tables["WasteInMoney"].ref == f"A{header}:C{header + 7}"
+
+
+# Pages of the fixture's workbook printed by LibreOffice, per sheet: each table of a stacked
+# sheet starts a page (so at least one page per table and chart), a sheet wider than the page
+# at 73 % spans two pages across (Failures: 4 tables x 2).
+PDF_PAGES = {
+    "Summary": 2, "Charges": 2, "Job lines": 3, "Waste": 6, "Cost views": 2,
+    "Quota & Budget": 7, "Queue & Service": 4, "Failures": 8, "Capacity": 5, "Trends": 6,
+    "Data quality": 3, "Definitions": 5, "Audit": 4,
+}  # fmt: skip
+# A distinctive header cell or section title of each table of the stacked sheets: no page
+# shows two of a sheet's
+PAGE_TABLES = {
+    "Waste": ("Share of capacity", "Productive share of allocated", "Cluster × GPU model"),
+    "Failures": ("Top nodes by failure rank", "Fault domains", "Driver versions", "Exit codes"),
+    "Capacity": (
+        "Verdict rule",
+        "Daily allocation vs capacity (all",
+        "Daily allocation and capacity by",
+    ),
+    "Queue & Service": ("Grouping set", "Cancelled while pending"),
+    "Audit": ("Item Value", "SHA-256", "Table Rows"),
+}
+
+
+CHART_TITLES = (
+    "Waste by bucket",
+    "Spend vs budget",
+    "Daily allocation vs capacity",
+    "Allocation rate by month",
+    "Spend by tenant and month",
+)
+
+
+def _pdf_pages(pdf):
+    """(sheet name, page text, font sizes in pt) of each page of a printed workbook."""
+    pypdf = pytest.importorskip("pypdf")
+    pages = []
+    for page in pypdf.PdfReader(pdf).pages:
+        sizes = []
+
+        def visit(text, cm, tm, font, size, sizes=sizes):
+            if text.strip():
+                # the vertical scale of text and page matrices (rotated text too: axis titles)
+                sizes.append(size * math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3]))
+
+        text = page.extract_text(visitor_text=visit)
+        heading, sheet = text.splitlines()[0].split(") ", 1)
+        assert heading + ")" == HEADING
+        pages.append((sheet, text, sizes))
+    return pages
+
+
+def test_prints_to_pdf_readable_with_each_table_on_its_own_pages(written, tmp_path):
+    soffice = require_tool("soffice", "libreoffice-calc-nogui")
+    out, _, _ = written
+    subprocess.run(
+        [soffice, f"-env:UserInstallation=file://{tmp_path / 'lo-profile'}", "--headless",
+         "--convert-to", "pdf", "--outdir", str(tmp_path), str(out)],
+        check=True, timeout=180, capture_output=True,
+    )  # fmt: skip
+    pages = _pdf_pages(tmp_path / "chargeback-2026-11.pdf")
+    counts = {}
+    for sheet, _, _ in pages:
+        counts[sheet] = counts.get(sheet, 0) + 1
+    assert counts == PDF_PAGES
+    total = len(pages)
+    for number, (sheet, text, sizes) in enumerate(pages, start=1):
+        assert f"Page {number} of {total}" in text
+        # the sheet's text at 8 pt or more, less the rounding of LibreOffice's scale (7.99 at
+        # 73 %); a chart's labels are 10 pt (7.3 pt at 73 %)
+        small = {round(size, 1) for size in sizes if size < 7.95}
+        assert small <= {7.3}, (number, sheet, small)
+        if small:
+            assert any(title in text for title in CHART_TITLES), (number, sheet)
+        shown = [header for header in PAGE_TABLES.get(sheet, ()) if header in text]
+        assert len(shown) <= 1, (number, sheet, shown)
+        if sheet == "Job lines":  # the header row and the job's identity on every page
+            assert "Tenant ID Cluster Job ID" in text, number
+    for sheet, headers in PAGE_TABLES.items():
+        for header in headers:
+            assert any(s == sheet and header in text for s, text, _ in pages), (sheet, header)
+    # the Capacity chart's page holds no table (kept whole on a page of its own)
+    capacity = [text for sheet, text, _ in pages if sheet == "Capacity"]
+    assert any("Daily allocation vs capacity" in t and "Day " not in t for t in capacity)
