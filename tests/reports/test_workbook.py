@@ -13,6 +13,7 @@ from xml.etree import ElementTree
 
 import duckdb
 import openpyxl
+import pypdf
 import pytest
 from openpyxl.utils.cell import range_boundaries
 
@@ -1379,10 +1380,11 @@ PRINT_SETUP = {
     "Quota & Budget": (False, None, None, [5, 12, 18]),  # budgets, drift, the chart
     "Queue & Service": (False, None, None, [6]),  # submissions
     "Failures": (False, None, None, [6, 11, 16]),  # fault domains, drivers, exit codes
+    "Reliability": (False, None, None, [6]),  # incidents
     "Capacity": (False, None, None, [4, 9, 31]),  # daily, its chart, daily by model
     "Trends": (False, None, None, [4, 9, 31, 36]),  # allocation, chart, spend, chart
-    "Data quality": (False, None, None, [6]),  # rejected rows
-    "Definitions": (True, None, None, [53]),  # parameters
+    "Data quality": (False, None, None, [6, 12]),  # rejected rows, telemetry per cluster
+    "Definitions": (False, None, None, [58, 72]),  # parameters, telemetry per cluster
     "Audit": (False, None, None, [8, 14]),  # input files, table rows
 }
 
@@ -1472,8 +1474,8 @@ def test_summary_shows_the_waste_in_money_per_bucket(written):
 # at 73 % spans two pages across (Failures: 4 tables x 2).
 PDF_PAGES = {
     "Summary": 2, "Charges": 2, "Job lines": 3, "Waste": 6, "Cost views": 2,
-    "Quota & Budget": 7, "Queue & Service": 4, "Failures": 8, "Capacity": 5, "Trends": 6,
-    "Data quality": 3, "Definitions": 5, "Audit": 4,
+    "Quota & Budget": 7, "Queue & Service": 4, "Failures": 8, "Reliability": 4, "Capacity": 6,
+    "Trends": 6, "Data quality": 7, "Definitions": 8, "Audit": 4,
 }  # fmt: skip
 # A distinctive header cell or section title of each table of the stacked sheets: no page
 # shows two of a sheet's
@@ -1486,6 +1488,7 @@ PAGE_TABLES = {
         "Daily allocation and capacity by",
     ),
     "Queue & Service": ("Grouping set", "Cancelled while pending"),
+    "Reliability": ("Telemetry silences (inferred)", "Recovered in month"),
     "Audit": ("Item Value", "SHA-256", "Table Rows"),
 }
 
@@ -1501,7 +1504,6 @@ CHART_TITLES = (
 
 def _pdf_pages(pdf):
     """(sheet name, page text, font sizes in pt) of each page of a printed workbook."""
-    pypdf = pytest.importorskip("pypdf")
     pages = []
     for page in pypdf.PdfReader(pdf).pages:
         sizes = []
