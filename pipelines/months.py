@@ -55,6 +55,7 @@ class MonthSettings(Protocol):
     zombie_min_hours: Decimal
     cost_mode: str
     idle_sharing: str
+    notice_idle_gpu_hours: Decimal
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ class BillingMonth:
             zombie_min_ms=int(settings.zombie_min_hours * 3_600_000),
             cost_mode=settings.cost_mode,
             idle_sharing=settings.idle_sharing,
+            notice_idle_gpu_hours=settings.notice_idle_gpu_hours,
         )
 
 
@@ -156,6 +158,7 @@ class MonthParams:
     zombie_min_ms: int
     cost_mode: str  # rate_card or full_recovery
     idle_sharing: str  # full_recovery's policy for idle capacity
+    notice_idle_gpu_hours: Decimal  # a user past this many idle + zombie GPU-hours is notified
 
     def sql(self) -> dict[str, Any]:
         """The parameters by name, for `pipelines.sql.run` and DuckDB."""

@@ -17,8 +17,8 @@ from pipelines.sql import SQL_DIR
 # warehouse holds exactly these), each the asset of its name
 TABLES = {
     "catalog_tenants", "catalog_rates", "catalog_price_tiers", "catalog_budgets",
-    "catalog_quotas", "catalog_clusters", "catalog_nodes", "catalog_outage_windows",
-    "catalog_account_tenants",
+    "catalog_quotas", "catalog_clusters", "catalog_gpu_models", "catalog_nodes",
+    "catalog_outage_windows", "catalog_account_tenants",
     "stg_scheduler_files", "stg_job_records", "stg_allocation_records", "stg_quota_configs",
     "stg_jobs", "job_gpus",
     "sample_sources", "stg_telemetry_files", "sample_rejects", "sample_file_counts",
@@ -28,7 +28,7 @@ TABLES = {
     "computed_charge_lines", "charge_lines", "charge_line_coverage", "tenant_month",
     "quota_compliance", "queue_stats",
     "failure_stats", "submission_stats", "kueue_workload_waits", "quota_drift",
-    "capacity_evidence", "utilization_daily",
+    "capacity_evidence", "job_efficiency", "user_efficiency", "utilization_daily",
     "telemetry_label_checks", "month_trends", "demand_forecast", "rejects", "data_quality",
     # written by `chargeback close` only (the close job), created empty by charge_lines
     "issued_charge_lines", "closed_months",

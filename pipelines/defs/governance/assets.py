@@ -30,6 +30,14 @@ quota_drift = sql_table(
 capacity_evidence = sql_table(
     "capacity_evidence", "marts", GROUP, ["capacity_buckets", "queue_stats", "quota_compliance"]
 )
+# per job, then per user: waste, memory use and energy (issue 18 item 6, Jobstats-style)
+job_efficiency = sql_table(
+    "job_efficiency", "facts", GROUP,
+    ["job_usage", "job_time_buckets", "job_sample_time", "catalog_gpu_models"],
+)  # fmt: skip
+user_efficiency = sql_table(
+    "user_efficiency", "marts", GROUP, ["job_efficiency", "catalog_tenants"]
+)
 utilization_daily = sql_table(
     "utilization_daily", "marts", GROUP,
     ["job_gpu_hours", "job_sample_time", "job_usage", "catalog_nodes", "job_time_buckets",
@@ -65,6 +73,6 @@ telemetry_label_checks = sql_table(
 
 STEPS = [
     quota_compliance, queue_stats, failure_stats, submission_stats, kueue_workload_waits,
-    quota_drift, capacity_evidence,
+    quota_drift, capacity_evidence, job_efficiency, user_efficiency,
     utilization_daily, telemetry_label_checks,
 ]  # fmt: skip
