@@ -35,8 +35,8 @@ TABLES = {
 }  # fmt: skip
 CLOSE_TABLES = {"issued_charge_lines", "closed_months"}
 FILES = {
-    "chargeback_workbook", "focus_export", "department_reports", "organisation_page",
-    "month_manifest",
+    "chargeback_workbook", "focus_export", "notices_export", "department_reports",
+    "organisation_page", "month_manifest",
 }  # fmt: skip
 DAILY_ASSETS = {"gpu_sample_rollup"}
 EXPECTED_ASSETS = TABLES | FILES | DAILY_ASSETS
@@ -147,7 +147,10 @@ def test_every_asset_is_monthly_but_the_telemetry_rollup_and_backfills_in_one_ru
         dg.AssetKey("catalog_clusters")
     }
     # month_manifest describes the month's reports as a whole: after every report is written
-    reports = {"chargeback_workbook", "focus_export", "department_reports", "organisation_page"}
+    reports = {
+        "chargeback_workbook", "focus_export", "notices_export", "department_reports",
+        "organisation_page",
+    }  # fmt: skip
     assert graph.get(dg.AssetKey("month_manifest")).parent_keys >= {
         dg.AssetKey(name) for name in reports
     }

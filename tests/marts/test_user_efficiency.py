@@ -25,7 +25,15 @@ from decimal import Decimal as D
 
 import pytest
 
-from tests.marts.conftest import IDLE_RULES, JOBS_HEADER, UNITS_PER_GPU_HOUR, pick
+from pipelines.catalog import load_catalog
+from pipelines.reports.exports import write_notices_csv
+from tests.marts.conftest import (
+    IDLE_RULES,
+    JOBS_HEADER,
+    UNITS_PER_GPU_HOUR,
+    month_params,
+    pick,
+)
 
 MEMORY_AND_NOTICES = """
     gpu_memory_mib: {A100: 81920}
@@ -147,3 +155,20 @@ def test_idlest_jobs_and_who_is_notified(rows):
         # exactly at the threshold (1 GPU-hour) is not above it
         ("chaff", "bob", "c1/j2 (1.00)", False),
     ]
+
+
+def test_the_notices_csv_names_each_user_past_the_threshold(module_month, rows, tmp_path):
+    settings = load_catalog(module_month.root / "catalog").settings
+    out = tmp_path / "notices-2026-11.csv"
+    assert write_notices_csv(module_month.con, month_params(settings), out) == 1
+    assert out.read_bytes().decode() == (
+        "billing_month,user,tenant_id,tenant_name,department,address,address_source,jobs,"
+        "allocated_gpu_hours,idle_gpu_hours,zombie_gpu_hours,idle_zombie_gpu_hours,"
+        "threshold_gpu_hours,productive_share_pct,mean_util_pct,mean_memory_pct,"
+        "peak_memory_pct,energy_kwh,idlest_jobs\n"
+        # ann only (bob's 1.00 is not above 1): 436 min = 7.27 GPU-h; 106 / 436 productive;
+        # utilisation (60 x 80 + 150 x 1 + 46 x 60 + 180 x 0) / 436 = 17.68; the address is
+        # chaff's owner (no users file)
+        "2026-11,ann,chaff,Chaffinch Lab,Biology,lead@chaff.example,tenant owner,2,"
+        "7.27,0.00,5.50,5.50,1.000,24.31,17.68,32.42,75.00,0.880,c1/j4 (3.00); c1/j1 (2.50)\n"
+    )
