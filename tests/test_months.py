@@ -3,6 +3,7 @@
 import datetime as dt
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,7 @@ def test_sql_parameters_are_typed_and_named():
     class Settings:
         currency, idle_threshold_pct, zombie_min_hours = "EUR", 5, 1.5
         cost_mode, idle_sharing = "full_recovery", "even"
+        notice_idle_gpu_hours = Decimal("12.5")
 
     params = BillingMonth.parse("2026-11", "America/New_York").params(Settings())
     assert params.sql() == {
@@ -114,6 +116,7 @@ def test_sql_parameters_are_typed_and_named():
         "zombie_min_ms": 5_400_000,
         "cost_mode": "full_recovery",
         "idle_sharing": "even",
+        "notice_idle_gpu_hours": Decimal("12.5"),
     }
 
 
