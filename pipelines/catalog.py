@@ -167,6 +167,14 @@ class Settings(_Strict):
     silence_min_minutes: Decimal = Field(default=Decimal(30), gt=0)
     telemetry: TelemetrySettings = TelemetrySettings()
     clusters: dict[str, ClusterSettings] = {}
+    # Each catalog GPU model's memory in MiB, as nvidia-smi's memory.total reads it (A100 80GB:
+    # 81920): no export the readers parse carries it (DCGM's FB_USED and nvidia-smi's
+    # memory.used are the used memory only). user_efficiency's memory ratios need it; a model
+    # without one leaves them empty, never guessed.
+    gpu_memory_mib: dict[str, Annotated[int, Field(gt=0)]] = {}
+    # a user whose idle + zombie GPU-hours in a month exceed this gets a row in
+    # notices-YYYY-MM.csv (24: a GPU held idle for a whole day)
+    notice_idle_gpu_hours: Decimal = Field(default=Decimal(24), ge=0, decimal_places=3)
 
     def telemetry_step_ms(self, cluster: str) -> int | None:
         """The declared telemetry step of `cluster` in milliseconds: the cluster's own, else

@@ -56,6 +56,7 @@ class MonthSettings(Protocol):
     silence_min_minutes: Decimal
     cost_mode: str
     idle_sharing: str
+    notice_idle_gpu_hours: Decimal
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ class BillingMonth:
             silence_min_ms=int(settings.silence_min_minutes * 60_000),
             cost_mode=settings.cost_mode,
             idle_sharing=settings.idle_sharing,
+            notice_idle_gpu_hours=settings.notice_idle_gpu_hours,
         )
 
 
@@ -159,6 +161,7 @@ class MonthParams:
     silence_min_ms: int
     cost_mode: str  # rate_card or full_recovery
     idle_sharing: str  # full_recovery's policy for idle capacity
+    notice_idle_gpu_hours: Decimal  # a user past this many idle + zombie GPU-hours is notified
 
     def sql(self) -> dict[str, Any]:
         """The parameters by name, for `pipelines.sql.run` and DuckDB."""

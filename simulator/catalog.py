@@ -22,6 +22,7 @@ from simulator.site import (
     A100,
     CLUSTER,
     CLUSTER_MONTHLY_OVERHEAD,
+    GPU_MEMORY_MIB,
     GPU_PRODUCTS,
     GPUS_PER_NODE,
     H100,
@@ -74,6 +75,10 @@ def settings_head(cost_mode: str = "rate_card", idle_sharing: str | None = None)
         + (f"idle_sharing: {idle_sharing}\n" if idle_sharing else "")
         + f"idle_threshold_pct: {IDLE_THRESHOLD_PCT}\n"
         "zombie_min_hours: 2\n"
+        # the simulated GPUs' memory (telemetry.py reads memory up to it): memory-use ratios
+        + "gpu_memory_mib: {"
+        + ", ".join(f"{model}: {int(GPU_MEMORY_MIB)}" for model in (A100, H100))
+        + "}\n"
         "clusters:\n"
     )
 

@@ -17,8 +17,8 @@ from pipelines.sql import SQL_DIR
 # warehouse holds exactly these), each the asset of its name
 TABLES = {
     "catalog_tenants", "catalog_rates", "catalog_price_tiers", "catalog_budgets",
-    "catalog_quotas", "catalog_clusters", "catalog_nodes", "catalog_outage_windows",
-    "catalog_account_tenants",
+    "catalog_quotas", "catalog_clusters", "catalog_gpu_models", "catalog_nodes",
+    "catalog_outage_windows", "catalog_account_tenants",
     "stg_scheduler_files", "stg_job_records", "stg_allocation_records", "stg_quota_configs",
     "stg_jobs", "job_gpus",
     "sample_sources", "stg_telemetry_files", "sample_rejects", "sample_file_counts",
@@ -29,7 +29,8 @@ TABLES = {
     "computed_charge_lines", "charge_lines", "charge_line_coverage", "tenant_month",
     "quota_compliance", "queue_stats",
     "failure_stats", "submission_stats", "kueue_workload_waits", "quota_drift",
-    "node_service", "incidents", "availability", "capacity_evidence", "utilization_daily",
+    "node_service", "incidents", "availability", "capacity_evidence", "job_efficiency",
+    "user_efficiency", "utilization_daily",
     "telemetry_label_checks", "month_trends", "demand_forecast", "rejects", "data_quality",
     "telemetry_coverage",
     # written by `chargeback close` only (the close job), created empty by charge_lines
@@ -37,8 +38,8 @@ TABLES = {
 }  # fmt: skip
 CLOSE_TABLES = {"issued_charge_lines", "closed_months"}
 FILES = {
-    "chargeback_workbook", "focus_export", "department_reports", "organisation_page",
-    "month_manifest",
+    "chargeback_workbook", "focus_export", "notices_export", "department_reports",
+    "organisation_page", "month_manifest",
 }  # fmt: skip
 DAILY_ASSETS = {"gpu_sample_rollup"}
 EXPECTED_ASSETS = TABLES | FILES | DAILY_ASSETS
@@ -151,7 +152,10 @@ def test_every_asset_is_monthly_but_the_telemetry_rollup_and_backfills_in_one_ru
         dg.AssetKey("catalog_clusters")
     }
     # month_manifest describes the month's reports as a whole: after every report is written
-    reports = {"chargeback_workbook", "focus_export", "department_reports", "organisation_page"}
+    reports = {
+        "chargeback_workbook", "focus_export", "notices_export", "department_reports",
+        "organisation_page",
+    }  # fmt: skip
     assert graph.get(dg.AssetKey("month_manifest")).parent_keys >= {
         dg.AssetKey(name) for name in reports
     }

@@ -3,6 +3,7 @@
 import datetime as dt
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,7 @@ def test_sql_parameters_are_typed_and_named():
         currency, idle_threshold_pct, zombie_min_hours = "EUR", 5, 1.5
         silence_min_minutes = 12.5
         cost_mode, idle_sharing = "full_recovery", "even"
+        notice_idle_gpu_hours = Decimal("12.5")
 
     params = BillingMonth.parse("2026-11", "America/New_York").params(Settings())
     assert params.sql() == {
@@ -116,6 +118,7 @@ def test_sql_parameters_are_typed_and_named():
         "silence_min_ms": 750_000,
         "cost_mode": "full_recovery",
         "idle_sharing": "even",
+        "notice_idle_gpu_hours": Decimal("12.5"),
     }
 
 

@@ -52,7 +52,10 @@ def note(name: str) -> str:
 def page_definitions(values: Mapping[str, str]) -> Definitions:
     """The department page's Definitions, every {name} filled from `values` (and {report})."""
     values = {"report": "page", **values}
-    figures = {item["term"]: item["meaning"] for item in _wording()["workbook"]}
+    figures = {
+        item["term"]: item["meaning"]
+        for item in [*_wording()["workbook"], *_wording()["governance"]]
+    }
     items = []
     for item in _wording()["page"]:
         meaning = figures[item["figure"]] if "figure" in item else item["meaning"]

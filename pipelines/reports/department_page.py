@@ -95,6 +95,7 @@ def render_department_page(
     telemetry = cluster_telemetry(con, month.first_day, department.name)
     if telemetry is not None:
         sources.append("telemetry_coverage")
+    users = queries.fetch_if_table(con, "user_efficiency", "users", **key)
     flags = quota_flags(tenants, quota)
     total_amount = sum((t.amount for t in tenants), Decimal("0.00"))
     budgets = [t.budget for t in tenants if t.budget is not None]
@@ -157,6 +158,8 @@ def render_department_page(
         "top_jobs": [_job_view(j) for j in top_jobs],
         "cost_views": None if cost_views is None else [_cost_view(v) for v in cost_views],
         "telemetry": None if telemetry is None else [_telemetry_view(t) for t in telemetry],
+        "users": None if users is None else [_user_view(u) for u in users],
+        "notice_threshold": parameters.get("notice_idle_gpu_hours") or "24",
         "has_quota": has_quota,
         "sources": [*sources, *(["quota_compliance"] if has_quota else [])],
         "quota": [_quota_view(q) for q in quota or []],
@@ -294,6 +297,28 @@ def _telemetry_view(t: ClusterTelemetry) -> dict[str, str]:
         "measured": _hours(t.measured_gpu_hours),
         "measured_share": _share(t.measured_share),
     }
+
+
+def _user_view(u: Any) -> dict[str, str]:
+    return {
+        "user": u.user or "—",
+        "tenant": u.tenant_name,
+        "jobs": f"{u.jobs:,}",
+        "allocated": _hours(u.allocated_gpu_hours),
+        "productive_share": _percent_of(u.productive_share_pct),
+        "idle_zombie": _hours(u.idle_zombie_gpu_hours),
+        "mean_util": _number(u.mean_util_pct),
+        "mean_memory": _percent_of(u.mean_memory_pct),
+        "peak_memory": _percent_of(u.peak_memory_pct),
+        "energy": _number(u.energy_kwh, 1),
+        "notice": "yes" if u.is_notified else "",
+        "idlest_jobs": u.idlest_jobs or "",
+    }
+
+
+def _percent_of(pct: float | None) -> str:
+    """A mart's percentage (0-100) as the page shows shares."""
+    return _share(None if pct is None else pct / 100)
 
 
 def _job_view(j: Any) -> dict[str, str]:

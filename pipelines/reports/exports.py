@@ -1,4 +1,5 @@
-"""The machine-readable outputs of a month: the FOCUS CSV and the audit manifest."""
+"""The machine-readable outputs of a month: the FOCUS CSV, the idle-GPU notices CSV and the
+audit manifest."""
 
 from __future__ import annotations
 
@@ -20,6 +21,21 @@ def write_focus_csv(con: duckdb.DuckDBPyConnection, params: Params, out: Path) -
     Written beside the target and renamed, so a failure leaves an earlier file intact.
     """
     sql = sql_text("reports/focus_charges")
+    partial = out.with_name(f".{out.name}.partial")
+    con.execute(
+        f"copy ({sql}) to '{partial.as_posix()}' (format csv, header true)", bind(sql, params)
+    )
+    os.replace(partial, out)
+    return con.execute(f"select count(*) from ({sql})", bind(sql, params)).fetchone()[0]
+
+
+def write_notices_csv(con: duckdb.DuckDBPyConnection, params: Params, out: Path) -> int:
+    """Write `notices-YYYY-MM.csv`: one row per user to notify of idle GPUs (a header alone
+    when nobody is past the threshold); returns the rows written.
+
+    Written beside the target and renamed, so a failure leaves an earlier file intact.
+    """
+    sql = sql_text("reports/notices")
     partial = out.with_name(f".{out.name}.partial")
     con.execute(
         f"copy ({sql}) to '{partial.as_posix()}' (format csv, header true)", bind(sql, params)
@@ -74,9 +90,18 @@ def report_parameters(month, catalog, extra: dict[str, str] | None = None) -> di
         "idle_threshold_pct": str(settings.idle_threshold_pct),
         "zombie_min_hours": str(settings.zombie_min_hours),
         "telemetry_step_s": _declared_telemetry_steps(settings),
+        "notice_idle_gpu_hours": str(settings.notice_idle_gpu_hours),
+        "gpu_memory_mib": _gpu_memory(settings),
         **(extra or {}),
         "code_version": code_version(),
     }
+
+
+def _gpu_memory(settings) -> str:
+    """The catalog's GPU memory per model, e.g. `A100-80GB: 81920; H100-80GB: 81559` ('none
+    given' without any: no memory ratios)."""
+    given = sorted(settings.gpu_memory_mib.items())
+    return "; ".join(f"{model}: {mib}" for model, mib in given) or "none given"
 
 
 def _declared_telemetry_steps(settings) -> str:

@@ -61,8 +61,9 @@ from pipelines.reports.streamed_sheet import RowsQuery, StreamedRows
 from pipelines.reports.telemetry import ClusterTelemetry, cluster_telemetry
 
 SHEET_NAMES = (
-    "Summary", "Charges", "Job lines", "Waste", "Cost views", "Quota & Budget", "Queue & Service",
-    "Failures", "Reliability", "Capacity", "Trends", "Data quality", "Definitions", "Audit",
+    "Summary", "Charges", "Job lines", "Waste", "Cost views", "Users", "Quota & Budget",
+    "Queue & Service", "Failures", "Reliability", "Capacity", "Trends", "Data quality",
+    "Definitions", "Audit",
 )  # fmt: skip
 TOP_NODES_SHOWN = 20
 REJECTS_SHOWN_MAX = 10_000
@@ -142,6 +143,7 @@ def write_chargeback_workbook(
         cost_views=queries.fetch_if_table(
             con, "cost_views", "cost_views", **month, department=None
         ),
+        users=queries.fetch_if_table(con, "user_efficiency", "users", **month, department=None),
         trends=queries.fetch_if_table(con, "month_trends", "month_trends", **month),
         forecast=queries.fetch_if_table(con, "demand_forecast", "demand_forecast", **month),
         telemetry=cluster_telemetry(con, billing_month),
@@ -218,6 +220,7 @@ class _Month:
     capacity: list[Any] | None = None
     daily: list[Any] | None = None
     cost_views: list[Any] | None = None
+    users: list[Any] | None = None
     trends: list[Any] | None = None
     forecast: list[Any] | None = None
     telemetry: list[ClusterTelemetry] | None = None
@@ -294,6 +297,7 @@ def _build_workbook(
     _write_waste(sheets["Waste"], data.buckets, data.tenants, currency)
     _write_waste_chart(sheets["Waste"], data.buckets)
     _write_cost_views(sheets["Cost views"], data.cost_views, currency)
+    _write_users(sheets["Users"], data.users)
     _write_quota_budget(sheets["Quota & Budget"], data.quota, data.tenants, currency, data.drift)
     _write_queue(sheets["Queue & Service"], data.queue, data.submissions)
     _write_failures(sheets["Failures"], data.failures)
@@ -582,6 +586,43 @@ def _write_cost_views(ws: Worksheet, views: list[Any] | None, currency: str) -> 
     last = write_main_table(ws, cols, rows)
     write_total_row(ws, last + 1, 2, last, {4: "hours", 5: "hours", 6: "money", 7: "money",
                                             8: "money"})  # fmt: skip
+    apply_widths(ws, fit_widths({}, cols, rows))
+
+
+def _write_users(ws: Worksheet, users: list[Any] | None) -> None:
+    """Per tenant and user, the GPU time of the user's jobs, its waste, memory use and energy
+    (user_efficiency), the most idle + zombie GPU-hours first; Notice says who is in the
+    month's notices CSV."""
+    if users is None:
+        not_available(ws, 1, "user_efficiency")
+        return
+    cols = [
+        Column("Tenant ID"),
+        Column("Tenant"),
+        Column("User"),
+        Column("Jobs", "count"),
+        Column("Allocated GPU-hours", "hours"),
+        Column("Productive share", "share"),
+        Column("Idle GPU-hours", "hours"),
+        Column("Zombie GPU-hours", "hours"),
+        Column("Idle + zombie GPU-hours", "hours"),
+        Column("Mean util. %", "util"),
+        Column("Mean memory use", "share"),
+        Column("Peak memory use", "share"),
+        Column("Energy (kWh)", "hours"),
+        Column("Notice"),
+        Column("Idlest jobs (idle + zombie GPU-hours)", "wrap", width=50),
+    ]
+    rows = [
+        (u.tenant_id, u.tenant_name, u.user, u.jobs, u.allocated_gpu_hours,
+         share_of(u.productive_share_pct), u.idle_gpu_hours, u.zombie_gpu_hours,
+         u.idle_zombie_gpu_hours, u.mean_util_pct, share_of(u.mean_memory_pct),
+         share_of(u.peak_memory_pct), u.energy_kwh, _yes_no(u.is_notified), u.idlest_jobs)
+        for u in users
+    ]  # fmt: skip
+    last = write_main_table(ws, cols, rows)
+    write_total_row(ws, last + 1, 2, last, {5: "hours", 7: "hours", 8: "hours", 9: "hours",
+                                            13: "hours"})  # fmt: skip
     apply_widths(ws, fit_widths({}, cols, rows))
 
 

@@ -17,6 +17,11 @@
 -- util_weighted_units (Σ GPU units × utilisation %) is exact: summed in integers, utilisation
 -- in thousandths of a percent (util_milli_pct, *_milli_pct_* columns), and made a DECIMAL once
 -- at the end, so the same samples give the same value whatever order threads add them in.
+-- Memory and power ride along the same pass, summed in integers (whole MiB, milliwatts): the
+-- time measured with a memory reading (memory_units), Σ units × MiB used (memory_mib_units),
+-- the most memory a sample read (peak_memory_mib), and energy, Σ units × mW (energy_mw_units;
+-- a GPU shared by several jobs gives each its share, as for time). A sample without a memory
+-- or power reading adds no memory time or energy.
 -- Parameters: $billing_month, $month_start, $sample_files, $hour_files (the daily rollup's
 -- samples and sums per series-hour), $zombie_min_ms.
 with job_gpus as (
@@ -95,18 +100,30 @@ stretch_sums as (
         run,
         sum(cover_ms) as cover_ms,
         sum(util_milli_pct_ms) as util_milli_pct_ms,
+        sum(mem_cover_ms) as mem_cover_ms,
+        sum(mem_mib_ms) as mem_mib_ms,
+        max(peak_mem_mib) as peak_mem_mib,
+        sum(power_mw_ms) as power_mw_ms,
         max(last_ts) as last_ts,
         arg_max(last_cover_ms, last_ts) as last_cover_ms,
-        arg_max(last_util_milli_pct, last_ts) as last_util_milli_pct
+        arg_max(last_util_milli_pct, last_ts) as last_util_milli_pct,
+        arg_max_null(last_mem_mib, last_ts) as last_mem_mib,
+        arg_max_null(last_power_mw, last_ts) as last_power_mw
     from (
         select
             g.stretch,
             h.run,
             h.cover_ms,
             util_milli_pct(h.util_weighted_ms) as util_milli_pct_ms,
+            h.mem_cover_ms,
+            h.mem_mib_ms,
+            h.peak_mem_mib,
+            h.power_mw_ms,
             h.last_ts,
             h.last_cover_ms,
-            util_milli_pct(h.last_util_pct) as last_util_milli_pct
+            util_milli_pct(h.last_util_pct) as last_util_milli_pct,
+            h.last_mem_mib,
+            h.last_power_mw
         from read_parquet($hour_files) as h
         join stretch_parts as g
             on g.whole and g.series_key = h.series_key and g.hour = h.hour
@@ -116,9 +133,15 @@ stretch_sums as (
             s.run,
             s.cover_ms,
             s.cover_ms * util_milli_pct(s.util_pct),
+            case when s.mem_used_mib is not null then s.cover_ms else 0 end,
+            coalesce(s.cover_ms * whole_mib(s.mem_used_mib), 0),
+            whole_mib(s.mem_used_mib),
+            coalesce(s.cover_ms * milliwatts(s.power_w), 0),
             s.ts,
             s.cover_ms,  -- the union's last_cover_ms: a sample is its own last -- noqa: AL08
-            util_milli_pct(s.util_pct)
+            util_milli_pct(s.util_pct),
+            whole_mib(s.mem_used_mib),
+            milliwatts(s.power_w)
         from read_parquet($sample_files) as s
         join stretch_parts as g
             on not g.whole
@@ -158,7 +181,17 @@ day_parts as (
             as measured_outside_outage_units,
         spill_ms * gpu_share as spill_units,
         spill_ms * gpu_share * last_util_milli_pct as spill_util_milli_pct_units,
-        case when in_outage then 0 else spill_ms * gpu_share end as spill_outside_outage_units
+        case when in_outage then 0 else spill_ms * gpu_share end as spill_outside_outage_units,
+        -- the clipped or spilled time of the latest sample carries its memory and power
+        (mem_cover_ms - case when last_mem_mib is null then 0 else clip_ms end) * gpu_share
+            as memory_units,
+        (mem_mib_ms - clip_ms * coalesce(last_mem_mib, 0)) * gpu_share as memory_mib_units,
+        peak_mem_mib,
+        (power_mw_ms - clip_ms * coalesce(last_power_mw, 0)) * gpu_share as energy_mw_units,
+        case when last_mem_mib is null then 0 else spill_ms * gpu_share end
+            as spill_memory_units,
+        spill_ms * gpu_share * coalesce(last_mem_mib, 0) as spill_memory_mib_units,
+        spill_ms * gpu_share * coalesce(last_power_mw, 0) as spill_energy_mw_units
     from clipped
 ),
 
@@ -214,7 +247,9 @@ billed as (
     select
         p.job_gpu, p.day_index, c.is_zombie,
         p.measured_units, p.util_milli_pct_units, p.measured_outside_outage_units,
-        p.spill_units, p.spill_util_milli_pct_units, p.spill_outside_outage_units
+        p.spill_units, p.spill_util_milli_pct_units, p.spill_outside_outage_units,
+        p.memory_units, p.memory_mib_units, p.peak_mem_mib, p.energy_mw_units,
+        p.spill_memory_units, p.spill_memory_mib_units, p.spill_energy_mw_units
     from day_parts as p
     left join classified as c using (job_gpu, day, run)
 ),
@@ -230,19 +265,29 @@ job_gpu_days as (
         coalesce(sum(measured_outside_outage_units) filter (is_zombie), 0) as zombie_units,
         coalesce(sum(measured_outside_outage_units) filter (not is_zombie), 0) as idle_units,
         coalesce(sum(measured_outside_outage_units) filter (is_zombie is null), 0)
-            as productive_units
+            as productive_units,
+        sum(memory_units) as memory_units,
+        sum(memory_mib_units) as memory_mib_units,
+        max(peak_mem_mib) as peak_mem_mib,
+        sum(energy_mw_units) as energy_mw_units
     from (
         select
             job_gpu, day_index, is_zombie,
             measured_units - spill_units as measured_units,
             util_milli_pct_units - spill_util_milli_pct_units as util_milli_pct_units,
             measured_outside_outage_units - spill_outside_outage_units
-                as measured_outside_outage_units
+                as measured_outside_outage_units,
+            memory_units - spill_memory_units as memory_units,
+            memory_mib_units - spill_memory_mib_units as memory_mib_units,
+            -- a sample's reading counts in the day it was taken, its spilled time aside
+            peak_mem_mib,
+            energy_mw_units - spill_energy_mw_units as energy_mw_units
         from billed
         union all
         select
             job_gpu, day_index + 1, is_zombie,
-            spill_units, spill_util_milli_pct_units, spill_outside_outage_units
+            spill_units, spill_util_milli_pct_units, spill_outside_outage_units,
+            spill_memory_units, spill_memory_mib_units, null, spill_energy_mw_units
         from billed
         where spill_units > 0
     )
@@ -262,7 +307,11 @@ final as (
         sum(d.measured_outside_outage_units)::bigint as measured_outside_outage_units,
         sum(d.zombie_units)::bigint as zombie_units,
         sum(d.idle_units)::bigint as idle_units,
-        sum(d.productive_units)::bigint as productive_units
+        sum(d.productive_units)::bigint as productive_units,
+        sum(d.memory_units)::bigint as memory_units,
+        sum(d.memory_mib_units)::hugeint as memory_mib_units,
+        max(d.peak_mem_mib)::bigint as peak_memory_mib,
+        sum(d.energy_mw_units)::hugeint as energy_mw_units
     from job_gpu_days as d
     join job_gpus as k using (job_gpu)
     group by all

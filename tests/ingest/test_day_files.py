@@ -115,6 +115,27 @@ def test_a_day_whose_hour_sums_are_doubles_is_named(tmp_path):
     )
 
 
+def test_a_day_whose_hour_sums_lack_memory_and_power_is_named(tmp_path):
+    from pipelines.defs.attribution.assets import HOURS_COLUMNS_ADDED, _check_memory_power_sums
+
+    con = duckdb.connect()
+    files = []
+    current = "".join(f", 0::bigint as {column}" for column in HOURS_COLUMNS_ADDED)
+    for day, sums in (("2026-11-01", current), ("2026-11-02", "")):
+        folder = tmp_path / "cluster=c" / f"day={day}"
+        folder.mkdir(parents=True)
+        files.append(str(folder / "hours_0.parquet"))
+        con.execute(f"copy (select 1::bigint as cover_ms{sums}) to '{files[-1]}'")
+    _check_memory_power_sums(con, files[:1], "November 2026")  # the current format passes
+    with pytest.raises(ValueError) as error:
+        _check_memory_power_sums(con, files, "November 2026")
+    assert str(error.value) == (
+        "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (without "
+        "the sums of memory and power per hour): materialise gpu_sample_rollup for these days "
+        "again"
+    )
+
+
 def test_of_equal_samples_the_export_last_by_name_wins(tmp_path):
     # one GPU read at 10:00 by two exports: the rollup keeps the reading of the export last by
     # landing name (whatever order the files are found in) and counts the other as folded

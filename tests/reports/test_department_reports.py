@@ -741,6 +741,35 @@ def test_telemetry_section_shows_the_clusters_of_the_departments_jobs(con, tmp_p
     ]  # fmt: skip
 
 
+def test_users_section_lists_the_departments_users(con):
+    assert 'id="users"' not in render_department_page(con, MONTH, PHYSICS, PARAMETERS)
+    con.execute(
+        "create table user_efficiency as select date '2026-11-01' as billing_month, * from "
+        "(values ('quark', 'ann', 2, 60.0, 25.0, 30.0, 45.0, 32.421875, 75.0, 0.88, "
+        "'c1/q1 (20.00); c1/q2 (10.00)', true), "
+        "('quark', null, 1, 4.0, 100.0, 0.0, 90.0, null, null, 0.07, null, false), "
+        "('finch', 'bob', 1, 5.0, 0.0, 5.0, 1.0, 10.0, 10.0, 0.5, 'c2/f1 (5.00)', false)) "
+        'as u(tenant_id, "user", jobs, allocated_gpu_hours, productive_share_pct, '
+        "idle_zombie_gpu_hours, mean_util_pct, mean_memory_pct, peak_memory_pct, energy_kwh, "
+        "idlest_jobs, is_notified)"
+    )
+    con.execute(
+        "alter table user_efficiency add column idle_gpu_hours double default 0; "
+        "alter table user_efficiency add column zombie_gpu_hours double default 0"
+    )
+    doc = parse(
+        render_department_page(con, MONTH, PHYSICS, {**PARAMETERS, "notice_idle_gpu_hours": "24"})
+    )
+    # Physics: quark's users, most idle + zombie first; finch's bob is Biology's; memory of
+    # unknown size shows a dash
+    assert rows(table_in(doc, "users")) == [
+        ["ann", EVIL, "2", "60.00", "25.0 %", "30.00", "45.0", "32.4 %", "75.0 %", "0.9",
+         "yes", "c1/q1 (20.00); c1/q2 (10.00)"],
+        ["—", EVIL, "1", "4.00", "100.0 %", "0.00", "90.0", "—", "—", "0.1", "", ""],
+    ]  # fmt: skip
+    assert "idle + zombie above 24 GPU-hours" in doc.by_id("users").text
+
+
 def test_the_organisation_page_is_every_department_with_links_to_theirs(con, tmp_path):
     written = write_organisation_page(con, MONTH, PARAMETERS, tmp_path / "chargeback-2026-11.html")
     assert written == ["chargeback-2026-11.html"]  # no Chromium given: no PDF

@@ -96,6 +96,13 @@ GOVERNANCE_DDL = [
     tenant_id varchar, allocated_gpu_hours double, idle_zombie_gpu_hours double,
     allocated_units hugeint, idle_zombie_units hugeint, allocation_amount decimal(18,2),
     idle_zombie_amount decimal(18,2), utilisation_amount decimal(18,2), currency varchar)""",
+    """create table user_efficiency (billing_month date, tenant_id varchar,
+    department varchar, "user" varchar, jobs bigint, allocated_gpu_hours double,
+    measured_gpu_hours double, productive_gpu_hours double, productive_share_pct double,
+    idle_gpu_hours double, zombie_gpu_hours double, idle_zombie_gpu_hours double,
+    mean_util_pct double, memory_measured_gpu_hours double, mean_memory_pct double,
+    peak_memory_pct double, peak_memory_mib bigint, energy_kwh decimal(18, 3),
+    idlest_jobs varchar, is_notified boolean)""",
     """create table month_trends (billing_month date, level varchar, cluster varchar,
     gpu_model varchar, tenant_id varchar, allocation_rate_pct double,
     allocated_gpu_hours double, amount decimal(18, 2))""",
@@ -148,7 +155,7 @@ GOVERNANCE_DDL += [
 GOVERNANCE_TABLES = (
     "quota_compliance", "quota_drift", "queue_stats", "submission_stats", "failure_stats",
     "availability", "incidents", "capacity_evidence", "utilization_daily", "month_trends",
-    "demand_forecast", "cost_views", "telemetry_coverage",
+    "demand_forecast", "cost_views", "telemetry_coverage", "user_efficiency",
 )  # fmt: skip
 
 # (cluster, metric, series, samples, sampled_h, sampled_pct, median_s, min_s, max_s,
@@ -189,6 +196,17 @@ COST_VIEWS = [
     ("phillips", "10", "chaff", 96.0, 40.0, Decimal("201.60"), Decimal("84.00"), Decimal("117.60")),
     ("phillips", "11", "chaff", 4.0, 0.0, Decimal("8.40"), Decimal("0.00"), Decimal("8.40")),
     ("phillips", "12", "r&d", 10.0, 5.0, Decimal("21.00"), Decimal("10.50"), Decimal("10.50")),
+]  # fmt: skip
+
+# (tenant, department, user, jobs, allocated_h, productive_share_pct, idle_h, zombie_h,
+#  mean_util_pct, mean_memory_pct, peak_memory_pct, energy_kwh, idlest_jobs, is_notified)
+USERS = [
+    ("chaff", "Biology", "ann", 2, 100.0, 40.0, 24.0, 36.0, 35.5, 32.5, 75.0, Decimal("12.345"),
+     "phillips/10 (40.00); phillips/11 (20.00)", True),
+    ("r&d", "R&D", "zoë", 1, 10.0, 50.0, 5.0, 0.0, 50.0, None, None, Decimal("0.500"),
+     "kube/pod-1 (5.00)", False),
+    ("chaff", "Biology", None, 1, 4.0, 100.0, 0.0, 0.0, 90.0, 25.0, 25.0, Decimal("1.000"),
+     None, False),
 ]  # fmt: skip
 
 # (month, level, cluster, model, tenant, allocation_pct, allocated_h, amount): October and
@@ -427,6 +445,18 @@ def _insert_governance(con):
         units = [round(hours * 1_512_000_000) for hours in v[3:5]]
         con.execute(f"insert into cost_views values ({', '.join('?' * 12)})",
                     [NOV, *v[:5], *units, *v[5:], "USD"])  # fmt: skip
+    for u in USERS:
+        con.execute(
+            f"insert into user_efficiency values ({', '.join('?' * 20)})",
+            [NOV, *u[:5], u[4], u[4] * u[5] / 100, u[5], u[6], u[7], u[6] + u[7], u[8], u[4],
+             u[9], u[10], 1000, *u[11:]],
+        )  # fmt: skip
+    # another month never leaks in
+    con.execute(
+        'insert into user_efficiency (billing_month, tenant_id, "user", idle_zombie_gpu_hours)'
+        " values (?, 'chaff', 'october', 99)",
+        [OCT],
+    )
     for t in TRENDS:
         con.execute(f"insert into month_trends values ({', '.join('?' * 8)})", list(t))
     for f in FORECAST:
@@ -530,6 +560,7 @@ def test_sheet_names_in_order(written):
         "Job lines",
         "Waste",
         "Cost views",
+        "Users",
         "Quota & Budget",
         "Queue & Service",
         "Failures",
@@ -1130,6 +1161,31 @@ def test_cost_views_sheet_puts_each_tenants_two_views_side_by_side(written):
     assert allocation - idle_zombie == utilisation == Decimal("136.50")
 
 
+def test_users_sheet_lists_each_users_waste_memory_and_energy(written):
+    _, _, wb = written
+    ws = wb["Users"]
+    assert _rows(ws, 1, 5, 15) == [
+        ("Tenant ID", "Tenant", "User", "Jobs", "Allocated GPU-hours", "Productive share",
+         "Idle GPU-hours", "Zombie GPU-hours", "Idle + zombie GPU-hours", "Mean util. %",
+         "Mean memory use", "Peak memory use", "Energy (kWh)", "Notice",
+         "Idlest jobs (idle + zombie GPU-hours)"),
+        # the most idle + zombie first; percentages shown as shares
+        ("chaff", "Chaffinch Lab", "ann", 2, 100, 0.4, 24, 36, 60, 35.5, 0.325, 0.75, 12.345,
+         "yes", "phillips/10 (40.00); phillips/11 (20.00)"),
+        # unknown GPU memory stays empty
+        ("r&d", RND_NAME, "zoë", 1, 10, 0.5, 5, 0, 5, 50, None, None, 0.5, "no",
+         "kube/pod-1 (5.00)"),
+        # a job without a user in the export
+        ("chaff", "Chaffinch Lab", None, 1, 4, 1, 0, 0, 0, 90, 0.25, 0.25, 1, "no", None),
+        ("TOTAL", None, None, None, "=SUM(E2:E4)", None, "=SUM(G2:G4)", "=SUM(H2:H4)",
+         "=SUM(I2:I4)", None, None, None, "=SUM(M2:M4)", None, None),
+    ]  # fmt: skip
+    assert _evaluate(wb, "Users", ws["I5"].value) == 65
+    assert _evaluate(wb, "Users", ws["M5"].value) == Decimal("13.845")
+    assert ws["F2"].number_format == sheets.SHARE_FORMAT
+    assert ws.freeze_panes == "A2"
+
+
 def test_trends_sheet_shows_the_forecast_then_the_months_with_their_charts(written):
     out, _, wb = written
     ws = wb["Trends"]
@@ -1344,6 +1400,7 @@ def test_missing_governance_marts_say_not_available(con, tmp_path):
         ("Failures", "failure_stats"),
         ("Reliability", "availability"),
         ("Capacity", "capacity_evidence"),
+        ("Users", "user_efficiency"),
     ):
         assert wb[sheet]["A1"].value.startswith(
             f"not available: this warehouse has no table {table}"
@@ -1377,6 +1434,7 @@ PRINT_SETUP = {
     "Job lines": (False, "$1:$1", "$A:$C", []),
     "Waste": (False, None, None, [12, 19, 24]),  # by tenant, by model, the chart
     "Cost views": (False, "$1:$1", None, []),
+    "Users": (False, "$1:$1", None, []),
     "Quota & Budget": (False, None, None, [5, 12, 18]),  # budgets, drift, the chart
     "Queue & Service": (False, None, None, [6]),  # submissions
     "Failures": (False, None, None, [6, 11, 16]),  # fault domains, drivers, exit codes
@@ -1384,7 +1442,7 @@ PRINT_SETUP = {
     "Capacity": (False, None, None, [4, 9, 31]),  # daily, its chart, daily by model
     "Trends": (False, None, None, [4, 9, 31, 36]),  # allocation, chart, spend, chart
     "Data quality": (False, None, None, [6, 12]),  # rejected rows, telemetry per cluster
-    "Definitions": (False, None, None, [58, 72]),  # parameters, telemetry per cluster
+    "Definitions": (False, None, None, [62, 76]),  # parameters, telemetry per cluster
     "Audit": (False, None, None, [8, 14]),  # input files, table rows
 }
 
@@ -1473,7 +1531,7 @@ def test_summary_shows_the_waste_in_money_per_bucket(written):
 # sheet starts a page (so at least one page per table and chart), a sheet wider than the page
 # at 73 % spans two pages across (Failures: 4 tables x 2).
 PDF_PAGES = {
-    "Summary": 2, "Charges": 2, "Job lines": 3, "Waste": 6, "Cost views": 2,
+    "Summary": 2, "Charges": 2, "Job lines": 3, "Waste": 6, "Cost views": 2, "Users": 2,
     "Quota & Budget": 7, "Queue & Service": 4, "Failures": 8, "Reliability": 4, "Capacity": 6,
     "Trends": 6, "Data quality": 7, "Definitions": 8, "Audit": 4,
 }  # fmt: skip

@@ -18,6 +18,7 @@ def _rollup_files(run: MonthRun) -> dict[str, list[str]]:
     files = month_sample_files(run.folders.telemetry, run.month)
     hour_files = month_hour_files(run.folders.telemetry, run.month)
     _check_rollup_format(run.con, files, run.month.label)
+    _check_memory_power_sums(run.con, hour_files, run.month.label)
     _check_exact_hour_sums(run.con, hour_files, run.month.label)
     _check_idle_threshold(run.con, files, run.params.idle_threshold_pct, run.month.label)
     return {"sample_files": files, "hour_files": hour_files}
@@ -50,6 +51,25 @@ def _check_rollup_format(con, files: list[str], label: str) -> None:
     ).fetchall()]  # fmt: skip
     if old:
         _stop_on_old_rollups(label, old, f"without the columns {', '.join(ROLLUP_COLUMNS_ADDED)}")
+
+
+# The sums per series-hour of memory and power (user_efficiency's memory use and energy) that
+# releases before them did not write
+HOURS_COLUMNS_ADDED = (
+    "mem_cover_ms", "mem_mib_ms", "peak_mem_mib", "power_mw_ms", "last_mem_mib", "last_power_mw",
+)  # fmt: skip
+
+
+def _check_memory_power_sums(con, hour_files: list[str], label: str) -> None:
+    """Days rolled up before the hours files carried memory and power sums would leave the
+    whole hours of their jobs without memory or energy (too little, silently): name them."""
+    old = [path for (path,) in con.execute(
+        "select file_name from parquet_schema($files) group by file_name "
+        "having count(*) filter (list_contains($columns, name)) < len($columns) order by 1",
+        {"files": hour_files, "columns": list(HOURS_COLUMNS_ADDED)},
+    ).fetchall()]  # fmt: skip
+    if old:
+        _stop_on_old_rollups(label, old, "without the sums of memory and power per hour")
 
 
 def _check_exact_hour_sums(con, hour_files: list[str], label: str) -> None:

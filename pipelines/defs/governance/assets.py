@@ -49,6 +49,14 @@ capacity_evidence = sql_table(
     "capacity_evidence", "marts", GROUP,
     ["capacity_buckets", "queue_stats", "quota_compliance", "availability"],
 )  # fmt: skip
+# per job, then per user: waste, memory use and energy (issue 18 item 6, Jobstats-style)
+job_efficiency = sql_table(
+    "job_efficiency", "facts", GROUP,
+    ["job_usage", "job_time_buckets", "job_sample_time", "catalog_gpu_models"],
+)  # fmt: skip
+user_efficiency = sql_table(
+    "user_efficiency", "marts", GROUP, ["job_efficiency", "catalog_tenants"]
+)
 utilization_daily = sql_table(
     "utilization_daily", "marts", GROUP,
     ["job_gpu_hours", "job_sample_time", "job_usage", "catalog_nodes", "job_time_buckets",
@@ -84,6 +92,7 @@ telemetry_label_checks = sql_table(
 
 STEPS = [
     quota_compliance, queue_stats, failure_stats, kueue_workload_waits, submission_stats,
-    quota_drift, node_service, incidents, availability, capacity_evidence,
+    quota_drift, node_service, incidents, availability, capacity_evidence, job_efficiency,
+    user_efficiency,
     utilization_daily, telemetry_label_checks,
 ]  # fmt: skip

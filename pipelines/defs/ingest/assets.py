@@ -26,7 +26,7 @@ GROUP = "ingest"
 
 CATALOG_TABLES = (
     "catalog_tenants", "catalog_rates", "catalog_price_tiers", "catalog_budgets", "catalog_quotas",
-    "catalog_clusters", "catalog_nodes", "catalog_outage_windows",
+    "catalog_clusters", "catalog_gpu_models", "catalog_nodes", "catalog_outage_windows",
 )  # fmt: skip
 
 

@@ -116,6 +116,15 @@ def write_catalog_rows(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> dict
         pa.schema([("cluster", pa.string()), ("scheduler_timezone", pa.string()),
                    ("monthly_overhead", MONEY)]),
     )  # fmt: skip
+    counts["catalog_gpu_models"] = write_rows(
+        con,
+        "catalog_gpu_models",
+        [
+            {"gpu_model": model, "memory_mib": memory_mib}
+            for model, memory_mib in sorted(catalog.settings.gpu_memory_mib.items())
+        ],
+        pa.schema([("gpu_model", pa.string()), ("memory_mib", pa.int64())]),
+    )
     nodes = catalog.nodes or []
     counts["catalog_nodes"] = write_rows(
         con,

@@ -1,4 +1,5 @@
-"""Reports: the finance workbook, the FOCUS export and the manifest of each billing month.
+"""Reports: the finance workbook, the FOCUS export, the idle-GPU notices and the manifest of
+each billing month.
 
 The report assets write into the run's staging folder of the month (`staged_report`);
 `month_manifest`, the last of them, describes it in manifest.json, and the run's commit
@@ -21,6 +22,7 @@ from pipelines.reports.exports import (
     sha256_of,
     write_focus_csv,
     write_manifest,
+    write_notices_csv,
 )
 from pipelines.reports.finance_workbook import write_chargeback_workbook
 from pipelines.version import code_version
@@ -55,9 +57,9 @@ GROUP = "reports"
 )
 def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """The finance workbook `<reports>/YYYY-MM/chargeback-YYYY-MM.xlsx` of each billing month:
-    Summary, Charges, Job lines, Waste, Cost views, Quota & Budget, Queue & Service, Failures,
-    Reliability, Capacity, Trends, Data quality, Definitions, Audit (input files with sha256,
-    catalog and code version)."""
+    Summary, Charges, Job lines, Waste, Cost views, Users, Quota & Budget, Queue & Service,
+    Failures, Reliability, Capacity, Trends, Data quality, Definitions, Audit (input files with
+    sha256, catalog and code version)."""
 
     def step(run: MonthRun) -> dict[str, int]:
         parameters = report_parameters(
@@ -124,6 +126,25 @@ def focus_export(context: dg.AssetExecutionContext, chargeback: ChargebackResour
     return materialize_months(context, chargeback, step)
 
 
+@dg.asset(
+    deps=["user_efficiency", "catalog_tenants"],
+    partitions_def=monthly_partition,
+    backfill_policy=single_run,
+    group_name=GROUP,
+    kinds={"csv"},
+)
+def notices_export(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
+    """`<reports>/YYYY-MM/notices-YYYY-MM.csv`: one row per user whose jobs held GPUs idle or
+    zombie for more than settings.yaml notice_idle_gpu_hours in the month, with the address to
+    write to, the user's figures and idlest jobs (user_efficiency), for a mail merge."""
+
+    def step(run: MonthRun) -> dict[str, int]:
+        out = staged_report(context, run, f"notices-{run.month.label}.csv")
+        return {"notices": write_notices_csv(run.con, run.params, out)}
+
+    return materialize_months(context, chargeback, step)
+
+
 _MANIFEST_TABLES = (
     "stg_jobs", "job_gpu_hours", "job_usage", "capacity_buckets", "charge_lines",
     "tenant_month", "rejects", "data_quality",
@@ -135,6 +156,7 @@ _MANIFEST_TABLES = (
     deps=[
         chargeback_workbook,
         focus_export,
+        notices_export,
         "department_reports",
         "organisation_page",
         "data_quality",
@@ -178,7 +200,11 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
         outputs = [
             {"file": name, "sha256": sha256_of(folder / name),
              "bytes": (folder / name).stat().st_size}
-            for name in (f"chargeback-{run.month.label}.xlsx", f"focus-{run.month.label}.csv")
+            for name in (
+                f"chargeback-{run.month.label}.xlsx",
+                f"focus-{run.month.label}.csv",
+                f"notices-{run.month.label}.csv",
+            )
         ]  # fmt: skip
         tables = {
             table: run.con.execute(
