@@ -16,26 +16,22 @@ from pipelines.version import code_version
 
 
 def write_focus_csv(con: duckdb.DuckDBPyConnection, params: Params, out: Path) -> int:
-    """Write `focus-YYYY-MM.csv` (one row per charge line); returns the rows written.
-
-    Written beside the target and renamed, so a failure leaves an earlier file intact.
-    """
-    sql = sql_text("reports/focus_charges")
-    partial = out.with_name(f".{out.name}.partial")
-    con.execute(
-        f"copy ({sql}) to '{partial.as_posix()}' (format csv, header true)", bind(sql, params)
-    )
-    os.replace(partial, out)
-    return con.execute(f"select count(*) from ({sql})", bind(sql, params)).fetchone()[0]
+    """Write `focus-YYYY-MM.csv` (one row per charge line); returns the rows written."""
+    return _write_csv(con, "reports/focus_charges", params, out)
 
 
 def write_notices_csv(con: duckdb.DuckDBPyConnection, params: Params, out: Path) -> int:
     """Write `notices-YYYY-MM.csv`: one row per user to notify of idle GPUs (a header alone
-    when nobody is past the threshold); returns the rows written.
+    when nobody is past the threshold); returns the rows written."""
+    return _write_csv(con, "reports/notices", params, out)
+
+
+def _write_csv(con: duckdb.DuckDBPyConnection, name: str, params: Params, out: Path) -> int:
+    """Write the rows of `sql/<name>.sql` as CSV with a header; returns the rows written.
 
     Written beside the target and renamed, so a failure leaves an earlier file intact.
     """
-    sql = sql_text("reports/notices")
+    sql = sql_text(name)
     partial = out.with_name(f".{out.name}.partial")
     con.execute(
         f"copy ({sql}) to '{partial.as_posix()}' (format csv, header true)", bind(sql, params)
