@@ -285,6 +285,8 @@ def _cost_view(v: Any) -> dict[str, str]:
         "idle_zombie": _money(v.idle_zombie_amount),
         "utilisation": _money(v.utilisation_amount),
         "idle_zombie_hours": _hours(v.idle_zombie_gpu_hours),
+        "failed_job_hours": _hours(v.failed_job_gpu_hours),
+        "failed_job": _money(v.failed_job_amount),
     }
 
 

@@ -564,7 +564,8 @@ def _write_waste_chart(ws: Worksheet, buckets: list[Any]) -> None:
 
 def _write_cost_views(ws: Worksheet, views: list[Any] | None, currency: str) -> None:
     """Per tenant, its jobs' allocation-based charge beside the utilisation-based one (a
-    showback: the bill is the Charges sheet); the difference is their idle and zombie time."""
+    showback: the bill is the Charges sheet); the difference is their idle and zombie time.
+    Last, what its failed runs cost it (their time stays in both views)."""
     if views is None:
         not_available(ws, 1, "cost_views")
         return
@@ -577,15 +578,18 @@ def _write_cost_views(ws: Worksheet, views: list[Any] | None, currency: str) -> 
         Column(f"Allocation view ({currency})", "money"),
         Column(f"Idle + zombie ({currency})", "money"),
         Column(f"Utilisation view ({currency})", "money"),
+        Column("Failed-job GPU-hours", "hours"),
+        Column(f"Failed jobs ({currency})", "money"),
     ]
     rows = [
         (v.tenant_id, v.tenant_name, v.jobs, v.allocated_gpu_hours, v.idle_zombie_gpu_hours,
-         v.allocation_amount, v.idle_zombie_amount, v.utilisation_amount)
+         v.allocation_amount, v.idle_zombie_amount, v.utilisation_amount,
+         v.failed_job_gpu_hours, v.failed_job_amount)
         for v in views
     ]  # fmt: skip
     last = write_main_table(ws, cols, rows)
     write_total_row(ws, last + 1, 2, last, {4: "hours", 5: "hours", 6: "money", 7: "money",
-                                            8: "money"})  # fmt: skip
+                                            8: "money", 9: "hours", 10: "money"})  # fmt: skip
     apply_widths(ws, fit_widths({}, cols, rows))
 
 

@@ -16,6 +16,8 @@ from typing import Any
 from openpyxl import Workbook
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
 from openpyxl.chart import BarChart, LineChart
+from openpyxl.chart.text import RichText
+from openpyxl.drawing.text import CharacterProperties, Paragraph, ParagraphProperties
 from openpyxl.styles import Alignment, Font, NamedStyle, PatternFill
 from openpyxl.utils import get_column_letter
 from openpyxl.utils.cell import column_index_from_string, coordinate_from_string
@@ -255,6 +257,27 @@ def style_chart(chart: BarChart | LineChart, title: str, y_title: str) -> None:
     chart.x_axis.delete = False
     chart.y_axis.delete = False
     chart.legend.position = "b"
+    # The renderers' default for a chart's labels is 10 pt, 7.3 pt once a wide sheet prints
+    # at MIN_PRINT_SCALE: every text of the chart in the body font's size instead (its title
+    # larger), so that it prints at 8 pt or more like the cells.
+    for text in (chart.x_axis, chart.y_axis, chart.legend):
+        text.txPr = _chart_text(BODY_FONT_PT)
+    _size_title(chart.title, BODY_FONT_PT + 3)
+    _size_title(chart.y_axis.title, BODY_FONT_PT)
+
+
+def _chart_text(size_pt: int) -> RichText:
+    """Text properties of a chart part (axis labels, legend) in `size_pt`."""
+    font = CharacterProperties(sz=size_pt * 100)
+    return RichText(p=[Paragraph(pPr=ParagraphProperties(defRPr=font), r=[], endParaRPr=font)])
+
+
+def _size_title(title: Any, size_pt: int) -> None:
+    """Set the size of a chart or axis title that openpyxl made from a string."""
+    for paragraph in title.tx.rich.p:
+        paragraph.pPr = ParagraphProperties(defRPr=CharacterProperties(sz=size_pt * 100, b=True))
+        for run in paragraph.r or []:
+            run.rPr = CharacterProperties(sz=size_pt * 100, b=True)
 
 
 def add_chart(ws: Worksheet, chart: BarChart | LineChart, row: int) -> int:

@@ -5,8 +5,11 @@
 -- the prices the job's time was charged (per GPU model, the job's charge × idle and zombie
 -- units / allocated units, exact, rounded half up to the cent once per job), so the two views
 -- reconcile by that difference to the cent. Failed and unmeasured time stay in both views
--- (time without samples is never assumed idle).
---   allocation_amount, idle_zombie_amount, utilisation_amount (= allocation − idle_zombie)
+-- (time without samples is never assumed idle). The waste of failed runs in money, beside them:
+-- the failed_job GPU-hours (a FAILED or OUT_OF_MEMORY job outside outage windows) priced the
+-- same way; a NODE_FAIL job's time is credited back, so it costs its tenant nothing.
+--   allocation_amount, idle_zombie_amount, utilisation_amount (= allocation − idle_zombie),
+--   failed_job_amount
 -- Parameters: $billing_month, $currency.
 with buckets as (
     select
@@ -14,7 +17,8 @@ with buckets as (
         job_id,
         gpu_model,
         sum(allocated_units)::hugeint as allocated_units,
-        sum(idle_units + zombie_units)::hugeint as idle_zombie_units
+        sum(idle_units + zombie_units)::hugeint as idle_zombie_units,
+        sum(failed_job_units)::hugeint as failed_job_units
     from job_time_buckets
     where billing_month = $billing_month
     group by all
@@ -27,13 +31,16 @@ charges as (
     group by all
 ),
 
-idle_zombie as (
+priced as (
     select
         c.cluster,
         c.job_id,
         cents_half_up(sum(
             c.charge_numerator * b.idle_zombie_units // nullif(b.allocated_units, 0)
-        )) as cents
+        )) as idle_zombie_cents,
+        cents_half_up(sum(
+            c.charge_numerator * b.failed_job_units // nullif(b.allocated_units, 0)
+        )) as failed_job_cents
     from charges as c
     join buckets as b using (cluster, job_id, gpu_model)
     group by all
@@ -50,10 +57,13 @@ select
     gpu_units(u.allocated_gpu_hours) as allocated_units,
     gpu_units(u.idle_gpu_hours) + gpu_units(u.zombie_gpu_hours) as idle_zombie_units,
     u.amount as allocation_amount,
-    money(coalesce(i.cents, 0)) as idle_zombie_amount,
-    u.amount - money(coalesce(i.cents, 0)) as utilisation_amount,
+    money(coalesce(p.idle_zombie_cents, 0)) as idle_zombie_amount,
+    u.amount - money(coalesce(p.idle_zombie_cents, 0)) as utilisation_amount,
+    u.failed_job_gpu_hours,
+    gpu_units(u.failed_job_gpu_hours) as failed_job_units,
+    money(coalesce(p.failed_job_cents, 0)) as failed_job_amount,
     $currency as currency
 from job_usage as u
-left join idle_zombie as i using (cluster, job_id)
+left join priced as p using (cluster, job_id)
 where u.billing_month = $billing_month and u.allocated_gpu_hours > 0
 order by u.cluster, u.job_id

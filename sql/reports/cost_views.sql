@@ -1,6 +1,6 @@
 -- The Cost views sheet and page section: one row per tenant with GPU time in the billing month
 -- (of one department when $department is given, '' for none), its jobs' allocation-based charge
--- beside the utilisation-based one (cost_views summed exactly).
+-- beside the utilisation-based one, and what its failed runs cost (cost_views summed exactly).
 -- Parameters: $billing_month, $department (NULL: every department).
 select
     v.tenant_id,
@@ -10,7 +10,9 @@ select
     gpu_hours(sum(v.idle_zombie_units)) as idle_zombie_gpu_hours,
     sum(v.allocation_amount) as allocation_amount,
     sum(v.idle_zombie_amount) as idle_zombie_amount,
-    sum(v.utilisation_amount) as utilisation_amount
+    sum(v.utilisation_amount) as utilisation_amount,
+    gpu_hours(sum(v.failed_job_units)) as failed_job_gpu_hours,
+    sum(v.failed_job_amount) as failed_job_amount
 from cost_views as v
 left join tenant_month as t using (billing_month, tenant_id)
 where v.billing_month = $billing_month

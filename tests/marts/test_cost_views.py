@@ -41,3 +41,17 @@ def test_the_utilisation_view_is_the_allocation_view_less_idle_and_zombie_time(r
         ("j7", "chaff", 0.0, D("0.05"), D("0.00"), D("0.05")),
     ]
     assert {row["currency"] for row in rows} == {"USD"}
+
+
+def test_failed_runs_are_priced_beside_the_two_views(rows):
+    columns = ("job_id", "failed_job_gpu_hours", "failed_job_units", "failed_job_amount")
+    assert pick(rows, *columns) == [
+        ("j1", 0.0, 0, D("0.00")),
+        ("j2", 0.0, 0, D("0.00")),
+        # j3 FAILED: its whole hour at 2.50, which its tenant pays
+        ("j3", 1.0, 1_512_000_000, D("2.50")),
+        # j4 NODE_FAIL: failed_infra, credited back, so no failed-job money
+        ("j4", 0.0, 0, D("0.00")),
+        ("j5", 0.0, 0, D("0.00")),
+        ("j7", 0.0, 0, D("0.00")),
+    ]

@@ -674,20 +674,25 @@ def test_cost_views_section_lists_the_departments_tenants_two_views(con):
     assert "cost-views" not in render_department_page(con, MONTH, PHYSICS, PARAMETERS)
     con.execute(
         "create table cost_views as select * from (values "
-        "('c1', 'q1', 'quark', 50.0, 15.0, 0::hugeint, 0::hugeint, 100.00, 30.00, 70.00), "
-        "('c1', 'q2', 'quark', 10.0, 0.0, 0, 0, 20.00, 0.00, 20.00), "
-        "('c2', 'f1', 'finch', 5.0, 5.0, 0, 0, 9.99, 9.99, 0.00)) as v(cluster, job_id, "
-        "tenant_id, allocated_gpu_hours, idle_zombie_gpu_hours, allocated_units, "
-        "idle_zombie_units, allocation_amount, idle_zombie_amount, utilisation_amount), "
+        "('c1', 'q1', 'quark', 50.0, 15.0, 0::hugeint, 0::hugeint, 100.00, 30.00, 70.00, "
+        "0.0, 0::hugeint, 0.00), "
+        "('c1', 'q2', 'quark', 10.0, 0.0, 0, 0, 20.00, 0.00, 20.00, 2.5, 0, 5.00), "
+        "('c2', 'f1', 'finch', 5.0, 5.0, 0, 0, 9.99, 9.99, 0.00, 1.0, 0, 2.00)) "
+        "as v(cluster, job_id, tenant_id, allocated_gpu_hours, idle_zombie_gpu_hours, "
+        "allocated_units, idle_zombie_units, allocation_amount, idle_zombie_amount, "
+        "utilisation_amount, failed_job_gpu_hours, failed_job_units, failed_job_amount), "
         "(select date '2026-11-01' as billing_month)"
     )
     con.execute(
         "update cost_views set allocated_units = allocated_gpu_hours * 1512000000, "
-        "idle_zombie_units = idle_zombie_gpu_hours * 1512000000"
+        "idle_zombie_units = idle_zombie_gpu_hours * 1512000000, "
+        "failed_job_units = failed_job_gpu_hours * 1512000000"
     )
     doc = parse(render_department_page(con, MONTH, PHYSICS, PARAMETERS))
-    # Physics: quark's two jobs summed; finch is Biology's
-    assert rows(table_in(doc, "cost-views")) == [[EVIL, "120.00", "15.00", "30.00", "90.00"]]
+    # Physics: quark's two jobs summed (q2's 2.5 failed GPU-hours cost 5.00); finch is Biology's
+    assert rows(table_in(doc, "cost-views")) == [
+        [EVIL, "120.00", "15.00", "30.00", "90.00", "2.50", "5.00"]
+    ]
 
 
 # (cluster, metric, series, samples, sampled_h, sampled_pct, median_s, min_s, max_s,
