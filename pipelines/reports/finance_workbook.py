@@ -1203,8 +1203,8 @@ def _write_telemetry(
 def _write_audit(
     ws: Worksheet, billing_month: dt.date, parameters: Mapping[str, str], audit: _Audit
 ) -> None:
-    """The run's identity, then the input files with their checksums and counts, then the
-    month's rows of each warehouse table."""
+    """The run's identity, then the month's rows of each warehouse table, then the input files
+    with their checksums and counts."""
     item_cols = [Column("Item"), Column("Value")]
     input_cols = [
         Column("File"),
@@ -1227,12 +1227,15 @@ def _write_audit(
     ]
     table_rows = [(t, "not available" if n is None else n) for t, n in audit.table_rows]
 
-    inputs_row = section_below(ws, write_main_table(ws, item_cols, items), "Input files")
-    inputs_last = write_table(ws, inputs_row, input_cols, audit.inputs, "InputFiles")
     tables_row = section_below(
-        ws, max(inputs_last, inputs_row + 1), f"Warehouse tables: rows of {billing_month:%Y-%m}"
+        ws,
+        write_main_table(ws, item_cols, items),
+        f"Warehouse tables: rows of {billing_month:%Y-%m}",
     )
-    write_table(ws, tables_row, table_cols, table_rows, table_name="TableRows")
+    tables_last = write_table(ws, tables_row, table_cols, table_rows, table_name="TableRows")
+    # last: the one table as long as the landing is (its header repeats on its pages)
+    inputs_row = section_below(ws, max(tables_last, tables_row + 1), "Input files")
+    write_table(ws, inputs_row, input_cols, audit.inputs, "InputFiles")
     widths = fit_widths({}, item_cols, items)
     widths = fit_widths(widths, input_cols, audit.inputs)
     apply_widths(ws, fit_widths(widths, table_cols, table_rows))

@@ -341,8 +341,10 @@ def set_print_setup(wb: Workbook, heading: str) -> None:
     Landscape A4; header `heading` (say, the month) left and the sheet's name right, footer
     "Page n of N". A sheet that holds one table repeats its frozen header rows (and frozen
     columns) on every page. A sheet that stacks several tables (or a table and a chart)
-    repeats none, since a repeated header would sit over another table's columns: instead
-    each table after the first, with its section title, and each chart starts a new page.
+    starts each table after the first, with its section title, and each chart on a new page,
+    and repeats the title and header of its last table on that table's pages: print titles
+    repeat from the page where they first appear (LibreOffice, measured), so the tables
+    above keep their own header. Writers put a sheet's one table of unbounded length last.
     A sheet is fitted to the page width when that keeps its scale at MIN_PRINT_SCALE or
     more, otherwise it prints at MIN_PRINT_SCALE over as many pages across as it needs. A
     row with wrapped text gets the height of its lines. Call it once the sheets are written.
@@ -358,12 +360,15 @@ def set_print_setup(wb: Workbook, heading: str) -> None:
         ws.oddFooter.center.text = "Page &P of &N"
         _fit_wrapped_rows(ws)
 
-        starts = sorted(
-            {header_row - 1 if header_row - 1 in layout.titles else header_row
-             for header_row in layout.tables} | set(layout.charts)
-        )  # fmt: skip
+        table_starts = {
+            header_row - 1 if header_row - 1 in layout.titles else header_row: header_row
+            for header_row in layout.tables
+        }
+        starts = sorted(set(table_starts) | set(layout.charts))
         if len(starts) <= 1:
             _repeat_frozen_panes(ws)
+        elif starts[-1] in table_starts and starts[-1] not in layout.charts:
+            ws.print_title_rows = f"{starts[-1]}:{table_starts[starts[-1]]}"
         for start in starts[1:]:
             # a break after row start - 1: the table (or chart) begins the next page
             ws.row_breaks.append(Break(id=start - 1))

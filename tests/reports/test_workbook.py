@@ -1433,25 +1433,26 @@ def test_missing_governance_marts_say_not_available(con, tmp_path):
 HEADING = "GPU chargeback — November 2026 (2026-11)"
 # sheet -> (fitted to width, print title rows, print title columns, row breaks): a sheet of
 # one table repeats its frozen header (and the job lines their frozen identity columns); a
-# sheet stacking tables or charts repeats nothing and starts each later table (at its section
-# title) and each chart on a new page. Only Summary and Definitions are narrow enough to fit
+# sheet stacking tables or charts starts each later table (at its section title) and each
+# chart on a new page, and repeats its last table's title and header from where that table
+# begins (not over the tables above). Only Summary and Definitions are narrow enough to fit
 # the page width at 73 % or more; the others print at 73 % (an 11 pt font at 8 pt).
 PRINT_SETUP = {
-    "Summary": (True, None, None, [31]),  # "Waste in money (USD), all clusters" on row 32
+    "Summary": (True, "$32:$33", None, [31]),  # "Waste in money (USD), all clusters" on row 32
     "Charges": (False, "$1:$1", None, []),
     "Job lines": (False, "$1:$1", "$A:$C", []),
-    "Waste": (False, None, None, [12, 19, 24]),  # by tenant, by model, the chart
+    "Waste": (False, None, None, [12, 19, 24]),  # by tenant, by model, the chart (last)
     "Cost views": (False, "$1:$1", None, []),
     "Users": (False, "$1:$1", None, []),
-    "Quota & Budget": (False, None, None, [5, 12, 18]),  # budgets, drift, the chart
-    "Queue & Service": (False, None, None, [6]),  # submissions
-    "Failures": (False, None, None, [6, 11, 16]),  # fault domains, drivers, exit codes
-    "Reliability": (False, None, None, [6]),  # incidents
-    "Capacity": (False, None, None, [4, 9, 31]),  # daily, its chart, daily by model
-    "Trends": (False, None, None, [4, 9, 31, 36]),  # allocation, chart, spend, chart
-    "Data quality": (False, None, None, [6, 12]),  # rejected rows, telemetry per cluster
-    "Definitions": (False, None, None, [62, 76]),  # parameters, telemetry per cluster
-    "Audit": (False, None, None, [8, 14]),  # input files, table rows
+    "Quota & Budget": (False, None, None, [5, 12, 18]),  # budgets, drift, the chart (last)
+    "Queue & Service": (False, "$7:$8", None, [6]),  # submissions
+    "Failures": (False, "$17:$18", None, [6, 11, 16]),  # fault domains, drivers, exit codes
+    "Reliability": (False, "$7:$8", None, [6]),  # incidents
+    "Capacity": (False, "$32:$33", None, [4, 9, 31]),  # daily, its chart, daily by model
+    "Trends": (False, None, None, [4, 9, 31, 36]),  # allocation, chart, spend, chart (last)
+    "Data quality": (False, "$13:$14", None, [6, 12]),  # telemetry per cluster, rejected rows
+    "Definitions": (False, "$77:$78", None, [62, 76]),  # parameters, telemetry per cluster
+    "Audit": (False, "$31:$32", None, [8, 30]),  # table rows, input files
 }
 
 
@@ -1619,3 +1620,36 @@ def test_prints_to_pdf_readable_with_each_table_on_its_own_pages(written, tmp_pa
     # the Capacity chart's page holds no table (kept whole on a page of its own)
     capacity = [text for sheet, text, _ in pages if sheet == "Capacity"]
     assert any("Daily allocation vs capacity" in t and "Day " not in t for t in capacity)
+
+
+def test_a_long_last_table_repeats_its_header_on_each_of_its_printed_pages(con, tmp_path):
+    # 150 input files: the Audit's last table runs over several pages, each with its title and
+    # header on top; the run's identity and table rows above it keep their own headers
+    soffice = require_tool("soffice", "libreoffice-calc-nogui")
+    out = tmp_path / "chargeback-2026-11.xlsx"
+    inputs = [
+        {"file": f"telemetry/kube/dcgm-{n:03}.csv", "cluster": "kube", "format": "dcgm",
+         "sha256": SHA_DCGM}
+        for n in range(150)
+    ]  # fmt: skip
+    write_chargeback_workbook(con, NOV, PARAMETERS, out, inputs=inputs)
+    subprocess.run(
+        [soffice, f"-env:UserInstallation=file://{tmp_path / 'lo-profile'}", "--headless",
+         "--convert-to", "pdf", "--outdir", str(tmp_path), str(out)],
+        check=True, timeout=180, capture_output=True,
+    )  # fmt: skip
+    audit = [text for sheet, text, _ in _pdf_pages(tmp_path / out.with_suffix(".pdf").name)
+             if sheet == "Audit"]  # fmt: skip
+    # the run's identity, the table rows, then the 151 files over 4 pages, each under the
+    # table's title and header, and their last columns on a page across (the sheet is wider
+    # than A4 at 73 %)
+    assert len(audit) == 7
+    assert "Item Value" in audit[0] and "Table Rows" in audit[1]
+    for text in audit[:2]:
+        assert "Input files" not in text and "SHA-256" not in text
+    for text in audit[2:6]:
+        assert text.splitlines()[2:4] == ["Input files", "File Cluster Format SHA-256 Rows read"]
+    assert audit[6].splitlines()[2:4] == ["Rows loaded Rows rejected Duplicates folded", "8 2 1"]
+    shown = [line.split()[0] for text in audit[2:6] for line in text.splitlines()
+             if line.startswith(("telemetry/", "scheduler/"))]  # fmt: skip
+    assert shown == ["scheduler/phillips/sacct-1.log"] + [i["file"] for i in inputs]
