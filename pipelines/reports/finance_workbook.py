@@ -34,19 +34,23 @@ from pipelines.reports.shared_sheets import (
     Summary,
     SummaryTenant,
     write_charges,
-    write_definitions,
+    write_figure_definitions,
     write_job_lines,
+    write_parameters,
     write_summary,
 )
 from pipelines.reports.sheets import (
     OVER_FILL,
+    TOP,
     Column,
     add_chart,
     add_named_styles,
     apply_widths,
+    current_widths,
     fill_status_rows,
     fit_widths,
     not_available,
+    register_table,
     section_below,
     section_title,
     set_print_setup,
@@ -62,8 +66,8 @@ from pipelines.reports.telemetry import ClusterTelemetry, cluster_telemetry
 
 SHEET_NAMES = (
     "Summary", "Charges", "Job lines", "Waste", "Cost views", "Users", "Quota & Budget",
-    "Queue & Service", "Failures", "Reliability", "Capacity", "Trends", "Data quality",
-    "Definitions", "Audit",
+    "Queue & Service", "Submissions", "Failures", "Reliability", "Capacity", "Trends",
+    "Data quality", "Rejected rows", "Definitions", "Audit",
 )  # fmt: skip
 TOP_NODES_SHOWN = 20
 REJECTS_SHOWN_MAX = 10_000
@@ -299,16 +303,15 @@ def _build_workbook(
     _write_cost_views(sheets["Cost views"], data.cost_views, currency)
     _write_users(sheets["Users"], data.users)
     _write_quota_budget(sheets["Quota & Budget"], data.quota, data.tenants, currency, data.drift)
-    _write_queue(sheets["Queue & Service"], data.queue, data.submissions)
+    _write_queue(sheets["Queue & Service"], data.queue)
+    _write_submissions(sheets["Submissions"], data.submissions)
     _write_failures(sheets["Failures"], data.failures)
     _write_reliability(sheets["Reliability"], data.availability, data.incidents)
     _write_capacity(sheets["Capacity"], data.capacity, data.daily)
     _write_trends(sheets["Trends"], data.trends, data.forecast, currency)
-    _write_data_quality(
-        sheets["Data quality"], data.quality, data.rejects, data.rejects_total, data.telemetry
-    )
-    write_definitions(sheets["Definitions"], parameters, DEFINITIONS + GOVERNANCE_DEFINITIONS)
-    _write_definitions_telemetry(sheets["Definitions"], data.telemetry)
+    _write_data_quality(sheets["Data quality"], data.quality, data.telemetry)
+    _write_rejects(sheets["Rejected rows"], data.rejects, data.rejects_total)
+    _write_definitions(sheets["Definitions"], parameters, data.telemetry)
     _write_audit(sheets["Audit"], billing_month, parameters, data.audit)
 
     set_print_setup(wb, f"GPU chargeback — {month_name(billing_month)} ({billing_month:%Y-%m})")
@@ -399,8 +402,10 @@ def _write_charge_type_reconciliation(
     columns F...) and one column per cluster; their total ties to the Charges TOTAL and, in
     full_recovery, to each cluster's capacity cost."""
     clusters = reconciliation.clusters
-    set_text(ws.cell(row=title_row, column=1), "Reconciliation by charge type").style = "cb bold"
+    # a table of its own when printed: it starts a page, never cut below the tenants
+    section_title(ws, title_row, "Reconciliation by charge type")
     header_row = title_row + 1
+    register_table(ws, header_row)
     set_text(ws.cell(row=header_row, column=1), "Figure").style = "cb header"
     set_text(ws.cell(row=header_row, column=5), "All clusters").style = "cb header"
     for offset, cluster in enumerate(clusters):
@@ -750,7 +755,7 @@ def _write_quota_budget(
     add_chart(ws, chart, drift_last + 3)
 
 
-def _write_queue(ws: Worksheet, queue: list[Any] | None, submissions: list[Any] | None) -> None:
+def _write_queue(ws: Worksheet, queue: list[Any] | None) -> None:
     if queue is None:
         not_available(ws, 1, "queue_stats")
         return
@@ -786,11 +791,16 @@ def _write_queue(ws: Worksheet, queue: list[Any] | None, submissions: list[Any] 
          q.node_fail_jobs, q.cancelled_jobs, q.preempted_jobs, share_of(q.success_rate_pct))
         for q in queue
     ]  # fmt: skip
-    last = write_main_table(ws, cols, rows)
-    widths = fit_widths({}, cols, rows)
-    start = section_below(ws, last, "Submissions: what became of the jobs submitted this month")
+    write_main_table(ws, cols, rows)
+    apply_widths(ws, fit_widths({}, cols, rows))
+
+
+def _write_submissions(ws: Worksheet, submissions: list[Any] | None) -> None:
+    """What became of the jobs submitted this month, per cluster, tenant and queue (a sheet of
+    its own: as long as tenants times queues, its header repeats on each printed page)."""
+    header_row = section_below(ws, TOP, "Submissions: what became of the jobs submitted this month")
     if submissions is None:
-        not_available(ws, start, "submission_stats")
+        not_available(ws, header_row, "submission_stats")
     else:
         cols = [
             Column("Cluster"),
@@ -813,9 +823,8 @@ def _write_queue(ws: Worksheet, queue: list[Any] | None, submissions: list[Any] 
              share_of(s.job_success_pct))
             for s in submissions
         ]  # fmt: skip
-        write_table(ws, start, cols, rows, table_name="Submissions")
-        widths = fit_widths(widths, cols, rows)
-    apply_widths(ws, widths)
+        write_main_table(ws, cols, rows, header_row=header_row)
+        apply_widths(ws, fit_widths({}, cols, rows))
 
 
 _FAILURE_SECTIONS = (
@@ -1107,12 +1116,12 @@ def _months_by_series(
 
 
 def _write_data_quality(
-    ws: Worksheet,
-    quality: list[Any],
-    rejects: list[Any],
-    rejects_total: int,
-    telemetry: list[ClusterTelemetry] | None,
+    ws: Worksheet, quality: list[Any], telemetry: list[ClusterTelemetry] | None
 ) -> None:
+    """What each cluster's figures rest on (telemetry_coverage), then every data-quality
+    check: last, since it is as long as the landing (its header repeats on printed pages)."""
+    last, widths = _write_telemetry(ws, TOP, telemetry, {}, detailed=True)
+    header_row = section_below(ws, last, "Checks: rows read, loaded and rejected per input")
     cols = [
         Column("Category"),
         Column("Cluster"),
@@ -1126,22 +1135,24 @@ def _write_data_quality(
         Column("Read − loaded − rejected", "count"),
     ]
     rows = []
-    for r, q in enumerate(quality, start=2):
+    for r, q in enumerate(quality, start=header_row + 1):
         # Every input row is loaded or rejected: this column shows 0 when the counts reconcile.
         counted = None not in (q.rows_read, q.rows_loaded, q.rows_rejected)
         rows.append((*q, f"=D{r}-E{r}-F{r}" if counted else None))
-    last = write_main_table(ws, cols, rows)
-    widths = fit_widths({}, cols, rows)
-
+    last = write_table(ws, header_row, cols, rows, table_name="DataQuality")
     if any(q.category == "telemetry_labels" for q in quality):
         note = (
             "telemetry_labels: Value = GPU-hours of samples whose DCGM hpc_job / pod / "
             "namespace labels agree with the scheduler (agrees) or not (the other kinds); per "
             "GPU and label in the warehouse table telemetry_label_checks."
         )
-        set_text(ws.cell(row=last + 2, column=1), note)
-        last += 1
-    last, widths = _write_telemetry(ws, last, telemetry, widths, detailed=True)
+        set_text(ws.cell(row=max(last, header_row + 1) + 2, column=1), note)
+    apply_widths(ws, fit_widths(widths, cols, rows))
+
+
+def _write_rejects(ws: Worksheet, rejects: list[Any], rejects_total: int) -> None:
+    """The rows set aside, with file, line, reason and the raw text (a sheet of its own: up
+    to REJECTS_SHOWN_MAX rows, under its header on each printed page)."""
     if rejects_total > len(rejects):
         title = (
             f"Rejected rows: showing the first {len(rejects):,} of {rejects_total:,} "
@@ -1149,24 +1160,27 @@ def _write_data_quality(
         )
     else:
         title = f"Rejected rows: {rejects_total:,}"
-    header_row = section_below(ws, last, title)
-    reject_cols = [
+    header_row = section_below(ws, TOP, title)
+    cols = [
         Column("File"),
         Column("Line", "count"),
         Column("Reason"),
         Column("Raw", width=80),
     ]
-    write_table(ws, header_row, reject_cols, rejects, table_name="Rejects")
-    apply_widths(ws, fit_widths(widths, reject_cols, rejects))
+    if write_main_table(ws, cols, rejects, header_row=header_row) == header_row:
+        set_text(ws.cell(row=header_row + 1, column=1), "(none)")
+    apply_widths(ws, fit_widths({}, cols, rejects))
 
 
-def _write_definitions_telemetry(ws: Worksheet, telemetry: list[ClusterTelemetry] | None) -> None:
-    """Below the definitions and parameters: what the figures rest on, per cluster."""
-    current = {
-        column: ws.column_dimensions[get_column_letter(column)].width or 0 for column in range(1, 5)
-    }
-    _, widths = _write_telemetry(ws, ws.max_row, telemetry, current, detailed=False)
+def _write_definitions(
+    ws: Worksheet, parameters: Mapping[str, str], telemetry: list[ClusterTelemetry] | None
+) -> None:
+    """The run's parameters, what the figures rest on per cluster, then every figure's
+    meaning (last: it runs over several printed pages, under its header on each)."""
+    last = write_parameters(ws, parameters)
+    last, widths = _write_telemetry(ws, last, telemetry, current_widths(ws, 4), detailed=False)
     apply_widths(ws, widths)
+    write_figure_definitions(ws, last, DEFINITIONS + GOVERNANCE_DEFINITIONS)
 
 
 def _write_telemetry(

@@ -15,8 +15,10 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from pipelines.reports.sheets import (
     STYLE_OF_KIND,
+    TOP,
     Column,
     apply_widths,
+    current_widths,
     fill_status_rows,
     fit_widths,
     fit_widths_to,
@@ -236,13 +238,26 @@ def write_job_lines(ws: Worksheet, jobs: RowsQuery, currency: str) -> StreamedRo
 def write_definitions(
     ws: Worksheet, parameters: Mapping[str, str], definitions: Sequence[tuple[str, str]]
 ) -> None:
-    """Every figure's meaning (pipelines.reports.definitions), then the run's parameters."""
-    cols = [Column("Figure"), Column("Meaning", "wrap", width=100)]
-    last = write_main_table(ws, cols, definitions)
+    """The run's parameters, then every figure's meaning (write_figure_definitions)."""
+    write_figure_definitions(ws, write_parameters(ws, parameters), definitions)
 
-    param_row = section_below(ws, last, "Parameters of this run")
-    param_cols = [Column("Parameter"), Column("Value", "wrap", width=100)]
-    param_rows = [(str(k), "" if v is None else str(v)) for k, v in parameters.items()]
-    write_table(ws, param_row, param_cols, param_rows, table_name="Parameters")
-    widths = fit_widths({}, cols, definitions)
-    apply_widths(ws, fit_widths(widths, param_cols, param_rows))
+
+def write_parameters(ws: Worksheet, parameters: Mapping[str, str]) -> int:
+    """The run's parameters at the top of the sheet; returns the last row used."""
+    header_row = section_below(ws, TOP, "Parameters of this run")
+    cols = [Column("Parameter"), Column("Value", "wrap", width=100)]
+    rows = [(str(k), "" if v is None else str(v)) for k, v in parameters.items()]
+    last = write_table(ws, header_row, cols, rows, table_name="Parameters")
+    apply_widths(ws, fit_widths(current_widths(ws, len(cols)), cols, rows))
+    return max(last, header_row + 1)
+
+
+def write_figure_definitions(
+    ws: Worksheet, last_row: int, definitions: Sequence[tuple[str, str]]
+) -> None:
+    """Every figure's meaning (pipelines.reports.definitions) below `last_row`: the sheet's
+    last table, since it runs over several printed pages and its header repeats on each."""
+    header_row = section_below(ws, last_row, "Definitions of the figures")
+    cols = [Column("Figure"), Column("Meaning", "wrap", width=100)]
+    write_table(ws, header_row, cols, definitions, table_name="FigureDefinitions")
+    apply_widths(ws, fit_widths(current_widths(ws, len(cols)), cols, definitions))

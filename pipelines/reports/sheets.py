@@ -136,8 +136,8 @@ def write_table(
     is recorded for the print setup (`set_print_setup`: a page break before each table of a
     sheet that stacks several; the height of each row with wrapped text).
     """
+    register_table(ws, header_row)
     layout = _layout(ws)
-    layout.tables.append(header_row)
     for column, col in enumerate(cols, start=1):
         set_text(ws.cell(row=header_row, column=column), col.header).style = "cb header"
     is_text = [col.kind in TEXT_KINDS for col in cols]
@@ -168,6 +168,12 @@ def write_table(
             table.tableStyleInfo = TableStyleInfo(name="TableStyleLight1", showRowStripes=False)
             ws.add_table(table)
     return r
+
+
+def register_table(ws: Worksheet, header_row: int) -> None:
+    """A table a writer laid out cell by cell, its header on `header_row`: printed like
+    write_table's (from a new page on a sheet that stacks tables)."""
+    _layout(ws).tables.append(header_row)
 
 
 def write_main_table(
@@ -234,10 +240,14 @@ def section_title(ws: Worksheet, row: int, text: str) -> None:
 
 
 def section_below(ws: Worksheet, last_row: int, title: str) -> int:
-    """A section's title two rows below `last_row`; returns the row under the title, where
-    the section's table starts."""
+    """A section's title two rows below `last_row` (on the first row for TOP); returns the row
+    under the title, where the section's table starts."""
     section_title(ws, last_row + 3, title)
     return last_row + 4
+
+
+# section_below's `last_row` for a section at the top of its sheet
+TOP = -2
 
 
 def not_available(ws: Worksheet, row: int, table: str) -> int:
@@ -470,6 +480,14 @@ def fit_widths_to(
             width = min(max(len(col.header), longest) + 2, _MAX_WIDTH)
         widths[column] = max(widths.get(column, _MIN_WIDTH), width)
     return widths
+
+
+def current_widths(ws: Worksheet, columns: int) -> dict[int, int]:
+    """The widths already set on columns 1..`columns` (0 where none), to widen further."""
+    return {
+        column: ws.column_dimensions[get_column_letter(column)].width or 0
+        for column in range(1, columns + 1)
+    }
 
 
 def apply_widths(ws: Worksheet, widths: Mapping[int, int]) -> None:

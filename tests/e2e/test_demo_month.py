@@ -17,6 +17,7 @@ import openpyxl
 import pytest
 
 from pipelines.definitions import all_assets
+from pipelines.reports import sheets
 from simulator.demo import generate_demo
 from simulator.site import make_kube_layout, make_layout
 from tests.conftest import materialize_monthly, query
@@ -110,6 +111,29 @@ def test_money_ties_from_lines_to_tenants_to_workbook(demo):
     assert summary_total == sum(charge_amounts) == lines_total
     [(line_count,)] = query(root, "select count(*) from charge_lines")
     assert len(charge_amounts) == line_count
+
+
+# A4 landscape between the top and bottom margins (sheets.MARGINS), in points
+PRINTABLE_HEIGHT_PT = (210 / 25.4 - 0.75 * 2) * 72
+CHART_LAST = {"Waste", "Quota & Budget", "Trends"}
+
+
+def test_every_printed_table_but_a_sheets_last_fits_its_page(demo):
+    # A stacked sheet repeats only its last table's header on printed pages: every table
+    # above it (from its section title to the next page break) fits one page at the sheet's
+    # print scale, rows of wrapped text at their heights.
+    root, _ = demo
+    workbook = openpyxl.load_workbook(root / "reports/2026-11/chargeback-2026-11.xlsx")
+    for ws in workbook.worksheets:
+        scale = (ws.page_setup.scale or sheets.print_scale(ws)) / 100
+        first = 1
+        for last in (b.id for b in ws.row_breaks.brk):
+            heights = (ws.row_dimensions[r].height or sheets.LINE_HEIGHT_PT
+                       for r in range(first, last + 1))  # fmt: skip
+            assert sum(heights) * scale <= PRINTABLE_HEIGHT_PT, (ws.title, first, last)
+            first = last + 1
+        # the rest prints under its header, or is a chart (kept whole on its page)
+        assert ws.print_title_rows or ws.title in CHART_LAST, ws.title
 
 
 def test_every_export_file_is_loaded_or_rejected(demo):

@@ -882,10 +882,13 @@ def test_workbook_prints_like_the_finance_workbook(con, tmp_path):
         ("$1:$1", None),
         ("$1:$1", "$A:$C"),
     ]
-    # the definitions, then the parameters on a new page
+    # the parameters, then the figures' definitions on a new page, under their title and
+    # header on each page (they run over several)
     definitions = wb["Definitions"]
-    parameters = next(
+    assert definitions["A1"].value == "Parameters of this run"
+    figures = next(
         r for r in range(1, definitions.max_row + 1)
-        if definitions.cell(row=r, column=1).value == "Parameters of this run"
+        if definitions.cell(row=r, column=1).value == "Definitions of the figures"
     )  # fmt: skip
-    assert [b.id for b in definitions.row_breaks.brk] == [parameters - 1]
+    assert [b.id for b in definitions.row_breaks.brk] == [figures - 1]
+    assert definitions.print_title_rows == f"${figures}:${figures + 1}"

@@ -570,11 +570,13 @@ def test_sheet_names_in_order(written):
         "Users",
         "Quota & Budget",
         "Queue & Service",
+        "Submissions",
         "Failures",
         "Reliability",
         "Capacity",
         "Trends",
         "Data quality",
+        "Rejected rows",
         "Definitions",
         "Audit",
     ]
@@ -703,13 +705,10 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
         "Charges": ("A2", "A1:N7"),
         "Job lines": ("D2", "A1:X4"),  # the job's identity (tenant, cluster, id) stays in view
         "Waste": ("A2", "A1:F10"),
-        "Data quality": ("A2", "A1:J4"),
-        "Definitions": (
-            "A2",
-            f"A1:B{len(workbook.DEFINITIONS + workbook.GOVERNANCE_DEFINITIONS) + 1}",
-        ),
         "Quota & Budget": ("A2", "A1:T3"),
         "Queue & Service": ("A2", "A1:V4"),
+        "Submissions": ("A3", "A2:L4"),  # under its title
+        "Rejected rows": ("A3", "A2:D4"),
         "Failures": ("A3", "A2:P4"),
         "Reliability": ("A2", "A1:N4"),
         "Capacity": ("A2", "A1:Q2"),
@@ -721,10 +720,13 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
         first = ws.auto_filter.ref.split(":")[0]
         assert ws[first].font.bold, name
         assert ws.column_dimensions["A"].width >= 8, name
-    # second tables on a sheet carry their own filter as Excel tables
+    # second tables on a sheet carry their own filter as Excel tables (every table of the
+    # sheets that start with a section)
     assert set(wb["Waste"].tables) == {"WasteByTenant", "WasteByModel"}
-    assert set(wb["Data quality"].tables) == {"TelemetryCoverage", "Rejects"}
-    assert set(wb["Definitions"].tables) == {"Parameters", "TelemetryPerCluster"}
+    assert set(wb["Data quality"].tables) == {"TelemetryCoverage", "DataQuality"}
+    assert set(wb["Definitions"].tables) == {
+        "Parameters", "TelemetryPerCluster", "FigureDefinitions"
+    }  # fmt: skip
 
 
 def test_budget_status_fills(written):
@@ -779,7 +781,8 @@ def test_waste_shares_are_formulas_over_the_capacity_row(written):
 def test_data_quality_and_rejects(written):
     _, _, wb = written
     ws = wb["Data quality"]
-    assert [c.value for c in ws[2]] == [
+    header = _row_of(ws, "Checks: rows read, loaded and rejected per input") + 1
+    assert [c.value for c in ws[header + 1]] == [
         "file",
         "phillips",
         "scheduler/phillips/sacct-1.log",
@@ -789,10 +792,16 @@ def test_data_quality_and_rejects(written):
         1,
         None,
         None,
-        "=D2-E2-F2",
+        f"=D{header + 1}-E{header + 1}-F{header + 1}",
     ]
-    assert {ws["A3"].value, ws["A4"].value} == {"unmapped_account", "telemetry_coverage"}
+    assert {ws[f"A{header + 2}"].value, ws[f"A{header + 3}"].value} == {
+        "unmapped_account", "telemetry_coverage"
+    }  # fmt: skip
+    assert ws.tables["DataQuality"].ref == f"A{header}:J{header + 3}"
+    # the rejected rows: a sheet of their own, their count in its title
+    ws = wb["Rejected rows"]
     title = _row_of(ws, "Rejected rows: 2")
+    assert title == 1
     assert [c.value for c in ws[title + 1]][:4] == ["File", "Line", "Reason", "Raw"]
     assert [c.value for c in ws[title + 2]][:4] == [
         "scheduler/phillips/sacct-1.log",
@@ -803,7 +812,7 @@ def test_data_quality_and_rejects(written):
     assert ws.cell(title + 2, 4).data_type == "s"
     # a control character cannot be stored in xlsx: it is shown escaped, not dropped
     assert ws.cell(title + 3, 4).value == "x|y|\\x07bell"
-    assert ws.tables["Rejects"].ref == f"A{title + 1}:D{title + 3}"
+    assert ws.max_row == title + 3
 
 
 PHILLIPS_METRICS = "DCGM_FI_PROF_GR_ENGINE_ACTIVE 80.0 %, nvidia-smi utilization.gpu 20.0 %"
@@ -818,12 +827,12 @@ def _table_rows(ws, name: str) -> list[list]:
     ]
 
 
-def test_data_quality_shows_each_clusters_telemetry_above_the_rejects(written):
+def test_data_quality_shows_each_clusters_telemetry_above_the_checks(written):
     _, _, wb = written
     ws = wb["Data quality"]
     title = _row_of(ws, workbook.TELEMETRY_TITLE)
-    assert title == 7  # two rows below the main table (A1:J4)
-    assert ws.tables["TelemetryCoverage"].ref == "A8:F10"
+    assert title == 1  # first: what the figures rest on
+    assert ws.tables["TelemetryCoverage"].ref == "A2:F4"
     assert _table_rows(ws, "TelemetryCoverage") == [
         ["Cluster", "Utilisation metric(s)", "Observed interval", "Allocated GPU-hours",
          "Measured GPU-hours", "Measured share"],
@@ -833,8 +842,8 @@ def test_data_quality_shows_each_clusters_telemetry_above_the_rejects(written):
         # least and most step when they differ)
         ["phillips", PHILLIPS_METRICS, "15 s, 60 s (30–120 s)", 600, 558, 0.93],
     ]  # fmt: skip
-    assert ws.cell(10, 6).number_format == sheets.SHARE_FORMAT
-    assert _row_of(ws, "Rejected rows: 2") > 10
+    assert ws.cell(4, 6).number_format == sheets.SHARE_FORMAT
+    assert _row_of(ws, "Checks: rows read, loaded and rejected per input") == 4 + 3
 
 
 def test_definitions_show_each_clusters_telemetry_below_the_parameters(written):
@@ -849,7 +858,10 @@ def test_definitions_show_each_clusters_telemetry_below_the_parameters(written):
         ["phillips", PHILLIPS_METRICS, "15 s, 60 s (30–120 s)", 0.93],
     ]
     assert ws.column_dimensions["C"].width >= len("15 s, 60 s (30–120 s)")
-    terms = {ws[f"A{r}"].value for r in range(2, parameters)}
+    # then the figures' definitions, those of the telemetry terms among them
+    figures = _row_of(ws, "Figure")
+    assert figures == (title + 3) + 4  # below the two clusters' rows and its own title
+    terms = {ws[f"A{r}"].value for r in range(figures + 1, ws.max_row + 1)}
     assert {"Utilisation metric", "Observed sampling interval", "Measured share of a cluster"} <= (
         terms
     )
@@ -860,7 +872,7 @@ def test_rejects_are_capped_and_say_so(con, tmp_path, monkeypatch):
     out = tmp_path / "capped.xlsx"
     result = write_chargeback_workbook(con, NOV, PARAMETERS, out)
     assert (result["rejects"], result["rejects_shown"]) == (2, 1)
-    ws = openpyxl.load_workbook(out)["Data quality"]
+    ws = openpyxl.load_workbook(out)["Rejected rows"]
     title = _row_of(
         ws,
         "Rejected rows: showing the first 1 of 2 (capped; the full list is in the warehouse "
@@ -873,7 +885,8 @@ def test_rejects_are_capped_and_say_so(con, tmp_path, monkeypatch):
 def test_definitions_hold_the_figures_and_every_parameter(written):
     _, _, wb = written
     ws = wb["Definitions"]
-    terms = [ws[f"A{r}"].value for r in range(2, len(workbook.DEFINITIONS) + 2)]
+    first = _row_of(ws, "Figure") + 1
+    terms = [ws[f"A{r}"].value for r in range(first, first + len(workbook.DEFINITIONS))]
     for term in (
         "Billing period",
         "GPU-equivalents (GPU-eq)",
@@ -888,7 +901,7 @@ def test_definitions_hold_the_figures_and_every_parameter(written):
         "Unmapped tenant",
     ):
         assert term in terms
-    meaning = {ws[f"A{r}"].value: ws[f"B{r}"].value for r in range(2, len(terms) + 2)}
+    meaning = {ws[f"A{r}"].value: ws[f"B{r}"].value for r in range(first, first + len(terms))}
     assert "largest-remainder" in meaning["Rounding (largest remainder)"]
     assert "≥ 80 %" in meaning["Budget status"]
     header = _row_of(ws, "Parameter")
@@ -898,6 +911,11 @@ def test_definitions_hold_the_figures_and_every_parameter(written):
     ]
     assert shown == list(PARAMETERS.items())
     assert ws.tables["Parameters"].ref == f"A{header}:B{header + len(PARAMETERS)}"
+    # the parameters first (row 1 their title), the figures last: they run over pages
+    assert (ws["A1"].value, header) == ("Parameters of this run", 2)
+    definitions = workbook.DEFINITIONS + workbook.GOVERNANCE_DEFINITIONS
+    assert ws.tables["FigureDefinitions"].ref == (f"A{first - 1}:B{first - 1 + len(definitions)}")
+    assert ws.max_row == first - 1 + len(definitions)
 
 
 def test_same_tables_give_byte_identical_files(con, tmp_path):
@@ -1101,11 +1119,11 @@ def test_queue_and_service_sheet_shows_waits_in_hours(written):
     ]  # fmt: skip
 
 
-def test_queue_and_service_sheet_shows_submissions_below_the_waits(written):
+def test_submissions_sheet_shows_what_became_of_the_jobs_submitted(written):
     _, _, wb = written
-    ws = wb["Queue & Service"]
+    ws = wb["Submissions"]
     row = _row_of(ws, "Submissions: what became of the jobs submitted this month")
-    assert row == 4 + 3  # two rows under the queue table's last row
+    assert row == 1  # a sheet of its own, its title above its header
     assert _rows(ws, row + 1, row + 3, 12) == [
         ("Cluster", "Tenant", "Queue", "Submitted", "Started", "Cancelled while pending",
          "Failed to start", "Still pending", "Submission success rate", "Ended", "Completed",
@@ -1113,8 +1131,9 @@ def test_queue_and_service_sheet_shows_submissions_below_the_waits(written):
         ("phillips", "chaff", "gpu", 4, 2, 1, 0, 1, 0.6666666666666667, 2, 1, 0.5),
         ("phillips", "r&d", "debug", 1, 0, 0, 0, 1, None, 0, 0, None),
     ]  # fmt: skip
-    assert ws.tables["Submissions"].ref == f"A{row + 1}:L{row + 3}"
-    assert ws[f"I{row + 2}"].number_format == ws["V2"].number_format  # a share, as Success rate
+    assert (ws.freeze_panes, ws.auto_filter.ref) == ("A3", "A2:L4")
+    # a share, as the queue's Success rate
+    assert ws[f"I{row + 2}"].number_format == wb["Queue & Service"]["V2"].number_format
 
 
 def test_reliability_sheet_shows_availability_then_the_incidents_in_time_order(written):
@@ -1435,23 +1454,26 @@ HEADING = "GPU chargeback — November 2026 (2026-11)"
 # one table repeats its frozen header (and the job lines their frozen identity columns); a
 # sheet stacking tables or charts starts each later table (at its section title) and each
 # chart on a new page, and repeats its last table's title and header from where that table
-# begins (not over the tables above). Only Summary and Definitions are narrow enough to fit
+# begins (not over the tables above). Only Summary and Rejected rows are narrow enough to fit
 # the page width at 73 % or more; the others print at 73 % (an 11 pt font at 8 pt).
 PRINT_SETUP = {
-    "Summary": (True, "$32:$33", None, [31]),  # "Waste in money (USD), all clusters" on row 32
+    # "Reconciliation by charge type" on row 23, "Waste in money (USD), all clusters" on 32
+    "Summary": (True, "$32:$33", None, [22, 31]),
     "Charges": (False, "$1:$1", None, []),
     "Job lines": (False, "$1:$1", "$A:$C", []),
     "Waste": (False, None, None, [12, 19, 24]),  # by tenant, by model, the chart (last)
     "Cost views": (False, "$1:$1", None, []),
     "Users": (False, "$1:$1", None, []),
     "Quota & Budget": (False, None, None, [5, 12, 18]),  # budgets, drift, the chart (last)
-    "Queue & Service": (False, "$7:$8", None, [6]),  # submissions
+    "Queue & Service": (False, "$1:$1", None, []),
+    "Submissions": (False, "$1:$2", None, []),  # its title and header
     "Failures": (False, "$17:$18", None, [6, 11, 16]),  # fault domains, drivers, exit codes
     "Reliability": (False, "$7:$8", None, [6]),  # incidents
     "Capacity": (False, "$32:$33", None, [4, 9, 31]),  # daily, its chart, daily by model
     "Trends": (False, None, None, [4, 9, 31, 36]),  # allocation, chart, spend, chart (last)
-    "Data quality": (False, "$13:$14", None, [6, 12]),  # telemetry per cluster, rejected rows
-    "Definitions": (False, "$77:$78", None, [62, 76]),  # parameters, telemetry per cluster
+    "Data quality": (False, "$7:$8", None, [6]),  # telemetry per cluster, the checks
+    "Rejected rows": (True, "$1:$2", None, []),
+    "Definitions": (False, "$21:$22", None, [14, 20]),  # parameters, telemetry, the figures
     "Audit": (False, "$31:$32", None, [8, 30]),  # table rows, input files
 }
 
@@ -1484,6 +1506,7 @@ def test_every_sheet_prints_landscape_readable_with_header_footer_and_breaks(wri
     assert waste["A13"].value == "Waste by tenant"
     assert waste["A20"].value == "Waste by cluster × GPU model (GPU-hours)"
     assert waste._charts[0].anchor._from.row == 24  # 0-based: row 25, below the break
+    assert wb["Summary"]["A23"].value == "Reconciliation by charge type"
     assert wb["Summary"]["A32"].value == "Waste in money (USD), all clusters"
 
 
@@ -1540,13 +1563,15 @@ def test_summary_shows_the_waste_in_money_per_bucket(written):
 # sheet starts a page (so at least one page per table and chart), a sheet wider than the page
 # at 73 % spans two pages across (Failures: 4 tables x 2).
 PDF_PAGES = {
-    "Summary": 2, "Charges": 2, "Job lines": 3, "Waste": 6, "Cost views": 2, "Users": 2,
-    "Quota & Budget": 7, "Queue & Service": 4, "Failures": 8, "Reliability": 4, "Capacity": 6,
-    "Trends": 6, "Data quality": 7, "Definitions": 8, "Audit": 4,
+    "Summary": 3, "Charges": 2, "Job lines": 3, "Waste": 6, "Cost views": 2, "Users": 2,
+    "Quota & Budget": 7, "Queue & Service": 2, "Submissions": 2, "Failures": 8, "Reliability": 4,
+    "Capacity": 6, "Trends": 6, "Data quality": 4, "Rejected rows": 1, "Definitions": 8,
+    "Audit": 4,
 }  # fmt: skip
 # A distinctive header cell or section title of each table of the stacked sheets: no page
 # shows two of a sheet's
 PAGE_TABLES = {
+    "Summary": ("Reconciliation by charge type", "Waste in money (USD), all clusters"),
     "Waste": ("Share of capacity", "Productive share of allocated", "Cluster × GPU model"),
     "Failures": ("Top nodes by failure rank", "Fault domains", "Driver versions", "Exit codes"),
     "Capacity": (
@@ -1554,9 +1579,10 @@ PAGE_TABLES = {
         "Daily allocation vs capacity (all",
         "Daily allocation and capacity by",
     ),
-    "Queue & Service": ("Grouping set", "Cancelled while pending"),
     "Reliability": ("Telemetry silences (inferred)", "Recovered in month"),
     "Audit": ("Item Value", "SHA-256", "Table Rows"),
+    "Data quality": ("Utilisation metric(s)", "Rows read"),
+    "Definitions": ("Parameter Value", "Utilisation metric(s)", "Figure Meaning"),
 }
 
 
