@@ -782,13 +782,16 @@ def _write_queue(ws: Worksheet, queue: list[Any] | None) -> None:
         Column("Cancelled", "count"),
         Column("Preempted", "count"),
         Column("Success rate", "share"),
+        # the started jobs whose wait is their Kueue Workload's, creation to admission
+        Column("Waits from Kueue admission", "count"),
     ]
     rows = [
         (q.grouping_set, q.cluster, q.tenant_id, q.queue, q.gpu_model, q.jobs, q.jobs_started,
          _hours_of(q.wait_p50_s), _hours_of(q.wait_p90_s), _hours_of(q.wait_p95_s),
          _hours_of(q.wait_mean_s), _hours_of(q.wait_max_s), q.pending_gpu_hours, q.jobs_ended,
          q.completed_jobs, q.failed_jobs, q.timeout_jobs, q.out_of_memory_jobs,
-         q.node_fail_jobs, q.cancelled_jobs, q.preempted_jobs, share_of(q.success_rate_pct))
+         q.node_fail_jobs, q.cancelled_jobs, q.preempted_jobs, share_of(q.success_rate_pct),
+         q.kueue_waits)
         for q in queue
     ]  # fmt: skip
     write_main_table(ws, cols, rows)

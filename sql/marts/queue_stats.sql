@@ -13,7 +13,11 @@
 --                     month the wait ended)
 --   wait_*_s          wait = start − submit in seconds (the exports carry no eligible time yet;
 --                     negative waits from clock skew count as 0); p50/p90/p95 interpolate
---                     linearly between order statistics (quantile_cont)
+--                     linearly between order statistics (quantile_cont). A pod that Kueue
+--                     admitted (its Workload owned by the pod, kueue_workload_waits of any
+--                     month) waited from the Workload's creation to its admission: the
+--                     queue's wait, without the scheduling and image pulls that follow
+--   kueue_waits       of jobs_started, those whose wait is their Kueue admission wait
 --   pending_gpu_hours GPUs × the part of [submit, start) inside the month: Σ wait × GPUs,
 --                     prorated at the month edges like allocated time; jobs that never started
 --                     wait until they were cancelled (end) or, still PENDING, to the month end
@@ -33,6 +37,13 @@ with held_models as (
         ) = 1
 ),
 
+kueue_admissions as (
+    select cluster, owner_uid as job_id, round(wait_s * 1000)::bigint as kueue_wait_ms
+    from kueue_workload_waits
+    where owner_kind = 'Pod' and is_admitted
+    qualify row_number() over (partition by cluster, owner_uid order by billing_month desc) = 1
+),
+
 jobs as (
     select
         u.cluster,
@@ -49,6 +60,7 @@ jobs as (
         u.end_at >= $month_start::timestamp and u.end_at < $month_end::timestamp as is_ended,
         u.submit_at,
         u.start_at,
+        k.kueue_wait_ms,
         case
             when u.start_at is not null then u.start_at
             when u.state = 'PENDING' then $month_end::timestamp
@@ -56,6 +68,7 @@ jobs as (
         end as wait_until
     from job_usage as u
     left join held_models as h using (cluster, job_id)
+    left join kueue_admissions as k using (cluster, job_id)
     where u.billing_month = $billing_month and u.gpus > 0
 ),
 
@@ -70,6 +83,7 @@ measured as (
         select
             *,
             case
+                when is_started and kueue_wait_ms is not null then greatest(kueue_wait_ms, 0)
                 when is_started and submit_at is not null
                     then greatest(epoch_ms(start_at) - epoch_ms(submit_at), 0)
             end as wait_ms,
@@ -115,7 +129,8 @@ grouped as (
         count(*) filter (is_ended and state = 'OUT_OF_MEMORY') as out_of_memory_jobs,
         count(*) filter (is_ended and state = 'NODE_FAIL') as node_fail_jobs,
         count(*) filter (is_ended and state = 'CANCELLED') as cancelled_jobs,
-        count(*) filter (is_ended and state = 'PREEMPTED') as preempted_jobs
+        count(*) filter (is_ended and state = 'PREEMPTED') as preempted_jobs,
+        count(*) filter (wait_ms is not null and kueue_wait_ms is not null) as kueue_waits
     from measured
     group by grouping sets (
         (cluster, tenant_id, queue, gpu_model),
@@ -136,5 +151,5 @@ final as (
     from grouped
 )
 
-select * from final
+select * exclude (kueue_waits), kueue_waits from final
 order by cluster, grouping_set, tenant_id, queue, gpu_model

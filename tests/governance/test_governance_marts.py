@@ -233,7 +233,22 @@ QUEUE_COLUMNS = [
 ]  # fmt: skip
 
 
-def given_queue_month(con) -> None:
+def given_kueue_waits(con, workloads: list[tuple]) -> None:
+    """workloads: (billing_month, owner_kind, owner_uid, is_admitted, wait_s) on cluster c1,
+    as facts/kueue_workload_waits has them."""
+    con.execute(
+        "create table kueue_workload_waits (billing_month date, cluster varchar, "
+        "owner_kind varchar, owner_uid varchar, is_admitted boolean, wait_s double)"
+    )
+    for month, kind, uid, admitted, wait in workloads:
+        con.execute(
+            "insert into kueue_workload_waits values (?, 'c1', ?, ?, ?, ?)",
+            [month, kind, uid, admitted, wait],
+        )
+
+
+def given_queue_month(con, kueue_waits: list[tuple] = ()) -> None:
+    given_kueue_waits(con, list(kueue_waits))
     d = T(2026, 11, 1)
     given_job_usage(con, [
         # alpha batch: waits 0, 60, 120, 600 s; q3 asked for no model but held an A100
@@ -303,6 +318,29 @@ def test_queue_stats_by_hand(con):
         ("tenant_queue_gpu_model", "beta", "batch", "H100", 5, 4, 0, *no_waits, approx(17.5),
          2, 0, 0, 1, 0, 1, approx(0.0)),
     ]  # fmt: skip
+
+
+def test_a_pod_kueue_admitted_waited_from_its_workloads_creation_to_admission(con):
+    # q2's pod was created at 10:00 and ran from 10:01; its Workload (owned by the pod) was
+    # admitted after 30 s, in October's dump for q1 (a month earlier: still its wait), and a
+    # Job-owned workload and one never admitted change nothing
+    given_queue_month(con, [
+        (dt.date(2026, 11, 1), "Pod", "q2", True, 30.0),
+        (dt.date(2026, 10, 1), "Pod", "q1", True, 12.5),
+        (dt.date(2026, 11, 1), "Job", "q3", True, 5.0),
+        (dt.date(2026, 11, 1), "Pod", "q4", False, None),
+    ])  # fmt: skip
+    columns = [*QUEUE_COLUMNS[:4], "jobs_started", "wait_p50_s", "wait_p90_s", "wait_p95_s",
+               "wait_mean_s", "pending_gpu_hours", "kueue_waits"]  # fmt: skip
+    rows = {r[:4]: r[4:] for r in rows_of(con, "marts/queue_stats", NOV, columns)}
+    # alpha batch waits [12.5, 30, 120, 600]: p50 = 75, p90 = 120 + 0.7 × 480,
+    # p95 = 120 + 0.85 × 480; pending time stays the pods' (until they ran)
+    assert rows["tenant_queue_gpu_model", "alpha", "batch", "A100"] == (
+        4, approx(75.0), approx(456.0), approx(528.0), approx(762.5 / 4),
+        approx(2640 / 3600), 2,
+    )  # fmt: skip
+    assert rows["cluster", "all", "all", "all"][-1] == 2
+    assert rows["tenant", "beta", "all", "all"][-1] == 0
 
 
 # --------------------------------------------------------------------------------------------

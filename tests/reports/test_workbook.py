@@ -91,7 +91,7 @@ GOVERNANCE_DDL = [
     wait_mean_s double, wait_max_s double, pending_gpu_hours double, jobs_ended bigint,
     completed_jobs bigint, failed_jobs bigint, timeout_jobs bigint,
     out_of_memory_jobs bigint, node_fail_jobs bigint, cancelled_jobs bigint,
-    preempted_jobs bigint, success_rate_pct double)""",
+    preempted_jobs bigint, success_rate_pct double, kueue_waits bigint)""",
     """create table cost_views (billing_month date, cluster varchar, job_id varchar,
     tenant_id varchar, allocated_gpu_hours double, idle_zombie_gpu_hours double,
     allocated_units hugeint, idle_zombie_units hugeint, allocation_amount decimal(18,2),
@@ -186,11 +186,11 @@ QUOTA = [
 #  success_pct)
 QUEUE = [
     ("phillips", "tenant", "chaff", "all", "all", 2, 2, 2, 1800.0, 5400.0, 7200.0, 3600.0,
-     9000.0, 12.5, 2, 1, 1, 0, 0, 0, 0, 0, 50.0),
+     9000.0, 12.5, 2, 1, 1, 0, 0, 0, 0, 0, 50.0, 1),
     ("phillips", "queue", "all", "gpu", "all", 2, 2, 2, 1800.0, 5400.0, 7200.0, 3600.0,
-     9000.0, 12.5, 2, 1, 1, 0, 0, 0, 0, 0, 50.0),
+     9000.0, 12.5, 2, 1, 1, 0, 0, 0, 0, 0, 50.0, 1),
     ("phillips", "cluster", "all", "all", "all", 3, 3, 3, 900.0, 3600.0, 5400.0, 2700.0,
-     9000.0, 13.0, 3, 2, 1, 0, 0, 0, 1, 0, 66.66666666666667),
+     9000.0, 13.0, 3, 2, 1, 0, 0, 0, 1, 0, 66.66666666666667, 1),
 ]  # fmt: skip
 
 # (cluster, job, tenant, allocated_h, idle_zombie_h, allocation, idle_zombie, utilisation,
@@ -446,7 +446,7 @@ def _insert_governance(con):
         values = [NOV, *q[:10], _ts(q[10]), *q[11:]]
         con.execute(f"insert into quota_compliance values ({', '.join('?' * 22)})", values)
     for q in QUEUE:
-        con.execute(f"insert into queue_stats values ({', '.join('?' * 24)})", [NOV, *q])
+        con.execute(f"insert into queue_stats values ({', '.join('?' * 25)})", [NOV, *q])
     for v in COST_VIEWS:
         units = [round(hours * 1_512_000_000) for hours in v[3:5]]
         failed_units = round(v[8] * 1_512_000_000)
@@ -706,7 +706,7 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
         "Job lines": ("D2", "A1:X4"),  # the job's identity (tenant, cluster, id) stays in view
         "Waste": ("A2", "A1:F10"),
         "Quota & Budget": ("A2", "A1:T3"),
-        "Queue & Service": ("A2", "A1:V4"),
+        "Queue & Service": ("A2", "A1:W4"),
         "Submissions": ("A3", "A2:L4"),  # under its title
         "Rejected rows": ("A3", "A2:D4"),
         "Failures": ("A3", "A2:P4"),
@@ -1109,14 +1109,15 @@ def test_queue_and_service_sheet_shows_waits_in_hours(written):
     _, _, wb = written
     ws = wb["Queue & Service"]
     assert ws["H1"].value == "Wait p50 (h)"
-    assert _rows(ws, 2, 4, 22) == [
+    assert _rows(ws, 2, 4, 23) == [
         ("cluster", "phillips", "all", "all", "all", 3, 3, 0.25, 1, 1.5, 0.75, 2.5, 13, 3, 2,
-         1, 0, 0, 0, 1, 0, 0.6666666666666667),
+         1, 0, 0, 0, 1, 0, 0.6666666666666667, 1),
         ("tenant", "phillips", "chaff", "all", "all", 2, 2, 0.5, 1.5, 2, 1, 2.5, 12.5, 2, 1, 1,
-         0, 0, 0, 0, 0, 0.5),
+         0, 0, 0, 0, 0, 0.5, 1),
         ("queue", "phillips", "all", "gpu", "all", 2, 2, 0.5, 1.5, 2, 1, 2.5, 12.5, 2, 1, 1, 0,
-         0, 0, 0, 0, 0.5),
+         0, 0, 0, 0, 0.5, 1),
     ]  # fmt: skip
+    assert ws["W1"].value == "Waits from Kueue admission"
 
 
 def test_submissions_sheet_shows_what_became_of_the_jobs_submitted(written):

@@ -12,7 +12,9 @@ quota_compliance = sql_table(
     "quota_compliance", "marts", GROUP, ["quota_steps", "job_gpu_hours"],
     checks=[Check("quota_compliance_ties_out")],
 )  # fmt: skip
-queue_stats = sql_table("queue_stats", "marts", GROUP, ["job_usage", "job_gpu_hours"])
+queue_stats = sql_table(
+    "queue_stats", "marts", GROUP, ["job_usage", "job_gpu_hours", "kueue_workload_waits"]
+)
 failure_stats = sql_table(
     "failure_stats", "marts", GROUP, ["stg_jobs", "job_gpus", "job_gpu_hours", "catalog_nodes"]
 )
@@ -91,7 +93,7 @@ telemetry_label_checks = sql_table(
 )  # fmt: skip
 
 STEPS = [
-    quota_compliance, queue_stats, failure_stats, kueue_workload_waits, submission_stats,
+    quota_compliance, kueue_workload_waits, queue_stats, failure_stats, submission_stats,
     quota_drift, node_service, incidents, availability, capacity_evidence, job_efficiency,
     user_efficiency,
     utilization_daily, telemetry_label_checks,
