@@ -240,11 +240,8 @@ def given_kueue_waits(con, workloads: list[tuple]) -> None:
         "create table kueue_workload_waits (billing_month date, cluster varchar, "
         "owner_kind varchar, owner_uid varchar, is_admitted boolean, wait_s double)"
     )
-    for month, kind, uid, admitted, wait in workloads:
-        con.execute(
-            "insert into kueue_workload_waits values (?, 'c1', ?, ?, ?, ?)",
-            [month, kind, uid, admitted, wait],
-        )
+    if workloads:
+        con.executemany("insert into kueue_workload_waits values (?, 'c1', ?, ?, ?, ?)", workloads)
 
 
 def given_queue_month(con, kueue_waits: list[tuple] = ()) -> None:
