@@ -342,8 +342,8 @@ def _write_summary(
             ),
             subtitle=(
                 f"Billing period [{billing_month:%Y-%m-%d}, {period_end(billing_month):%Y-%m-%d})"
-                f" in {timezone}; figures are defined on the Definitions sheet, parameters of "
-                "the run below them."
+                f" in {timezone}; figures are defined on the Definitions sheet, below the "
+                "run's parameters."
             ),
             currency=currency,
             identity_cols=[Column("Tenant"), Column("Department"), Column("Cost center")],
@@ -363,6 +363,12 @@ def _write_summary(
             capacity_gpu_hours=(sum(b.gpu_hours for b in capacity_rows) if capacity_rows else None),
         ),
         charges_total_cell,
+        # above the tenants (the one table as long as the catalog is), each from a new page
+        lambda ws, last: _write_waste_in_money(
+            ws,
+            _write_charge_type_reconciliation(ws, last, data.reconciliation, charges_total_cell),
+            data.buckets,
+        ),
     )
     # a closed month re-run: what was issued, the corrections since, and the net billed now
     issued = sum((c.amount for c in charges if c.charge_class != "Correction"), Decimal("0.00"))
@@ -378,10 +384,6 @@ def _write_summary(
     set_text(ws.cell(row=net_row, column=1), "Net (issued + corrections)")
     net = ws.cell(row=net_row, column=5, value=f"=E{issued_row}+E{corrections_row}")
     net.style = "cb total money"
-    _write_charge_type_reconciliation(
-        ws, net_row + 2, data.reconciliation, reconciled.charges_total
-    )
-    _write_waste_in_money(ws, data.buckets)
 
 
 # Summary rows of the reconciliation by charge type: label, charge_type, and whether the row
@@ -396,15 +398,15 @@ _CHARGE_TYPE_ROWS = (
 
 
 def _write_charge_type_reconciliation(
-    ws: Worksheet, title_row: int, reconciliation: _Reconciliation, charges_row: int
-) -> None:
-    """The month's charges by charge type, all clusters in column E (a SUM over the cluster
-    columns F...) and one column per cluster; their total ties to the Charges TOTAL and, in
-    full_recovery, to each cluster's capacity cost."""
+    ws: Worksheet, last_row: int, reconciliation: _Reconciliation, charges_total_cell: str
+) -> int:
+    """Below `last_row`, the month's charges by charge type, all clusters in column E (a SUM
+    over the cluster columns F...) and one column per cluster; their total ties to the Charges
+    TOTAL (`charges_total_cell`) and, in full_recovery, to each cluster's capacity cost.
+    Returns the last row used."""
     clusters = reconciliation.clusters
-    # a table of its own when printed: it starts a page, never cut below the tenants
-    section_title(ws, title_row, "Reconciliation by charge type")
-    header_row = title_row + 1
+    header_row = section_below(ws, last_row, "Reconciliation by charge type")
+    # laid out cell by cell, printed like a table: from a new page
     register_table(ws, header_row)
     set_text(ws.cell(row=header_row, column=1), "Figure").style = "cb header"
     set_text(ws.cell(row=header_row, column=5), "All clusters").style = "cb header"
@@ -441,27 +443,28 @@ def _write_charge_type_reconciliation(
         ws.cell(row=total_row, column=column, value=formula).style = "cb total money"
     diff_row = total_row + 1
     set_text(ws.cell(row=diff_row, column=1), "Difference (total − Charges TOTAL, must be 0)")
-    diff = ws.cell(row=diff_row, column=5, value=f"=E{total_row}-E{charges_row}")
+    diff = ws.cell(row=diff_row, column=5, value=f"=E{total_row}-{charges_total_cell}")
     diff.style = "cb total money"
-    if cost_row is not None:
-        cost_diff_row = diff_row + 1
-        set_text(
-            ws.cell(row=cost_diff_row, column=1), "Difference (total − capacity cost, must be 0)"
-        )
-        for column in range(5, 6 + len(clusters)):
-            letter = get_column_letter(column)
-            formula = f"={letter}{total_row}-{letter}{cost_row}"
-            ws.cell(row=cost_diff_row, column=column, value=formula).style = "cb total money"
+    if cost_row is None:
+        return diff_row
+    cost_diff_row = diff_row + 1
+    set_text(ws.cell(row=cost_diff_row, column=1), "Difference (total − capacity cost, must be 0)")
+    for column in range(5, 6 + len(clusters)):
+        letter = get_column_letter(column)
+        formula = f"={letter}{total_row}-{letter}{cost_row}"
+        ws.cell(row=cost_diff_row, column=column, value=formula).style = "cb total money"
+    return cost_diff_row
 
 
 # The buckets of capacity not used productively, in the taxonomy order (BUCKET_ORDER)
 WASTE_BUCKETS = tuple(b for b in BUCKET_ORDER if b not in ("capacity", "productive"))
 
 
-def _write_waste_in_money(ws: Worksheet, buckets: list[Any]) -> None:
-    """Below the Summary's reconciliations, a table per currency of the month's waste buckets
-    in GPU-hours and money, each summed over the clusters and GPU models (capacity_buckets'
-    amount: at the pool's charged rate, or its cost in full_recovery), and their TOTAL."""
+def _write_waste_in_money(ws: Worksheet, last_row: int, buckets: list[Any]) -> int:
+    """Below `last_row`, a table per currency of the month's waste buckets in GPU-hours and
+    money, each summed over the clusters and GPU models (capacity_buckets' amount: at the
+    pool's charged rate, or its cost in full_recovery), and their TOTAL; returns the last row
+    used."""
     totals: dict[str | None, dict[str, list[Any]]] = {}  # currency -> bucket -> [hours, amount]
     for b in buckets:
         if b.bucket in ("capacity", "productive"):
@@ -471,7 +474,7 @@ def _write_waste_in_money(ws: Worksheet, buckets: list[Any]) -> None:
             hours + (b.gpu_hours or 0.0),
             amount if b.amount is None else (amount or Decimal("0.00")) + b.amount,
         ]
-    last = ws.max_row
+    last = last_row
     currencies = sorted(totals, key=lambda c: (c is None, c or ""))
     for index, currency in enumerate(currencies, start=1):
         by_bucket = totals[currency]
@@ -490,6 +493,7 @@ def _write_waste_in_money(ws: Worksheet, buckets: list[Any]) -> None:
         last = write_table(ws, header_row, cols, rows, table_name=name)
         write_total_row(ws, last + 1, header_row + 1, last, {2: "hours", 3: "money"}, "Waste total")
         last += 1
+    return last
 
 
 def _write_waste(ws: Worksheet, buckets: list[Any], tenants: list[Any], currency: str) -> None:

@@ -5,7 +5,7 @@ tenants with their budgets, and the reconciliation with the Charges sheet), Char
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -64,7 +64,8 @@ class Summary:
     """What a Summary sheet shows: a title and a subtitle; headline figures from row 4 (the
     capacity ones where the workbook has its own capacity); a table of tenants, each row
     filled by its budget status, with a TOTAL row; and the reconciliation of the TOTAL amount
-    with the Charges sheet's."""
+    with the Charges sheet's. The tenants come last, below any sections a workbook adds: as
+    many rows as tenants, their header repeats on each printed page (sheets.set_print_setup)."""
 
     title: str
     subtitle: str
@@ -85,8 +86,19 @@ class SummaryRows(NamedTuple):
     difference: int
 
 
-def write_summary(ws: Worksheet, summary: Summary, charges_total_cell: str) -> SummaryRows:
-    """Write `summary` on `ws`; the Difference of its TOTAL and the Charges TOTAL must be 0."""
+# A workbook's own sections between the headline and the tenants: it takes the sheet and the
+# last row used, writes below it and returns its own last row.
+SummarySections = Callable[[Worksheet, int], int]
+
+
+def write_summary(
+    ws: Worksheet,
+    summary: Summary,
+    charges_total_cell: str,
+    sections: SummarySections | None = None,
+) -> SummaryRows:
+    """Write `summary` on `ws`, with `sections` between its headline and its tenants; the
+    Difference of its TOTAL and the Charges TOTAL must be 0."""
     set_text(ws["A1"], summary.title).style = "cb title"
     set_text(ws["A2"], summary.subtitle)
     row = 4
@@ -100,7 +112,8 @@ def write_summary(ws: Worksheet, summary: Summary, charges_total_cell: str) -> S
             cell.style = STYLE_OF_KIND[kind]
         row += 1
 
-    header_row = row + 1
+    last = row - 1 if sections is None else sections(ws, row - 1)
+    header_row = section_below(ws, last, "Tenants")
     currency, identity = summary.currency, len(summary.identity_cols)
     cols = [
         *summary.identity_cols,
@@ -117,9 +130,9 @@ def write_summary(ws: Worksheet, summary: Summary, charges_total_cell: str) -> S
          t.budget_status, *t.extra)
         for t in summary.tenants
     ]  # fmt: skip
-    last = write_main_table(ws, cols, rows, header_row)
+    last = write_table(ws, header_row, cols, rows, table_name="Tenants")
     fill_status_rows(ws, header_row + 1, [t.budget_status for t in summary.tenants], len(cols))
-    total_row = last + 1
+    total_row = max(last, header_row + 1) + 1  # below "(none)" when there is no tenant
     amount_column = identity + 2
     write_total_row(
         ws, total_row, header_row + 1, last, {amount_column - 1: "hours", amount_column: "money"}

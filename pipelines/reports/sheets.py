@@ -350,11 +350,12 @@ def set_print_setup(wb: Workbook, heading: str) -> None:
 
     Landscape A4; header `heading` (say, the month) left and the sheet's name right, footer
     "Page n of N". A sheet that holds one table repeats its frozen header rows (and frozen
-    columns) on every page. A sheet that stacks several tables (or a table and a chart)
-    starts each table after the first, with its section title, and each chart on a new page,
-    and repeats the title and header of its last table on that table's pages: print titles
-    repeat from the page where they first appear (LibreOffice, measured), so the tables
-    above keep their own header. Writers put a sheet's one table of unbounded length last.
+    columns) on every page, or, not frozen, its title and header from where it begins. A
+    sheet that stacks several tables (or a table and a chart) starts each table after the
+    first, with its section title, and each chart on a new page, and repeats the title and
+    header of its last table on that table's pages: print titles repeat from the page where
+    they first appear (LibreOffice, measured), so the tables above keep their own header.
+    Writers put a sheet's one table of unbounded length last.
     A sheet is fitted to the page width when that keeps its scale at MIN_PRINT_SCALE or
     more, otherwise it prints at MIN_PRINT_SCALE over as many pages across as it needs. A
     row with wrapped text gets the height of its lines. Call it once the sheets are written.
@@ -375,9 +376,9 @@ def set_print_setup(wb: Workbook, heading: str) -> None:
             for header_row in layout.tables
         }
         starts = sorted(set(table_starts) | set(layout.charts))
-        if len(starts) <= 1:
+        if len(starts) <= 1 and ws.freeze_panes:
             _repeat_frozen_panes(ws)
-        elif starts[-1] in table_starts and starts[-1] not in layout.charts:
+        elif starts and starts[-1] in table_starts:
             ws.print_title_rows = f"{starts[-1]}:{table_starts[starts[-1]]}"
         for start in starts[1:]:
             # a break after row start - 1: the table (or chart) begins the next page

@@ -217,6 +217,18 @@ def test_focus_marks_unused_reservations(rate_card):
     assert sum(Decimal(r["BilledCost"]) for r in rows) == d("8490.00")
 
 
+def _rows_above_the_tenants(ws) -> dict:
+    """The Summary's rows above its Tenants table (the charge-type reconciliation among them)
+    by their label in column A: a tenant may bear a figure's name ("Platform (unrecovered)")."""
+    rows = {}
+    for row in ws.iter_rows():
+        if row[0].value == "Tenants":
+            return rows
+        if row[0].value:
+            rows[row[0].value] = row
+    raise AssertionError("no Tenants table on the Summary")
+
+
 def test_rate_card_workbook_shows_reserved_unused_as_its_own_row(rate_card):
     import openpyxl
 
@@ -224,7 +236,7 @@ def test_rate_card_workbook_shows_reserved_unused_as_its_own_row(rate_card):
 
     wb = openpyxl.load_workbook(rate_card / "reports/2026-11/chargeback-2026-11.xlsx")
     ws = wb["Summary"]
-    rows = {row[0].value: row for row in ws.iter_rows() if row[0].value}
+    rows = _rows_above_the_tenants(ws)
     assert [c.value for c in rows["Figure"][4:7]] == ["All clusters", "edge", "lab"]
     figures = {
         "Usage charged": ("0.00", "2030.00"),  # 480 + 1,460 + 30 + 60
@@ -377,7 +389,7 @@ def test_workbook_summary_reconciles_the_cost(full_recovery):
     _, root, _ = full_recovery
     wb = openpyxl.load_workbook(root / "reports/2026-11/chargeback-2026-11.xlsx")
     ws = wb["Summary"]
-    rows = {row[0].value: row for row in ws.iter_rows() if row[0].value}
+    rows = _rows_above_the_tenants(ws)
     assert [c.value for c in rows["Figure"][4:7]] == ["All clusters", "edge", "lab"]
     figures = {
         # edge: cost 720, reserved 60 + 180, the rest unrecovered; lab: cost 6,120 = usage
@@ -407,8 +419,9 @@ def test_workbook_summary_reconciles_the_cost(full_recovery):
     assert [c.value for c in to_cost[4:7]] == [
         f"={col}{total[0].row}-{col}{cost_row}" for col in "EFG"
     ]
-    charges_row = rows["Total of Charges sheet"][0].row
-    assert to_charges[4].value == f"=E{total[0].row}-E{charges_row}"
+    charges = wb["Charges"]
+    charges_total = next(r[0].row for r in charges.iter_rows() if r[0].value == "TOTAL")
+    assert to_charges[4].value == f"=E{total[0].row}-'Charges'!$L${charges_total}"
     # evaluated, the differences are zero and the totals are the costs
     from tests.reports.test_workbook import _evaluate
 

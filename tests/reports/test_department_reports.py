@@ -877,8 +877,13 @@ def test_workbook_prints_like_the_finance_workbook(con, tmp_path):
     for ws in wb.worksheets:
         assert (ws.page_setup.orientation, ws.oddHeader.left.text) == ("landscape", heading)
         assert (ws.oddHeader.right.text, ws.oddFooter.center.text) == ("&A", "Page &P of &N")
-    # one table each: the header repeats on every page (the job lines' identity columns too)
-    assert [(ws.print_title_rows, ws.print_title_cols) for ws in wb.worksheets[1:3]] == [
+    # one table each: the header repeats on every page (the job lines' identity columns too);
+    # the Summary's tenants under their title, from where they begin below the headline
+    summary = wb["Summary"]
+    header = _total_row(summary) - 3  # two tenants above the TOTAL in this month
+    assert (summary[f"A{header - 1}"].value, summary[f"A{header}"].value) == ("Tenants", "Tenant")
+    assert [(ws.print_title_rows, ws.print_title_cols) for ws in wb.worksheets[:3]] == [
+        (f"${header - 1}:${header}", None),
         ("$1:$1", None),
         ("$1:$1", "$A:$C"),
     ]

@@ -698,10 +698,7 @@ def test_text_that_looks_like_a_formula_stays_text(written):
 
 def test_every_table_sheet_has_frozen_header_and_filter(written):
     _, _, wb = written
-    header = _row_of(wb["Summary"], "Tenant")
-    total = _row_of(wb["Summary"], "TOTAL")
     expected = {
-        "Summary": (f"A{header + 1}", f"A{header}:H{total - 1}"),
         "Charges": ("A2", "A1:N7"),
         "Job lines": ("D2", "A1:X4"),  # the job's identity (tenant, cluster, id) stays in view
         "Waste": ("A2", "A1:F10"),
@@ -723,6 +720,11 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
     # second tables on a sheet carry their own filter as Excel tables (every table of the
     # sheets that start with a section)
     assert set(wb["Waste"].tables) == {"WasteByTenant", "WasteByModel"}
+    summary = wb["Summary"]
+    header, total = _row_of(summary, "Tenant"), _row_of(summary, "TOTAL")
+    assert set(summary.tables) == {"WasteInMoney", "Tenants"}
+    assert summary.tables["Tenants"].ref == f"A{header}:H{total - 1}"
+    assert summary.freeze_panes is None  # the tenants are below the headline sections
     assert set(wb["Data quality"].tables) == {"TelemetryCoverage", "DataQuality"}
     assert set(wb["Definitions"].tables) == {
         "Parameters", "TelemetryPerCluster", "FigureDefinitions"
@@ -1458,8 +1460,9 @@ HEADING = "GPU chargeback — November 2026 (2026-11)"
 # begins (not over the tables above). Only Summary and Rejected rows are narrow enough to fit
 # the page width at 73 % or more; the others print at 73 % (an 11 pt font at 8 pt).
 PRINT_SETUP = {
-    # "Reconciliation by charge type" on row 23, "Waste in money (USD), all clusters" on 32
-    "Summary": (True, "$32:$33", None, [22, 31]),
+    # the headline and "Reconciliation by charge type" (row 11), "Waste in money (USD), all
+    # clusters" (row 20), then "Tenants" (row 32), last: its title and header repeat
+    "Summary": (True, "$32:$33", None, [19, 31]),
     "Charges": (False, "$1:$1", None, []),
     "Job lines": (False, "$1:$1", "$A:$C", []),
     "Waste": (False, None, None, [12, 19, 24]),  # by tenant, by model, the chart (last)
@@ -1507,8 +1510,10 @@ def test_every_sheet_prints_landscape_readable_with_header_footer_and_breaks(wri
     assert waste["A13"].value == "Waste by tenant"
     assert waste["A20"].value == "Waste by cluster × GPU model (GPU-hours)"
     assert waste._charts[0].anchor._from.row == 24  # 0-based: row 25, below the break
-    assert wb["Summary"]["A23"].value == "Reconciliation by charge type"
-    assert wb["Summary"]["A32"].value == "Waste in money (USD), all clusters"
+    summary = wb["Summary"]
+    assert summary["A11"].value == "Reconciliation by charge type"
+    assert summary["A20"].value == "Waste in money (USD), all clusters"
+    assert (summary["A32"].value, summary["A33"].value) == ("Tenants", "Tenant")
 
 
 def test_print_scale_is_the_fit_of_the_widths_and_charts():
