@@ -333,6 +333,13 @@ def _write_summary(
     charges = data.charges
     timezone = parameters.get("billing_timezone") or "UTC"
     capacity_rows = [b for b in data.buckets if b.bucket == "capacity"]
+
+    def sections_above_the_tenants(ws: Worksheet, last: int) -> int:
+        # the tenants come last (as many rows as the catalog has tenants); these, each from a
+        # new printed page, above them
+        last = _write_charge_type_reconciliation(ws, last, data.reconciliation, charges_total_cell)
+        return _write_waste_in_money(ws, last, data.buckets)
+
     reconciled = write_summary(
         ws,
         Summary(
@@ -363,12 +370,7 @@ def _write_summary(
             capacity_gpu_hours=(sum(b.gpu_hours for b in capacity_rows) if capacity_rows else None),
         ),
         charges_total_cell,
-        # above the tenants (the one table as long as the catalog is), each from a new page
-        lambda ws, last: _write_waste_in_money(
-            ws,
-            _write_charge_type_reconciliation(ws, last, data.reconciliation, charges_total_cell),
-            data.buckets,
-        ),
+        sections_above_the_tenants,
     )
     # a closed month re-run: what was issued, the corrections since, and the net billed now
     issued = sum((c.amount for c in charges if c.charge_class != "Correction"), Decimal("0.00"))

@@ -90,12 +90,18 @@ def test_both_clusters_are_charged(demo):
     assert {"genai", "nlp", "notebooks", "platform"} <= tenants
 
 
-def test_money_ties_from_lines_to_tenants_to_workbook(demo):
+@pytest.fixture(scope="module")
+def workbook(demo) -> openpyxl.Workbook:
+    """The demo month's finance workbook, loaded once for the tests that read it."""
+    root, _ = demo
+    return openpyxl.load_workbook(root / "reports/2026-11/chargeback-2026-11.xlsx")
+
+
+def test_money_ties_from_lines_to_tenants_to_workbook(demo, workbook):
     root, _ = demo
     [(lines_total,)] = query(root, "select sum(amount) from charge_lines")
     [(tenants_total,)] = query(root, "select sum(amount) from tenant_month")
     assert lines_total == tenants_total > 0
-    workbook = openpyxl.load_workbook(root / "reports/2026-11/chargeback-2026-11.xlsx")
     summary, charges = workbook["Summary"], workbook["Charges"]
     total_row = next(r for r in summary.iter_rows() if r[0].value == "TOTAL")
     formula = total_row[4].value
@@ -118,12 +124,10 @@ PRINTABLE_HEIGHT_PT = (210 / 25.4 - 0.75 * 2) * 72
 CHART_LAST = {"Waste", "Quota & Budget", "Trends"}
 
 
-def test_every_printed_table_but_a_sheets_last_fits_its_page(demo):
+def test_every_printed_table_but_a_sheets_last_fits_its_page(workbook):
     # A stacked sheet repeats only its last table's header on printed pages: every table
     # above it (from its section title to the next page break) fits one page at the sheet's
     # print scale, rows of wrapped text at their heights.
-    root, _ = demo
-    workbook = openpyxl.load_workbook(root / "reports/2026-11/chargeback-2026-11.xlsx")
     for ws in workbook.worksheets:
         scale = (ws.page_setup.scale or sheets.print_scale(ws)) / 100
         first = 1
