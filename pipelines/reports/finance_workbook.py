@@ -40,6 +40,7 @@ from pipelines.reports.shared_sheets import (
     write_summary,
 )
 from pipelines.reports.sheets import (
+    CHART_ROWS,
     OVER_FILL,
     TOP,
     Column,
@@ -64,10 +65,14 @@ from pipelines.reports.sheets import (
 from pipelines.reports.streamed_sheet import RowsQuery, StreamedRows
 from pipelines.reports.telemetry import ClusterTelemetry, cluster_telemetry
 
+# A table that grows with the catalog or the landing (tenants, pools, nodes, days, files) is
+# its sheet's last or only one, so that its printed pages repeat its header: DESIGN's "Waste"
+# and "Quota & Budget" are each spread over sheets of their own tables.
 SHEET_NAMES = (
-    "Summary", "Charges", "Job lines", "Waste", "Cost views", "Users", "Quota & Budget",
-    "Queue & Service", "Submissions", "Failures", "Reliability", "Capacity", "Trends",
-    "Data quality", "Rejected rows", "Definitions", "Audit",
+    "Summary", "Charges", "Job lines", "Waste", "Waste by model", "Waste by tenant",
+    "Cost views", "Users", "Quota", "Budget", "Quota drift", "Queue & Service", "Submissions",
+    "Failures", "Reliability", "Capacity", "Trends", "Data quality", "Rejected rows",
+    "Definitions", "Audit",
 )  # fmt: skip
 TOP_NODES_SHOWN = 20
 REJECTS_SHOWN_MAX = 10_000
@@ -298,11 +303,14 @@ def _build_workbook(
     charges_total_cell = write_charges(sheets["Charges"], data.charges, currency)
     _write_summary(summary, billing_month, parameters, currency, data, charges_total_cell)
     job_lines = write_job_lines(sheets["Job lines"], data.jobs, currency)
-    _write_waste(sheets["Waste"], data.buckets, data.tenants, currency)
-    _write_waste_chart(sheets["Waste"], data.buckets)
+    _write_waste(sheets["Waste"], data.buckets, currency)
+    _write_waste_by_model(sheets["Waste by model"], data.buckets)
+    _write_waste_by_tenant(sheets["Waste by tenant"], data.tenants)
     _write_cost_views(sheets["Cost views"], data.cost_views, currency)
     _write_users(sheets["Users"], data.users)
-    _write_quota_budget(sheets["Quota & Budget"], data.quota, data.tenants, currency, data.drift)
+    _write_quota(sheets["Quota"], data.quota)
+    _write_budget(sheets["Budget"], data.tenants, currency)
+    _write_quota_drift(sheets["Quota drift"], data.drift)
     _write_queue(sheets["Queue & Service"], data.queue)
     _write_submissions(sheets["Submissions"], data.submissions)
     _write_failures(sheets["Failures"], data.failures)
@@ -498,7 +506,8 @@ def _write_waste_in_money(ws: Worksheet, last_row: int, buckets: list[Any]) -> i
     return last
 
 
-def _write_waste(ws: Worksheet, buckets: list[Any], tenants: list[Any], currency: str) -> None:
+def _write_waste(ws: Worksheet, buckets: list[Any], currency: str) -> None:
+    """Each cluster × GPU model's capacity row, then its buckets with their share of it."""
     cols = [
         Column("Cluster"),
         Column("GPU model"),
@@ -520,11 +529,12 @@ def _write_waste(ws: Worksheet, buckets: list[Any], tenants: list[Any], currency
         capacity_row, capacity = capacity_of.get((b.cluster, b.gpu_model), (None, None))
         share = f"=D{row}/D{capacity_row}" if capacity and b.gpu_hours is not None else None
         rows.append((b.cluster, b.gpu_model, b.bucket, b.gpu_hours, share, b.amount))
-    last = write_main_table(ws, cols, rows)
-    widths = fit_widths({}, cols, rows)
+    write_main_table(ws, cols, rows)
+    apply_widths(ws, fit_widths({}, cols, rows))
 
-    header_row = section_below(ws, last, "Waste by tenant")
-    tenant_cols = [
+
+def _write_waste_by_tenant(ws: Worksheet, tenants: list[Any]) -> None:
+    cols = [
         Column("Tenant ID"),
         Column("Tenant"),
         Column("Department"),
@@ -532,34 +542,34 @@ def _write_waste(ws: Worksheet, buckets: list[Any], tenants: list[Any], currency
         *BUCKET_HOURS_COLUMNS,
         Column("Productive share of allocated", "share"),
     ]
-    tenant_rows = []
-    for r, t in enumerate(sorted(tenants, key=lambda t: t.tenant_id), start=header_row + 1):
-        tenant_rows.append((
+    rows = []
+    for r, t in enumerate(sorted(tenants, key=lambda t: t.tenant_id), start=2):
+        rows.append((
             t.tenant_id, t.tenant_name, t.department, t.allocated_gpu_hours,
             t.productive_gpu_hours, t.idle_gpu_hours, t.zombie_gpu_hours,
             t.failed_job_gpu_hours, t.failed_infra_gpu_hours, t.unmeasured_gpu_hours,
             f"=E{r}/D{r}" if t.allocated_gpu_hours else None,
         ))  # fmt: skip
-    write_table(ws, header_row, tenant_cols, tenant_rows, table_name="WasteByTenant")
-    apply_widths(ws, fit_widths(widths, tenant_cols, tenant_rows))
+    write_main_table(ws, cols, rows)
+    apply_widths(ws, fit_widths({}, cols, rows))
 
 
-def _write_waste_chart(ws: Worksheet, buckets: list[Any]) -> None:
-    """A cluster × GPU model matrix of the buckets below the Waste tables, and its chart."""
+def _write_waste_by_model(ws: Worksheet, buckets: list[Any]) -> None:
+    """The buckets' stacked chart on top, then its data: a cluster × GPU model matrix."""
     shown = BUCKET_ORDER[1:]  # capacity is the sum of the others, not a slice of the bar
     hours: dict[tuple[str, str], dict[str, float]] = {}
     for b in buckets:
         hours.setdefault((b.cluster, b.gpu_model), {})[b.bucket] = b.gpu_hours
-    header_row = section_below(ws, ws.max_row, "Waste by cluster × GPU model (GPU-hours)")
     cols = [Column("Cluster × GPU model"), *(Column(b, "hours") for b in shown)]
     rows = [
         (f"{cluster} × {model}", *(by_bucket.get(b) for b in shown))
         for (cluster, model), by_bucket in hours.items()
     ]
+    header_row = section_below(
+        ws, CHART_ROWS if rows else TOP, "Waste by cluster × GPU model (GPU-hours)"
+    )
     last = write_table(ws, header_row, cols, rows, table_name="WasteByModel")
-    label_width = fit_widths({}, cols[:1], [r[:1] for r in rows])[1]
-    if label_width > (ws.column_dimensions["A"].width or 0):
-        ws.column_dimensions["A"].width = label_width
+    apply_widths(ws, fit_widths({}, cols, rows))
     if not rows:
         return
     chart = BarChart()
@@ -570,7 +580,7 @@ def _write_waste_chart(ws: Worksheet, buckets: list[Any]) -> None:
     data = Reference(ws, min_col=2, max_col=len(cols), min_row=header_row, max_row=last)
     chart.add_data(data, titles_from_data=True)
     chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=last))
-    add_chart(ws, chart, last + 3)
+    add_chart(ws, chart, 1)
 
 
 def _write_cost_views(ws: Worksheet, views: list[Any] | None, currency: str) -> None:
@@ -649,13 +659,11 @@ def _yes_no(flag: bool | None) -> str | None:
     return None if flag is None else ("yes" if flag else "no")
 
 
-def _write_quota_budget(
-    ws: Worksheet,
-    quota: list[Any] | None,
-    tenants: list[Any],
-    currency: str,
-    drift: list[Any] | None = None,
-) -> None:
+def _write_quota(ws: Worksheet, quota: list[Any] | None) -> None:
+    """Quota compliance per tenant × pool, a breach in red."""
+    if quota is None:
+        not_available(ws, 1, "quota_compliance")
+        return
     cols = [
         Column("Tenant ID"),
         Column("Pool"),
@@ -678,26 +686,25 @@ def _write_quota_budget(
         Column("Idle quota"),
         Column("Chronic borrowing"),
     ]
-    widths: dict[int, int] = {}
-    if quota is None:
-        last = not_available(ws, 1, "quota_compliance")
-    else:
-        rows = [
-            (q.tenant_id, q.pool, _yes_no(q.has_quota), q.guaranteed_gpus, q.limit_gpus,
-             _yes_no(q.reserved), q.used_gpu_hours, q.mean_gpus, q.peak_gpus, q.peak_at,
-             q.guaranteed_gpu_hours, q.borrowed_gpu_hours, q.unused_guaranteed_gpu_hours,
-             q.minutes_above_limit, share_of(q.quota_use_pct), q.borrowing_days, q.days,
-             _yes_no(q.breach), _yes_no(q.idle_quota), _yes_no(q.chronic_borrowing))
-            for q in quota
-        ]  # fmt: skip
-        last = write_main_table(ws, cols, rows)
-        for row, q in enumerate(quota, start=2):
-            if q.breach:
-                ws.cell(row=row, column=18).fill = OVER_FILL
-        widths = fit_widths(widths, cols, rows)
+    rows = [
+        (q.tenant_id, q.pool, _yes_no(q.has_quota), q.guaranteed_gpus, q.limit_gpus,
+         _yes_no(q.reserved), q.used_gpu_hours, q.mean_gpus, q.peak_gpus, q.peak_at,
+         q.guaranteed_gpu_hours, q.borrowed_gpu_hours, q.unused_guaranteed_gpu_hours,
+         q.minutes_above_limit, share_of(q.quota_use_pct), q.borrowing_days, q.days,
+         _yes_no(q.breach), _yes_no(q.idle_quota), _yes_no(q.chronic_borrowing))
+        for q in quota
+    ]  # fmt: skip
+    write_main_table(ws, cols, rows)
+    for row, q in enumerate(quota, start=2):
+        if q.breach:
+            ws.cell(row=row, column=18).fill = OVER_FILL
+    apply_widths(ws, fit_widths({}, cols, rows))
 
-    header_row = section_below(ws, last, f"Budget vs actual ({currency})")
-    budget_cols = [
+
+def _write_budget(ws: Worksheet, tenants: list[Any], currency: str) -> None:
+    """The spend vs budget chart on top, then its data: each tenant's amount beside its
+    budget, filled by its budget status."""
+    cols = [
         Column("Tenant ID"),
         Column("Tenant"),
         Column(f"Amount ({currency})", "money"),
@@ -705,60 +712,60 @@ def _write_quota_budget(
         Column("Budget used", "share"),
         Column("Budget status"),
     ]
-    budget_rows = []
+    header_row = section_below(ws, CHART_ROWS if tenants else TOP, f"Budget vs actual ({currency})")
+    rows = []
     for r, t in enumerate(tenants, start=header_row + 1):
         used = f"=C{r}/D{r}" if t.amount is not None and t.budget else None
-        budget_rows.append(
-            (t.tenant_id, t.tenant_name or t.tenant_id, t.amount, t.budget, used, t.budget_status)
-        )
-    budget_last = write_table(ws, header_row, budget_cols, budget_rows, table_name="BudgetVsActual")
-    fill_status_rows(ws, header_row + 1, [t.budget_status for t in tenants], len(budget_cols))
-    widths = fit_widths(widths, budget_cols, budget_rows)
-    drift_row = section_below(
-        ws, budget_last, "Quota drift: scheduler configuration vs catalog quotas"
-    )
-    if drift is None:
-        drift_last = not_available(ws, drift_row, "quota_drift")
-    else:
-        drift_cols = [
-            Column("Cluster"),
-            Column("Tenant ID"),
-            Column("Pool"),
-            Column("Source"),
-            Column("Disagreement"),
-            Column("Configured guaranteed GPUs", "hours"),
-            Column("Configured limit GPUs", "hours"),
-            Column("Catalog guaranteed GPUs", "hours"),
-            Column("Catalog limit GPUs", "hours"),
-            Column("Configured by"),
-            Column("Configuration file"),
-            Column("Detail"),
-        ]
-        drift_rows = [
-            (d.cluster, d.tenant_id, d.pool, d.source, d.kind, d.configured_guaranteed_gpus,
-             d.configured_limit_gpus, d.catalog_guaranteed_gpus, d.catalog_limit_gpus,
-             d.config_objects, d.config_file, d.detail)
-            for d in drift
-        ]  # fmt: skip
-        drift_last = write_table(ws, drift_row, drift_cols, drift_rows, table_name="QuotaDrift")
-        if not drift_rows:
-            set_text(
-                ws.cell(row=drift_row + 1, column=1),
-                "none: every configured quota agrees with the catalog",
-            )
-            drift_last = drift_row + 1
-        widths = fit_widths(widths, drift_cols, drift_rows)
-    apply_widths(ws, widths)
-    if not budget_rows:
+        rows.append((t.tenant_id, t.tenant_name or t.tenant_id, t.amount, t.budget, used,
+                     t.budget_status))  # fmt: skip
+    last = write_table(ws, header_row, cols, rows, table_name="BudgetVsActual")
+    fill_status_rows(ws, header_row + 1, [t.budget_status for t in tenants], len(cols))
+    apply_widths(ws, fit_widths({}, cols, rows))
+    if not rows:
         return
     chart = BarChart()
     chart.type = "col"
     chart.grouping = "clustered"
     style_chart(chart, "Spend vs budget", currency or "amount")
-    data = Reference(ws, min_col=3, max_col=4, min_row=header_row, max_row=budget_last)
+    data = Reference(ws, min_col=3, max_col=4, min_row=header_row, max_row=last)
     chart.add_data(data, titles_from_data=True)
-    chart.set_categories(Reference(ws, min_col=2, min_row=header_row + 1, max_row=budget_last))
-    add_chart(ws, chart, drift_last + 3)
+    chart.set_categories(Reference(ws, min_col=2, min_row=header_row + 1, max_row=last))
+    add_chart(ws, chart, 1)
+
+
+def _write_quota_drift(ws: Worksheet, drift: list[Any] | None) -> None:
+    """Each disagreement between a scheduler's configured quota and the catalog's."""
+    header_row = section_below(ws, TOP, "Quota drift: scheduler configuration vs catalog quotas")
+    if drift is None:
+        not_available(ws, header_row, "quota_drift")
+        return
+    cols = [
+        Column("Cluster"),
+        Column("Tenant ID"),
+        Column("Pool"),
+        Column("Source"),
+        Column("Disagreement"),
+        Column("Configured guaranteed GPUs", "hours"),
+        Column("Configured limit GPUs", "hours"),
+        Column("Catalog guaranteed GPUs", "hours"),
+        Column("Catalog limit GPUs", "hours"),
+        Column("Configured by"),
+        Column("Configuration file"),
+        Column("Detail"),
+    ]
+    rows = [
+        (d.cluster, d.tenant_id, d.pool, d.source, d.kind, d.configured_guaranteed_gpus,
+         d.configured_limit_gpus, d.catalog_guaranteed_gpus, d.catalog_limit_gpus,
+         d.config_objects, d.config_file, d.detail)
+        for d in drift
+    ]  # fmt: skip
+    write_table(ws, header_row, cols, rows, table_name="QuotaDrift")
+    if not rows:
+        set_text(
+            ws.cell(row=header_row + 1, column=1),
+            "none: every configured quota agrees with the catalog",
+        )
+    apply_widths(ws, fit_widths({}, cols, rows))
 
 
 def _write_queue(ws: Worksheet, queue: list[Any] | None) -> None:

@@ -1,4 +1,4 @@
--- The Quota & Budget sheet: one row per tenant × pool of the billing month (quota_compliance).
+-- The Quota sheet: one row per tenant × pool of the billing month (quota_compliance).
 -- Parameters: $billing_month.
 select
     tenant_id, pool, has_quota, guaranteed_gpus, limit_gpus, reserved, used_gpu_hours,

@@ -1,5 +1,5 @@
--- The Quota & Budget sheet's Quota drift section: one row per quota_drift row of the billing
--- month (each disagreement between the schedulers' configured quotas and the catalog's).
+-- The Quota drift sheet: one row per quota_drift row of the billing month (each disagreement
+-- between the schedulers' configured quotas and the catalog's).
 -- Parameters: $billing_month.
 select
     cluster, tenant_id, pool, source, kind, configured_guaranteed_gpus, configured_limit_gpus,

@@ -566,9 +566,13 @@ def test_sheet_names_in_order(written):
         "Charges",
         "Job lines",
         "Waste",
+        "Waste by model",
+        "Waste by tenant",
         "Cost views",
         "Users",
-        "Quota & Budget",
+        "Quota",
+        "Budget",
+        "Quota drift",
         "Queue & Service",
         "Submissions",
         "Failures",
@@ -702,7 +706,8 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
         "Charges": ("A2", "A1:N7"),
         "Job lines": ("D2", "A1:X4"),  # the job's identity (tenant, cluster, id) stays in view
         "Waste": ("A2", "A1:F10"),
-        "Quota & Budget": ("A2", "A1:T3"),
+        "Waste by tenant": ("A2", "A1:K4"),
+        "Quota": ("A2", "A1:T3"),
         "Queue & Service": ("A2", "A1:W4"),
         "Submissions": ("A3", "A2:L4"),  # under its title
         "Rejected rows": ("A3", "A2:D4"),
@@ -719,7 +724,9 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
         assert ws.column_dimensions["A"].width >= 8, name
     # second tables on a sheet carry their own filter as Excel tables (every table of the
     # sheets that start with a section)
-    assert set(wb["Waste"].tables) == {"WasteByTenant", "WasteByModel"}
+    assert set(wb["Waste by model"].tables) == {"WasteByModel"}
+    assert set(wb["Budget"].tables) == {"BudgetVsActual"}
+    assert set(wb["Quota drift"].tables) == {"QuotaDrift"}
     summary = wb["Summary"]
     header, total = _row_of(summary, "Tenant"), _row_of(summary, "TOTAL")
     assert set(summary.tables) == {"WasteInMoney", "Tenants"}
@@ -773,11 +780,12 @@ def test_waste_shares_are_formulas_over_the_capacity_row(written):
         assert ws[f"E{r}"].number_format == "0.0%"
         # its amount, as capacity_buckets prices it
         assert (ws["F1"].value, ws[f"F{r}"].value) == ("Amount (USD)", hours * 2.1)
-    table = ws.tables["WasteByTenant"]
-    min_col, min_row, max_col, max_row = range_boundaries(table.ref)
-    assert (max_col, max_row - min_row) == (11, len(TENANTS))
-    idle = {ws.cell(r, 1).value: ws.cell(r, 6).value for r in range(min_row + 1, max_row + 1)}
+    by_tenant = wb["Waste by tenant"]
+    min_col, min_row, max_col, max_row = range_boundaries(by_tenant.auto_filter.ref)
+    assert (min_row, max_col, max_row - min_row) == (1, 11, len(TENANTS))
+    idle = {by_tenant.cell(r, 1).value: by_tenant.cell(r, 6).value for r in range(2, max_row + 1)}
     assert idle == {"chaff": 80.0, "r&d": 20.0, "unmapped": 0.0}
+    assert by_tenant["K2"].value == "=E2/D2"
 
 
 def test_data_quality_and_rejects(written):
@@ -1051,9 +1059,9 @@ def _rows(ws, first, last, columns):
     ]
 
 
-def test_quota_and_budget_sheet(written):
+def test_quota_and_budget_sheets(written):
     _, _, wb = written
-    ws = wb["Quota & Budget"]
+    ws = wb["Quota"]
     assert _rows(ws, 2, 3, 20) == [
         ("chaff", "A100-80GB", "yes", 2, 4, "no", 360, 0.5, 5, dt.datetime(2026, 11, 2, 9, 30),
          1440, 30, 1110, 45, 0.4, 3, 30, "yes", "no", "no"),
@@ -1064,7 +1072,10 @@ def test_quota_and_budget_sheet(written):
     # the breach flag is red, the other flags are not
     breach = [ws[f"{col}{row}"].fill.fgColor.rgb for col in "RST" for row in (2, 3)]
     assert breach == ["00" + sheets.OVER_BUDGET_RGB] + ["00000000"] * 5
+    ws = wb["Budget"]
+    # below the spend vs budget chart (rows 1-20)
     header = _row_of(ws, "Budget vs actual (USD)") + 1
+    assert header == sheets.CHART_ROWS + 4
     assert _rows(ws, header, header + 3, 6) == [
         ("Tenant ID", "Tenant", "Amount (USD)", "Budget (USD)", "Budget used", "Budget status"),
         ("chaff", "Chaffinch Lab", 1234.56, 1000, f"=C{header + 1}/D{header + 1}", "over"),
@@ -1076,12 +1087,11 @@ def test_quota_and_budget_sheet(written):
     assert fills == ["00" + sheets.OVER_BUDGET_RGB, "00" + sheets.WARN_BUDGET_RGB, "00000000"]
 
 
-def test_quota_drift_section_lists_each_disagreement_below_the_budgets(written):
+def test_quota_drift_sheet_lists_each_disagreement(written):
     _, _, wb = written
-    ws = wb["Quota & Budget"]
-    budgets = _row_of(ws, "Budget vs actual (USD)") + 1
+    ws = wb["Quota drift"]
     row = _row_of(ws, "Quota drift: scheduler configuration vs catalog quotas")
-    assert row == budgets + 3 + 3  # two rows under the budget table's last row
+    assert row == 1
     assert _rows(ws, row + 1, row + 3, 12) == [
         ("Cluster", "Tenant ID", "Pool", "Source", "Disagreement",
          "Configured guaranteed GPUs", "Configured limit GPUs", "Catalog guaranteed GPUs",
@@ -1097,11 +1107,11 @@ def test_quota_drift_section_lists_each_disagreement_below_the_budgets(written):
     assert ws[f"L{row + 2}"].data_type == "s"  # text that looks like a formula stays text
 
 
-def test_quota_drift_section_says_when_nothing_disagrees(con, tmp_path):
+def test_quota_drift_sheet_says_when_nothing_disagrees(con, tmp_path):
     con.execute("delete from quota_drift")
     out = tmp_path / "chargeback-2026-11.xlsx"
     write_chargeback_workbook(con, NOV, PARAMETERS, out)
-    ws = openpyxl.load_workbook(out)["Quota & Budget"]
+    ws = openpyxl.load_workbook(out)["Quota drift"]
     row = _row_of(ws, "Quota drift: scheduler configuration vs catalog quotas")
     assert ws[f"A{row + 2}"].value == "none: every configured quota agrees with the catalog"
     assert "QuotaDrift" not in ws.tables
@@ -1329,11 +1339,10 @@ def _charts(path):
 def test_native_charts_reference_the_right_ranges(written):
     out, _, wb = written
     charts, drawings = _charts(out)
-    assert drawings == 4  # Waste, Quota & Budget, Capacity, Trends
+    assert drawings == 4  # Waste by model, Budget, Capacity, Trends
 
-    qb = wb["Quota & Budget"]
-    h = _row_of(qb, "Budget vs actual (USD)") + 1
-    q = "'Quota & Budget'"
+    h = _row_of(wb["Budget"], "Budget vs actual (USD)") + 1
+    q = "'Budget'"
     assert charts["Spend vs budget"] == (
         "barChart",
         sorted([f"{q}!C{h}", f"{q}!D{h}", f"{q}!$B${h + 1}:$B${h + 3}",
@@ -1352,7 +1361,7 @@ def test_native_charts_reference_the_right_ranges(written):
                 f"'Capacity'!$B${h + 1}:$B${h + 2}", f"'Capacity'!$C${h + 1}:$C${h + 2}"]),
     )  # fmt: skip
 
-    waste = wb["Waste"]
+    waste = wb["Waste by model"]
     h = _row_of(waste, "Waste by cluster × GPU model (GPU-hours)") + 1
     buckets = [waste.cell(row=h, column=col).value for col in range(1, 10)]
     assert buckets == ["Cluster × GPU model", *workbook.BUCKET_ORDER[1:]]
@@ -1364,9 +1373,9 @@ def test_native_charts_reference_the_right_ranges(written):
     letters = "BCDEFGHI"
     assert (kind, refs) == (
         "barChart",
-        sorted([f"'Waste'!$A${h + 1}"]
-               + [f"'Waste'!{col}{h}" for col in letters]
-               + [f"'Waste'!${col}${h + 1}" for col in letters]),
+        sorted([f"'Waste by model'!$A${h + 1}"]
+               + [f"'Waste by model'!{col}{h}" for col in letters]
+               + [f"'Waste by model'!${col}${h + 1}" for col in letters]),
     )  # fmt: skip
     with zipfile.ZipFile(out) as archive:
         waste_chart = next(
@@ -1425,7 +1434,7 @@ def test_missing_governance_marts_say_not_available(con, tmp_path):
     assert result["total_amount"] == TOTAL
     wb = openpyxl.load_workbook(out)
     for sheet, table in (
-        ("Quota & Budget", "quota_compliance"),
+        ("Quota", "quota_compliance"),
         ("Queue & Service", "queue_stats"),
         ("Failures", "failure_stats"),
         ("Reliability", "availability"),
@@ -1439,8 +1448,8 @@ def test_missing_governance_marts_say_not_available(con, tmp_path):
     daily = _row_of(cap, "Daily allocation vs capacity (all clusters and GPU models)")
     assert "utilization_daily" in cap[f"A{daily + 1}"].value
     # budgets come from tenant_month, which every warehouse has, so they still show
-    assert wb["Quota & Budget"].tables["BudgetVsActual"].ref.endswith("F8")
-    assert wb["Quota & Budget"]["A12"].value.startswith(
+    assert wb["Budget"].tables["BudgetVsActual"].ref.endswith("F27")
+    assert wb["Quota drift"]["A2"].value.startswith(
         "not available: this warehouse has no table quota_drift"
     )
     for sheet in ("Data quality", "Definitions"):
@@ -1465,10 +1474,14 @@ PRINT_SETUP = {
     "Summary": (True, "$32:$33", None, [19, 31]),
     "Charges": (False, "$1:$1", None, []),
     "Job lines": (False, "$1:$1", "$A:$C", []),
-    "Waste": (False, None, None, [12, 19, 24]),  # by tenant, by model, the chart (last)
+    "Waste": (True, "$1:$1", None, []),
+    "Waste by model": (True, "$23:$24", None, [22]),  # the chart, then its data (last)
+    "Waste by tenant": (False, "$1:$1", None, []),
     "Cost views": (False, "$1:$1", None, []),
     "Users": (False, "$1:$1", None, []),
-    "Quota & Budget": (False, None, None, [5, 12, 18]),  # budgets, drift, the chart (last)
+    "Quota": (False, "$1:$1", None, []),
+    "Budget": (True, "$23:$24", None, [22]),  # the chart, then its data (last)
+    "Quota drift": (False, "$1:$2", None, []),  # its title and header
     "Queue & Service": (False, "$1:$1", None, []),
     "Submissions": (False, "$1:$2", None, []),  # its title and header
     "Failures": (False, "$17:$18", None, [6, 11, 16]),  # fault domains, drivers, exit codes
@@ -1506,10 +1519,10 @@ def test_every_sheet_prints_landscape_readable_with_header_footer_and_breaks(wri
         assert [b.id for b in ws.row_breaks.brk] == breaks, ws.title
         assert all(b.man for b in ws.row_breaks.brk), ws.title
     # each break falls right above a section title (or a chart)
-    waste = wb["Waste"]
-    assert waste["A13"].value == "Waste by tenant"
-    assert waste["A20"].value == "Waste by cluster × GPU model (GPU-hours)"
-    assert waste._charts[0].anchor._from.row == 24  # 0-based: row 25, below the break
+    waste = wb["Waste by model"]
+    assert waste._charts[0].anchor._from.row == 0  # 0-based: row 1
+    assert waste["A23"].value == "Waste by cluster × GPU model (GPU-hours)"
+    assert wb["Budget"]["A23"].value == "Budget vs actual (USD)"
     summary = wb["Summary"]
     assert summary["A11"].value == "Reconciliation by charge type"
     assert summary["A20"].value == "Waste in money (USD), all clusters"
@@ -1569,8 +1582,9 @@ def test_summary_shows_the_waste_in_money_per_bucket(written):
 # sheet starts a page (so at least one page per table and chart), a sheet wider than the page
 # at 73 % spans two pages across (Failures: 4 tables x 2).
 PDF_PAGES = {
-    "Summary": 3, "Charges": 2, "Job lines": 3, "Waste": 6, "Cost views": 2, "Users": 2,
-    "Quota & Budget": 7, "Queue & Service": 2, "Submissions": 2, "Failures": 8, "Reliability": 4,
+    "Summary": 3, "Charges": 2, "Job lines": 3, "Waste": 1, "Waste by model": 2,
+    "Waste by tenant": 2, "Cost views": 2, "Users": 2, "Quota": 2, "Budget": 2, "Quota drift": 2,
+    "Queue & Service": 2, "Submissions": 2, "Failures": 8, "Reliability": 4,
     "Capacity": 6, "Trends": 6, "Data quality": 4, "Rejected rows": 1, "Definitions": 8,
     "Audit": 4,
 }  # fmt: skip
@@ -1578,7 +1592,8 @@ PDF_PAGES = {
 # shows two of a sheet's
 PAGE_TABLES = {
     "Summary": ("Reconciliation by charge type", "Waste in money (USD), all clusters"),
-    "Waste": ("Share of capacity", "Productive share of allocated", "Cluster × GPU model"),
+    "Waste by model": ("Waste by bucket", "Waste by cluster × GPU model"),  # chart, table
+    "Budget": ("Spend vs budget", "Budget vs actual (USD)"),
     "Failures": ("Top nodes by failure rank", "Fault domains", "Driver versions", "Exit codes"),
     "Capacity": (
         "Verdict rule",
