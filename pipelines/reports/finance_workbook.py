@@ -71,7 +71,7 @@ from pipelines.reports.telemetry import ClusterTelemetry, cluster_telemetry
 SHEET_NAMES = (
     "Summary", "Charges", "Job lines", "Waste", "Waste by model", "Waste by tenant",
     "Cost views", "Users", "Quota", "Budget", "Quota drift", "Queue & Service", "Submissions",
-    "Failures", "Reliability", "Capacity", "Trends", "Data quality", "Rejected rows",
+    "Failures", "Reliability", "Incidents", "Capacity", "Trends", "Data quality", "Rejected rows",
     "Definitions", "Audit",
 )  # fmt: skip
 TOP_NODES_SHOWN = 20
@@ -314,7 +314,8 @@ def _build_workbook(
     _write_queue(sheets["Queue & Service"], data.queue)
     _write_submissions(sheets["Submissions"], data.submissions)
     _write_failures(sheets["Failures"], data.failures)
-    _write_reliability(sheets["Reliability"], data.availability, data.incidents)
+    _write_reliability(sheets["Reliability"], data.availability)
+    _write_incidents(sheets["Incidents"], data.incidents)
     _write_capacity(sheets["Capacity"], data.capacity, data.daily)
     _write_trends(sheets["Trends"], data.trends, data.forecast, currency)
     _write_data_quality(sheets["Data quality"], data.quality, data.telemetry)
@@ -901,11 +902,8 @@ def _write_failures(ws: Worksheet, failures: list[Any] | None) -> None:
 INCIDENT_JOBS_SHOWN = 10
 
 
-def _write_reliability(
-    ws: Worksheet, availability: list[Any] | None, incidents: list[Any] | None
-) -> None:
-    """Availability, MTTR and MTBF per cluster, GPU model and node with incidents; below, the
-    month's incidents one by one."""
+def _write_reliability(ws: Worksheet, availability: list[Any] | None) -> None:
+    """Availability, MTTR and MTBF per cluster, GPU model and node with incidents."""
     if availability is None:
         not_available(ws, 1, "availability")
         return
@@ -931,38 +929,41 @@ def _write_reliability(
          a.jobs_hit, a.inferred_incidents, a.silent_gpu_hours)
         for a in availability
     ]  # fmt: skip
-    last = write_main_table(ws, cols, rows)
-    widths = fit_widths({}, cols, rows)
-    start = section_below(ws, last, "Incidents: outages, node failures, telemetry silences")
+    write_main_table(ws, cols, rows)
+    apply_widths(ws, fit_widths({}, cols, rows))
+
+
+def _write_incidents(ws: Worksheet, incidents: list[Any] | None) -> None:
+    """The month's incidents one by one: outages, node failures, telemetry silences."""
+    start = section_below(ws, TOP, "Incidents: outages, node failures, telemetry silences")
     if incidents is None:
         not_available(ws, start, "incidents")
-    else:
-        cols = [
-            Column("Cluster"),
-            Column("Node"),
-            Column("GPU model"),
-            Column("GPUs", "count"),
-            Column("Source"),
-            Column("Inferred"),
-            Column("Cause"),
-            Column("Started (UTC)", "timestamp"),
-            Column("Ended (UTC)", "timestamp"),
-            Column("Duration (h)", "hours"),
-            Column("Recovered in month"),
-            Column("GPU-hours in month", "hours"),
-            Column("Jobs hit", "count"),
-            Column(f"Jobs hit (first {INCIDENT_JOBS_SHOWN})"),
-        ]
-        rows = [
-            (i.cluster, i.node, i.gpu_model, i.gpus, i.source, _yes_no(i.inferred), i.cause,
-             i.started_at, i.ended_at if i.ended_at is not None else "not recorded",
-             i.duration_hours, _yes_no(i.recovered_in_month), i.gpu_hours, i.jobs_hit,
-             " ".join(i.job_ids[:INCIDENT_JOBS_SHOWN]))
-            for i in incidents
-        ]  # fmt: skip
-        write_table(ws, start, cols, rows, table_name="Incidents")
-        widths = fit_widths(widths, cols, rows)
-    apply_widths(ws, widths)
+        return
+    cols = [
+        Column("Cluster"),
+        Column("Node"),
+        Column("GPU model"),
+        Column("GPUs", "count"),
+        Column("Source"),
+        Column("Inferred"),
+        Column("Cause"),
+        Column("Started (UTC)", "timestamp"),
+        Column("Ended (UTC)", "timestamp"),
+        Column("Duration (h)", "hours"),
+        Column("Recovered in month"),
+        Column("GPU-hours in month", "hours"),
+        Column("Jobs hit", "count"),
+        Column(f"Jobs hit (first {INCIDENT_JOBS_SHOWN})"),
+    ]
+    rows = [
+        (i.cluster, i.node, i.gpu_model, i.gpus, i.source, _yes_no(i.inferred), i.cause,
+         i.started_at, i.ended_at if i.ended_at is not None else "not recorded",
+         i.duration_hours, _yes_no(i.recovered_in_month), i.gpu_hours, i.jobs_hit,
+         " ".join(i.job_ids[:INCIDENT_JOBS_SHOWN]))
+        for i in incidents
+    ]  # fmt: skip
+    write_table(ws, start, cols, rows, table_name="Incidents")
+    apply_widths(ws, fit_widths({}, cols, rows))
 
 
 def _write_capacity(ws: Worksheet, capacity: list[Any] | None, daily: list[Any] | None) -> None:

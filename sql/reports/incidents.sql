@@ -1,4 +1,4 @@
--- The Reliability sheet's incidents: every incident of the billing month, in time order.
+-- The Incidents sheet: every incident of the billing month, in time order.
 -- Parameters: $billing_month.
 select
     cluster, node, gpu_model, gpus, source, inferred, cause, started_at, ended_at,

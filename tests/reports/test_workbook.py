@@ -577,6 +577,7 @@ def test_sheet_names_in_order(written):
         "Submissions",
         "Failures",
         "Reliability",
+        "Incidents",
         "Capacity",
         "Trends",
         "Data quality",
@@ -1149,7 +1150,7 @@ def test_submissions_sheet_shows_what_became_of_the_jobs_submitted(written):
     assert ws[f"I{row + 2}"].number_format == wb["Queue & Service"]["V2"].number_format
 
 
-def test_reliability_sheet_shows_availability_then_the_incidents_in_time_order(written):
+def test_reliability_sheet_shows_availability_and_incidents_sheet_each_in_time_order(written):
     _, _, wb = written
     ws = wb["Reliability"]
     # clusters first, then GPU models, then the nodes with incidents or silences (gpu-01 had
@@ -1165,8 +1166,10 @@ def test_reliability_sheet_shows_availability_then_the_incidents_in_time_order(w
         ("node", "phillips", "A100-80GB", "gpu-02", 5760, 96, 0.9833333333333333, 1, 1, 12,
          708, 2, 1, 24),
     ]  # fmt: skip
+    assert ws.max_row == 4
+    ws = wb["Incidents"]
     row = _row_of(ws, "Incidents: outages, node failures, telemetry silences")
-    assert row == 4 + 3
+    assert row == 1
     assert _rows(ws, row + 1, row + 4, 14) == [
         ("Cluster", "Node", "GPU model", "GPUs", "Source", "Inferred", "Cause",
          "Started (UTC)", "Ended (UTC)", "Duration (h)", "Recovered in month",
@@ -1449,9 +1452,10 @@ def test_missing_governance_marts_say_not_available(con, tmp_path):
     assert "utilization_daily" in cap[f"A{daily + 1}"].value
     # budgets come from tenant_month, which every warehouse has, so they still show
     assert wb["Budget"].tables["BudgetVsActual"].ref.endswith("F27")
-    assert wb["Quota drift"]["A2"].value.startswith(
-        "not available: this warehouse has no table quota_drift"
-    )
+    for sheet, table in (("Quota drift", "quota_drift"), ("Incidents", "incidents")):
+        assert wb[sheet]["A2"].value.startswith(
+            f"not available: this warehouse has no table {table}"
+        )
     for sheet in ("Data quality", "Definitions"):
         title = _row_of(wb[sheet], workbook.TELEMETRY_TITLE)
         assert wb[sheet][f"A{title + 1}"].value.startswith(
@@ -1485,7 +1489,8 @@ PRINT_SETUP = {
     "Queue & Service": (False, "$1:$1", None, []),
     "Submissions": (False, "$1:$2", None, []),  # its title and header
     "Failures": (False, "$17:$18", None, [6, 11, 16]),  # fault domains, drivers, exit codes
-    "Reliability": (False, "$7:$8", None, [6]),  # incidents
+    "Reliability": (False, "$1:$1", None, []),
+    "Incidents": (False, "$1:$2", None, []),  # its title and header
     "Capacity": (False, "$32:$33", None, [4, 9, 31]),  # daily, its chart, daily by model
     "Trends": (False, None, None, [4, 9, 31, 36]),  # allocation, chart, spend, chart (last)
     "Data quality": (False, "$7:$8", None, [6]),  # telemetry per cluster, the checks
@@ -1584,7 +1589,8 @@ def test_summary_shows_the_waste_in_money_per_bucket(written):
 PDF_PAGES = {
     "Summary": 3, "Charges": 2, "Job lines": 3, "Waste": 1, "Waste by model": 2,
     "Waste by tenant": 2, "Cost views": 2, "Users": 2, "Quota": 2, "Budget": 2, "Quota drift": 2,
-    "Queue & Service": 2, "Submissions": 2, "Failures": 8, "Reliability": 4,
+    "Queue & Service": 2, "Submissions": 2, "Failures": 8, "Reliability": 2,
+    "Incidents": 2,
     "Capacity": 6, "Trends": 6, "Data quality": 4, "Rejected rows": 1, "Definitions": 8,
     "Audit": 4,
 }  # fmt: skip
@@ -1600,7 +1606,6 @@ PAGE_TABLES = {
         "Daily allocation vs capacity (all",
         "Daily allocation and capacity by",
     ),
-    "Reliability": ("Telemetry silences (inferred)", "Recovered in month"),
     "Audit": ("Item Value", "SHA-256", "Table Rows"),
     "Data quality": ("Utilisation metric(s)", "Rows read"),
     "Definitions": ("Parameter Value", "Utilisation metric(s)", "Figure Meaning"),
