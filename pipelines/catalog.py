@@ -161,6 +161,9 @@ class Settings(_Strict):
     idle_threshold_pct: Decimal = Field(default=Decimal(5), ge=0, le=100)
     # the paper the report pages (and their PDFs) print on
     page_size: Literal["A4", "Letter"] = "A4"
+    # each report page also printed to PDF where the machine has Chromium; false: the pages
+    # alone (a site that mails the HTML, or a backfill that need not print every month)
+    page_pdfs: bool = True
     zombie_min_hours: Decimal = Field(default=Decimal(2), gt=0)
     # a node whose every GPU stops reporting this long while in service is an incident
     # (inferred, never counted as down: sql/marts/incidents.sql)

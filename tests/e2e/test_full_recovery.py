@@ -57,9 +57,10 @@ e1,edge,H100,8,2026-11-16,1440.00
 
 
 def settings_yaml(cost_mode: str, idle_sharing: str = "weighted") -> str:
+    # no PDFs of the pages (settings.yaml page_pdfs): a second a page, and not what is tested
     return (
         f"currency: USD\ncost_mode: {cost_mode}\nidle_sharing: {idle_sharing}\n"
-        "clusters:\n  lab: {monthly_overhead: 900.00}\n"
+        "page_pdfs: false\nclusters:\n  lab: {monthly_overhead: 900.00}\n"
     )
 
 

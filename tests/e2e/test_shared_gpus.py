@@ -46,6 +46,7 @@ JobID|Account|User|Partition|Submit|Start|End|State|ExitCode|ReqTRES|AllocTRES|N
 """
 
 SETTINGS = """
+page_pdfs: false
 clusters:
   hpc:
     sharing: [{nodes: "s[1-2]", mode: shard, replicas: 4}]

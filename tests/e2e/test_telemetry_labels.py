@@ -47,7 +47,7 @@ def at(hour: int, minute: int = 0) -> dt.datetime:
 def labelled_month(tmp_path_factory):
     root = tmp_path_factory.mktemp("labels")
     build_k8s_month(root)
-    write(root / "catalog/settings.yaml", "telemetry: {step_s: 1800}\n")
+    write(root / "catalog/settings.yaml", "telemetry: {step_s: 1800}\npage_pdfs: false\n")
     telemetry = root / "landing/telemetry/k8s"
     telemetry.mkdir(parents=True)
     shutil.copy(FIXTURE, telemetry / FIXTURE.name)

@@ -70,7 +70,10 @@ SAMPLE_RUNS = [
 ]
 
 
-def build_tiny_month(root: Path) -> None:
+def build_tiny_month(root: Path, pdfs: bool = False) -> None:
+    """The tiny month's landing and catalog under `root`. Its pages print to PDF only with
+    `pdfs` (settings.yaml page_pdfs): Chromium takes about a second a page, and the many runs
+    of this month test other things (the PDFs: tests/reports/test_department_reports.py)."""
     write(root / "landing/scheduler/tiny/jobs.csv", JOBS)
     write(root / "landing/scheduler/tiny/allocations.csv", ALLOCATIONS)
     telemetry = root / "landing/telemetry/tiny"
@@ -92,7 +95,10 @@ def build_tiny_month(root: Path) -> None:
         f"select 'n1', 1, '2026-11-05 00:00:00', 150, 0, 0) to '{telemetry}/b.parquet'"
     )
     con.close()
-    write(root / "catalog/settings.yaml", "currency: EUR\ntelemetry: {step_s: 600}\n")
+    write(
+        root / "catalog/settings.yaml",
+        f"currency: EUR\ntelemetry: {{step_s: 600}}\npage_pdfs: {str(pdfs).lower()}\n",
+    )
     write(
         root / "catalog/tenants.yaml",
         """
@@ -467,6 +473,11 @@ def test_manifest_records_inputs_outputs_and_run(tiny):
             inputs["scheduler/tiny/jobs.csv"]["rows_rejected"]) == (8, 1)  # fmt: skip
     assert inputs["telemetry/tiny/b.parquet"]["format"] == "canonical_samples"
     outputs = {o["file"]: o["sha256"] for o in manifest["outputs"]}
+    # settings.yaml page_pdfs false: the pages without their PDFs
+    pages = tiny / "reports/2026-11"
+    assert (pages / "chargeback-2026-11.html").exists()
+    assert (pages / "departments/science.html").exists()
+    assert not list(pages.rglob("*.pdf"))
     workbook = tiny / "reports/2026-11/chargeback-2026-11.xlsx"
     assert outputs["chargeback-2026-11.xlsx"] == hashlib.sha256(workbook.read_bytes()).hexdigest()
     assert manifest["total_charged"] == {"amount": "19.63", "currency": "EUR"}

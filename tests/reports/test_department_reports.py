@@ -630,7 +630,7 @@ def test_department_reports_asset_on_a_real_month(tmp_path):
     from tests.conftest import materialize_month, query
     from tests.e2e.test_tiny_month import build_tiny_month
 
-    build_tiny_month(tmp_path)
+    build_tiny_month(tmp_path, pdfs=True)
     # the telemetry days, then the month's assets (a run holds one partitioning)
     require_tool("chromium", "chromium")  # the asset prints the pages' PDFs with it
     result = materialize_month(tmp_path, "2026-11-01")

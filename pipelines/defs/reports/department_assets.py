@@ -18,7 +18,11 @@ PAGE_TABLES = [
 ]  # fmt: skip
 
 
-def _chromium(context: dg.AssetExecutionContext) -> str | None:
+def _chromium(context: dg.AssetExecutionContext, run: MonthRun) -> str | None:
+    """The Chromium that prints the month's pages to PDF, None for no PDFs (said in the log)."""
+    if not run.catalog.settings.page_pdfs:
+        context.log.info(f"{run.month.label}: no PDFs of the pages: settings.yaml page_pdfs false")
+        return None
     chromium = find_chromium()
     if chromium is None:
         context.log.warning(
@@ -42,14 +46,13 @@ def department_reports(context: dg.AssetExecutionContext, chargeback: Chargeback
     `<slug>.pdf` (headless Chromium, settings.yaml page_size) and `<slug>.xlsx` (Summary,
     Charges, Job lines, Definitions of that department's tenants). Written into the run's
     staging folder of the month, published with the others."""
-    chromium = _chromium(context)
 
     def step(run: MonthRun) -> dict[str, int]:
         parameters = report_parameters(run.month, run.catalog)
         folder = staged_report(context, run, "departments")
         page_size = run.catalog.settings.page_size
         counts = write_department_reports(
-            run.con, run.month, parameters, folder, page_size, chromium
+            run.con, run.month, parameters, folder, page_size, _chromium(context, run)
         )
         published = run.folders.reports / run.month.label / "departments"
         context.add_output_metadata(
@@ -70,14 +73,13 @@ def department_reports(context: dg.AssetExecutionContext, chargeback: Chargeback
 def organisation_page(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """`<reports>/YYYY-MM/chargeback-YYYY-MM.html` (and `.pdf`): the department page over every
     department, summary first, with a table of the departments linking to their pages."""
-    chromium = _chromium(context)
 
     def step(run: MonthRun) -> dict[str, int]:
         parameters = report_parameters(run.month, run.catalog)
         name = f"chargeback-{run.month.label}.html"
         written = write_organisation_page(
             run.con, run.month, parameters, staged_report(context, run, name),
-            run.catalog.settings.page_size, chromium,
+            run.catalog.settings.page_size, _chromium(context, run),
         )  # fmt: skip
         published = run.folders.reports / run.month.label / name
         context.add_output_metadata(
