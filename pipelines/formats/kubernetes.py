@@ -20,18 +20,19 @@ timestamp in the file name (`pods-2026-11-10T06-00-00Z.json[.gz]`, `...T06:00:00
 `20261110T060000Z`), or, when the name has none (or an earlier one), the newest timestamp
 inside the file (creation, start, condition and container times): a lower bound.
 
-Columns: job_name = the pod's `metadata.name`; account = namespace; user = label `user`, else
-label `owner`, else the service account; queue = label `kueue.x-k8s.io/queue-name`; qos =
+Columns: job_name = the pod's `metadata.name`; account = namespace; user = label `user`, else label
+`owner`, else the service account; queue = label `kueue.x-k8s.io/queue-name`; qos =
 `status.qosClass`; nodes = `spec.nodeName`; submit / start = `creationTimestamp` /
-`status.startTime` (RFC 3339 text, typed in SQL). gpus = GPU-equivalents: `nvidia.com/gpu`
-(limits, else requests) plus MIG instances `nvidia.com/mig-<N>g.<M>gb` at their profile's
-fraction (catalog `mig_profiles`, else N/7: A100/H100), summed over containers with Kubernetes'
-init-container rule. On a node of a declared sharing pool (time-slicing or MPS, settings.yaml)
-each `nvidia.com/gpu` (or renamed `nvidia.com/gpu.shared`) is a replica: 1/replicas of a GPU.
-gpu_model = the pod's `nvidia.com/gpu.product` node selector (or a one-valued required node
-affinity on it), else None. For MIG pods too: GPU-equivalents already carry the fraction and
-rates are per GPU-hour of the parent GPU, so a profile as model would only miss the rate card
-(and quota pools).
+`status.startTime` (RFC 3339 text, typed in SQL); owner_uid = the uid of the pod's controlling
+owner (`metadata.ownerReferences`, `controller: true`; a Job's pods: the Job). gpus =
+GPU-equivalents: `nvidia.com/gpu` (limits, else requests) plus MIG instances
+`nvidia.com/mig-<N>g.<M>gb` at their profile's fraction (catalog `mig_profiles`, else N/7:
+A100/H100), summed over containers with Kubernetes' init-container rule. On a node of a declared
+sharing pool (time-slicing or MPS, settings.yaml) each `nvidia.com/gpu` (or renamed
+`nvidia.com/gpu.shared`) is a replica: 1/replicas of a GPU. gpu_model = the pod's
+`nvidia.com/gpu.product` node selector (or a one-valued required node affinity on it), else None.
+For MIG pods too: GPU-equivalents already carry the fraction and rates are per GPU-hour of the
+parent GPU, so a profile as model would only miss the rate card (and quota pools).
 
 State, from phase and reasons (the deciding reason goes into `raw`): Succeeded -> COMPLETED;
 Running / Unknown -> RUNNING; Pending -> PENDING; Failed -> NODE_FAIL (node lost or shut
@@ -225,7 +226,7 @@ def _pod_row(
         "qos": None, "gpu_model": None, "gpus": None, "nodes": None, "submit_time": None,
         "start_time": None, "end_time": None, "state": None, "exit_code": None,
         "job_name": None, "line": line, "raw": None, "parse_error": None, "record_type": "job",
-        "_ends_at_snapshot": False,
+        "owner_uid": None, "_ends_at_snapshot": False,
     }  # fmt: skip
     if not isinstance(pod, dict):
         row["raw"] = json.dumps(pod)[:200]
@@ -264,6 +265,7 @@ def _pod_row(
         submit_time=json_text(meta.get("creationTimestamp")),
         start_time=json_text(status.get("startTime")),
         state=state,
+        owner_uid=_controller_uid(meta),
     )
     terminated = [
         json_object(json_object(c, "state"), "terminated")
@@ -294,6 +296,15 @@ def _pod_row(
     elif state is None:
         row["parse_error"] = f"field status.phase: '{phase or ''}' is not a pod phase"
     return row, _newest_time(meta, status)
+
+
+def _controller_uid(meta: dict) -> str | None:
+    """The uid of the object that controls the pod (`metadata.ownerReferences`, the one with
+    `controller: true`): a batch Job's pods name their Job, whose Kueue Workload says when the
+    Job was admitted (sql/marts/queue_stats.sql)."""
+    owners = json_list(meta, "ownerReferences")
+    owner = next((o for o in owners if isinstance(o, dict) and o.get("controller") is True), {})
+    return json_text(owner.get("uid"))
 
 
 def _state(phase: str | None, status: dict) -> tuple[str | None, str | None]:

@@ -14,14 +14,18 @@
 --   wait_*_s          wait = start − submit in seconds (the exports carry no eligible time yet;
 --                     negative waits from clock skew count as 0); p50/p90/p95 interpolate
 --                     linearly between order statistics (quantile_cont). A pod that Kueue
---                     admitted (its Workload owned by the pod, kueue_workload_waits of any
---                     month) waited from the Workload's creation to its admission: the
---                     queue's wait, without the scheduling and image pulls that follow
+--                     admitted waited from its Workload's creation to its admission (the
+--                     queue's wait, without the scheduling and image pulls that follow;
+--                     kueue_workload_waits of any month): the Workload of the pod itself (a
+--                     plain pod), or of the Job that controls the pod (stg_jobs.owner_uid;
+--                     every pod of the Job gets the Job's wait)
 --   kueue_waits       of jobs_started, those whose wait is their Kueue admission wait
 --   pending_gpu_hours GPUs × the part of [submit, start) inside the month: Σ wait × GPUs,
 --                     prorated at the month edges like allocated time; jobs that never started
 --                     wait until they were cancelled (end) or, still PENDING, to the month end
---                     (no submit time, or a never-started job with no end: no pending time)
+--                     (no submit time, or a never-started job with no end: no pending time).
+--                     A Kueue Job's pods exist only once the Job is admitted: their pending
+--                     time starts at the Job's Workload creation, the demand's start
 --   outcome counts    jobs that ended in the month, by final state
 --   success_rate_pct  100 × COMPLETED / (COMPLETED + FAILED + TIMEOUT + OUT_OF_MEMORY +
 --                     NODE_FAIL); cancelled and preempted jobs are reported apart
@@ -38,10 +42,25 @@ with held_models as (
 ),
 
 kueue_admissions as (
-    select cluster, owner_uid as job_id, round(wait_s * 1000)::bigint as kueue_wait_ms
+    -- the admitted Workloads of pods and of Jobs, by their owner's uid
+    select
+        cluster,
+        owner_kind,
+        owner_uid,
+        created_at,
+        round(wait_s * 1000)::bigint as kueue_wait_ms
     from kueue_workload_waits
-    where owner_kind = 'Pod' and is_admitted
-    qualify row_number() over (partition by cluster, owner_uid order by billing_month desc) = 1
+    where owner_kind in ('Pod', 'Job') and is_admitted
+    qualify
+        row_number() over (
+            partition by cluster, owner_kind, owner_uid order by billing_month desc
+        ) = 1
+),
+
+pod_owners as (
+    select cluster, job_id, owner_uid
+    from stg_jobs
+    where billing_month = $billing_month and owner_uid is not null
 ),
 
 jobs as (
@@ -59,8 +78,9 @@ jobs as (
             as is_started,
         u.end_at >= $month_start::timestamp and u.end_at < $month_end::timestamp as is_ended,
         u.submit_at,
+        coalesce(kj.created_at, u.submit_at) as pending_from,
         u.start_at,
-        k.kueue_wait_ms,
+        coalesce(kp.kueue_wait_ms, kj.kueue_wait_ms) as kueue_wait_ms,
         case
             when u.start_at is not null then u.start_at
             when u.state = 'PENDING' then $month_end::timestamp
@@ -68,7 +88,11 @@ jobs as (
         end as wait_until
     from job_usage as u
     left join held_models as h using (cluster, job_id)
-    left join kueue_admissions as k using (cluster, job_id)
+    left join kueue_admissions as kp
+        on kp.cluster = u.cluster and kp.owner_kind = 'Pod' and kp.owner_uid = u.job_id
+    left join pod_owners as o using (cluster, job_id)
+    left join kueue_admissions as kj
+        on kj.cluster = u.cluster and kj.owner_kind = 'Job' and kj.owner_uid = o.owner_uid
     where u.billing_month = $billing_month and u.gpus > 0
 ),
 
@@ -88,10 +112,10 @@ measured as (
                     then greatest(epoch_ms(start_at) - epoch_ms(submit_at), 0)
             end as wait_ms,
             case
-                when submit_at is not null and wait_until is not null
+                when pending_from is not null and wait_until is not null
                     then round(gpus * whole_gpu())::bigint * greatest(
                         epoch_ms(least(wait_until, $month_end::timestamp))
-                        - epoch_ms(greatest(submit_at, $month_start::timestamp)),
+                        - epoch_ms(greatest(pending_from, $month_start::timestamp)),
                         0
                     )
                 else 0

@@ -38,6 +38,7 @@ typed as (
         r.state as raw_state,
         normal_state(r.state) as state,
         r.exit_code,
+        r.owner_uid,
         coalesce(r.record_type, 'job') as record_type
     from known_values as r
     left join catalog_clusters as z on z.cluster = r.cluster

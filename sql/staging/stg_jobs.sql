@@ -2,6 +2,7 @@
 -- [$month_start, $month_end), or it was submitted in the month. Of a job's records the one
 -- stg_job_records ranks first (most complete, latest) wins.
 -- Running jobs end at their cluster's export time: the latest timestamp in its exports.
+-- owner_uid: a Kubernetes pod's controlling owner (a Job's pods: the Job); NULL elsewhere.
 -- Parameters: $billing_month, $month_start, $month_end.
 with valid as (
     select * from stg_job_records where reject_reason is null
@@ -34,7 +35,8 @@ final as (
         r.raw_state,
         r.exit_code,
         r.file,
-        r.line
+        r.line,
+        r.owner_uid
     from valid as r
     join export_times as e on e.cluster = r.cluster
     where r.record_rank = 1

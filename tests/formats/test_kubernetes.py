@@ -47,7 +47,7 @@ H = "a6c8e0a2-4b6d-4f8a-bc0e-2d4f6a8c0e13"
 KEYS = {
     "job_id", "cluster", "account", "user", "queue", "qos", "gpu_model", "gpus", "nodes",
     "submit_time", "start_time", "end_time", "state", "exit_code", "job_name", "line", "raw",
-    "parse_error", "record_type",
+    "parse_error", "record_type", "owner_uid",
 }  # fmt: skip
 COLUMNS = (
     "line", "job_id", "account", "user", "queue", "qos", "gpu_model", "gpus", "nodes",
@@ -140,6 +140,22 @@ EXPECTED_ROWS = {
 @pytest.mark.parametrize("name", sorted(EXPECTED_ROWS))
 def test_each_snapshot_reads_as_exact_rows(name):
     assert rows_of(FIXTURES / name) == EXPECTED_ROWS[name]
+
+
+def test_each_pod_names_its_controlling_owner():
+    # a Job's pods their Job, a Deployment's its ReplicaSet; a bare pod (the sweep Kueue runs
+    # as a plain pod, the notebook) none
+    path = FIXTURES / "pods-2026-11-10T12-00-00Z.json"
+    owners = {row["job_name"]: row["owner_uid"] for row in kubernetes.read_rows(path, UTC)}
+    assert owners == {
+        "tokenize-shards-0-b7c9d": "b1c2d3e4-f5a6-4b7c-8d9e-0f1a2b3c4d5e",
+        "yolo-train-0-m5n2p": "e0f1a2b3-c4d5-4e6f-8a9b-0c1d2e3f4a5b",
+        "ft-mistral-7b-0-q8r4t": "c4d2e1f0-7a6b-4c5d-9e8f-0a1b2c3d4e5f",
+        "sweep-lr-3": None,
+        "llama-pretrain-0-7x2kq": "0b6f5c1d-93f2-4a8e-b0d4-6a1e2c3f4b5a",
+        "notebook-dana": None,
+        "llm-serve-6f7d9c5b8-xk2lp": "a9b8c7d6-e5f4-4a3b-9c2d-1e0f9a8b7c6d",
+    }
 
 
 def test_line_is_where_the_pods_object_starts():
@@ -455,13 +471,46 @@ def test_an_item_nested_too_deeply_stops_with_file_and_line_not_a_recursion_erro
 # ---- end to end ---------------------------------------------------------------------------
 
 
+# `kubectl get workloads -A -o json` at 06:00: Kueue admitted the Job llama-pretrain (whose
+# pod A it created at 05:50) at 05:49:30, 9.5 minutes after the Job's Workload was created
+LLAMA_JOB = "0b6f5c1d-93f2-4a8e-b0d4-6a1e2c3f4b5a"
+WORKLOADS = {
+    "apiVersion": "v1",
+    "kind": "List",
+    "items": [{
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": "job-llama-pretrain-3c1f2", "namespace": "nlp-prod", "uid": "uid-wl-llama",
+            "creationTimestamp": "2026-11-10T05:40:00Z",
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                 "name": "llama-pretrain", "uid": LLAMA_JOB,
+                                 "controller": True, "blockOwnerDeletion": True}],
+        },
+        "spec": {"queueName": "nlp-queue", "podSets": [{"name": "main", "count": 1}]},
+        "status": {
+            "conditions": [
+                {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                 "lastTransitionTime": "2026-11-10T05:49:30Z"},
+                {"type": "Admitted", "status": "True", "reason": "Admitted",
+                 "lastTransitionTime": "2026-11-10T05:49:30Z"},
+            ],
+            "admission": {"clusterQueue": "cq-nlp", "podSetAssignments": []},
+        },
+    }],
+}  # fmt: skip
+
+
 def build_k8s_month(root: Path) -> None:
-    """The three snapshots as cluster `k8s`; namespaces nlp-* and vision mapped; one flat
-    rate; no nodes.csv (capacity unknown), no telemetry."""
+    """The three snapshots and the Workloads as cluster `k8s`; namespaces nlp-* and vision
+    mapped; one flat rate; no nodes.csv (capacity unknown), no telemetry."""
     for path in SNAPSHOTS:
         target = root / "landing/scheduler/k8s" / path.name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, target)
+    (root / "landing/scheduler/k8s/workloads-2026-11-10T06-00-00Z.json").write_text(
+        json.dumps(WORKLOADS, indent=1)
+    )
     write(
         root / "catalog/tenants.yaml",
         """
@@ -575,6 +624,7 @@ def test_rows_reconcile_and_repeated_snapshots_are_folded(k8s_month):
         ("scheduler/k8s/pods-2026-11-10T12-00-00Z.json", 7, 7, 0, 4),
         # A, C, E, F win; H rejected
         ("scheduler/k8s/pods-2026-11-10T18-00-00Z.json", 5, 4, 1, 0),
+        ("scheduler/k8s/workloads-2026-11-10T06-00-00Z.json", 1, 1, 0, 0),
     ]
     assert query(k8s_month, "select file, line, reason, raw from rejects") == [
         ("scheduler/k8s/pods-2026-11-10T18-00-00Z.json", 704,
@@ -582,3 +632,21 @@ def test_rows_reconcile_and_repeated_snapshots_are_folded(k8s_month):
          f"vision/eval-resnet-0-p2w6z uid={H} phase=Running"),
     ]  # fmt: skip
     assert query(k8s_month, "select count(*) from job_usage") == [(7,)]
+
+
+@pytest.mark.slow
+def test_a_kueue_jobs_pod_waits_as_long_as_kueue_held_its_job(k8s_month):
+    # pod A knows its Job (ownerReferences); the Job's Workload was created at 05:40 and
+    # admitted at 05:49:30: A's wait is those 570 s (not the 70 minutes from the pod's creation
+    # at 05:50 to its start at 07:00), and its 4 GPUs were pending from 05:40 to 07:00
+    assert query(
+        k8s_month, "select job_id from stg_jobs where owner_uid = $job", {"job": LLAMA_JOB}
+    ) == [(A,)]
+    rows = query(
+        k8s_month,
+        "select jobs_started, wait_p50_s, pending_gpu_hours, kueue_waits from queue_stats "
+        "where grouping_set = 'tenant_queue_gpu_model' and queue = 'nlp-queue' "
+        "and gpu_model = $a100",
+        {"a100": A100},
+    )
+    assert rows == [(1, 570.0, pytest.approx(80 / 60 * 4), 1)]

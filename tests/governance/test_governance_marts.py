@@ -234,18 +234,30 @@ QUEUE_COLUMNS = [
 
 
 def given_kueue_waits(con, workloads: list[tuple]) -> None:
-    """workloads: (billing_month, owner_kind, owner_uid, is_admitted, wait_s) on cluster c1,
-    as facts/kueue_workload_waits has them."""
+    """workloads: (billing_month, owner_kind, owner_uid, is_admitted, wait_s[, created_at]) on
+    cluster c1, as facts/kueue_workload_waits has them."""
     con.execute(
         "create table kueue_workload_waits (billing_month date, cluster varchar, "
-        "owner_kind varchar, owner_uid varchar, is_admitted boolean, wait_s double)"
+        "owner_kind varchar, owner_uid varchar, is_admitted boolean, wait_s double, "
+        "created_at timestamp)"
     )
     if workloads:
-        con.executemany("insert into kueue_workload_waits values (?, 'c1', ?, ?, ?, ?)", workloads)
+        con.executemany(
+            "insert into kueue_workload_waits values (?, 'c1', ?, ?, ?, ?, ?)",
+            [(*w, None) if len(w) == 5 else w for w in workloads],
+        )
 
 
-def given_queue_month(con, kueue_waits: list[tuple] = ()) -> None:
+def given_queue_month(con, kueue_waits: list[tuple] = (), pod_owners: dict | None = None) -> None:
+    """The queue month; `pod_owners` {job_id: owner uid} the pods' controlling owners as
+    stg_jobs has them (a Kueue Job's pods: the Job)."""
     given_kueue_waits(con, list(kueue_waits))
+    con.execute(
+        "create table stg_jobs (billing_month date, cluster varchar, job_id varchar, "
+        "owner_uid varchar)"
+    )
+    for job_id, owner in (pod_owners or {}).items():
+        con.execute("insert into stg_jobs values (date '2026-11-01', 'c1', ?, ?)", [job_id, owner])
     d = T(2026, 11, 1)
     given_job_usage(con, [
         # alpha batch: waits 0, 60, 120, 600 s; q3 asked for no model but held an A100
@@ -338,6 +350,31 @@ def test_a_pod_kueue_admitted_waited_from_its_workloads_creation_to_admission(co
     )  # fmt: skip
     assert rows["cluster", "all", "all", "all"][-1] == 2
     assert rows["tenant", "beta", "all", "all"][-1] == 0
+
+
+def test_a_kueue_jobs_pod_waited_from_the_jobs_workload_creation_to_its_admission(con):
+    # q2 is a pod of Job job-a (created at 10:00 once the Job was admitted, ran from 10:01);
+    # job-a's Workload was created at 09:00 and admitted 45 s later. q3's pod belongs to a Job
+    # whose Workload was never admitted, and a Workload owned by a pod uid as Job changes nothing
+    given_queue_month(
+        con,
+        [
+            (dt.date(2026, 11, 1), "Job", "job-a", True, 45.0, T(2026, 11, 3, 9)),
+            (dt.date(2026, 11, 1), "Job", "job-b", False, None, T(2026, 11, 4, 9)),
+            (dt.date(2026, 11, 1), "Job", "q4", True, 5.0, T(2026, 11, 5, 9)),
+        ],
+        pod_owners={"q2": "job-a", "q3": "job-b", "q1": "rs-1"},
+    )
+    columns = [*QUEUE_COLUMNS[:4], "jobs_started", "wait_p50_s", "wait_p90_s", "wait_p95_s",
+               "wait_mean_s", "pending_gpu_hours", "kueue_waits"]  # fmt: skip
+    rows = {r[:4]: r[4:] for r in rows_of(con, "marts/queue_stats", NOV, columns)}
+    # alpha batch waits [0, 45, 120, 600]: p50 = 82.5, p90 = 120 + 0.7 × 480,
+    # p95 = 120 + 0.85 × 480; q2 pending from the Workload's creation: 61 min × 2 GPUs, so
+    # (7320 + 120 + 2400) GPU-s in all
+    assert rows["tenant_queue_gpu_model", "alpha", "batch", "A100"] == (
+        4, approx(82.5), approx(456.0), approx(528.0), approx(765 / 4), approx(9840 / 3600), 1,
+    )  # fmt: skip
+    assert rows["cluster", "all", "all", "all"][-1] == 1
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,8 +13,9 @@ quota_compliance = sql_table(
     checks=[Check("quota_compliance_ties_out")],
 )  # fmt: skip
 queue_stats = sql_table(
-    "queue_stats", "marts", GROUP, ["job_usage", "job_gpu_hours", "kueue_workload_waits"]
-)
+    "queue_stats", "marts", GROUP,
+    ["job_usage", "job_gpu_hours", "kueue_workload_waits", "stg_jobs"],
+)  # fmt: skip
 failure_stats = sql_table(
     "failure_stats", "marts", GROUP, ["stg_jobs", "job_gpus", "job_gpu_hours", "catalog_nodes"]
 )

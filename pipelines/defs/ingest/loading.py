@@ -31,7 +31,9 @@ def read_scheduler_exports(
     stg_allocation_records.sql and stg_quota_configs.sql type and check them), raw_node_lists
     and stg_scheduler_files_rows (one row per export file)."""
     columns = {
-        "jobs": (*canonical.JOB_COLUMNS, "record_type"),
+        # owner_uid: a pod's controlling owner (pipelines/formats/kubernetes.py); no other
+        # format has one
+        "jobs": (*canonical.JOB_COLUMNS, "record_type", "owner_uid"),
         "allocations": canonical.ALLOCATION_COLUMNS,
         "quotas": canonical.QUOTA_COLUMNS,
     }
