@@ -71,7 +71,8 @@ from pipelines.reports.telemetry import ClusterTelemetry, cluster_telemetry
 SHEET_NAMES = (
     "Summary", "Charges", "Job lines", "Waste", "Waste by model", "Waste by tenant",
     "Cost views", "Users", "Quota", "Budget", "Quota drift", "Queue & Service", "Submissions",
-    "Failures", "Reliability", "Incidents", "Capacity", "Trends", "Data quality", "Rejected rows",
+    "Failures", "Reliability", "Incidents", "Capacity",
+    "Capacity by day", "Trends", "Data quality", "Rejected rows",
     "Definitions", "Audit",
 )  # fmt: skip
 TOP_NODES_SHOWN = 20
@@ -316,7 +317,8 @@ def _build_workbook(
     _write_failures(sheets["Failures"], data.failures)
     _write_reliability(sheets["Reliability"], data.availability)
     _write_incidents(sheets["Incidents"], data.incidents)
-    _write_capacity(sheets["Capacity"], data.capacity, data.daily)
+    _write_capacity(sheets["Capacity"], data.capacity)
+    _write_capacity_by_day(sheets["Capacity by day"], data.daily)
     _write_trends(sheets["Trends"], data.trends, data.forecast, currency)
     _write_data_quality(sheets["Data quality"], data.quality, data.telemetry)
     _write_rejects(sheets["Rejected rows"], data.rejects, data.rejects_total)
@@ -966,7 +968,8 @@ def _write_incidents(ws: Worksheet, incidents: list[Any] | None) -> None:
     apply_widths(ws, fit_widths({}, cols, rows))
 
 
-def _write_capacity(ws: Worksheet, capacity: list[Any] | None, daily: list[Any] | None) -> None:
+def _write_capacity(ws: Worksheet, capacity: list[Any] | None) -> None:
+    """Each pool's capacity verdict, the rule that gave it and the evidence behind it."""
     cols = [
         Column("Cluster"),
         Column("GPU model"),
@@ -986,33 +989,35 @@ def _write_capacity(ws: Worksheet, capacity: list[Any] | None, daily: list[Any] 
         Column("Availability", "share"),
         Column("Trend (GPU-hours a month)", "hours"),
     ]
-    widths: dict[int, int] = {}
     if capacity is None:
-        last = not_available(ws, 1, "capacity_evidence")
-    else:
-        rows = [
-            (c.cluster, c.gpu_model, c.verdict, c.verdict_rule, c.capacity_gpu_hours,
-             c.allocated_gpu_hours, share_of(c.allocation_rate_pct),
-             share_of(c.productive_share_pct), share_of(c.waste_share_pct),
-             share_of(c.unmeasured_share_pct), _hours_of(c.wait_p95_s), c.pending_gpu_hours,
-             share_of(c.pending_share_pct), c.guaranteed_gpu_hours,
-             share_of(c.idle_quota_share_pct), share_of(c.availability_pct),
-             c.trend_gpu_hours_per_month)
-            for c in capacity
-        ]  # fmt: skip
-        last = write_main_table(ws, cols, rows)
-        # the verdict and its reason are what the reader came for
-        for r in range(2, last + 1):
-            ws.cell(row=r, column=3).font = Font(bold=True, size=12)
-            ws.cell(row=r, column=4).font = Font(bold=True)
-        widths = fit_widths(widths, cols, rows)
+        not_available(ws, 1, "capacity_evidence")
+        return
+    rows = [
+        (c.cluster, c.gpu_model, c.verdict, c.verdict_rule, c.capacity_gpu_hours,
+         c.allocated_gpu_hours, share_of(c.allocation_rate_pct),
+         share_of(c.productive_share_pct), share_of(c.waste_share_pct),
+         share_of(c.unmeasured_share_pct), _hours_of(c.wait_p95_s), c.pending_gpu_hours,
+         share_of(c.pending_share_pct), c.guaranteed_gpu_hours,
+         share_of(c.idle_quota_share_pct), share_of(c.availability_pct),
+         c.trend_gpu_hours_per_month)
+        for c in capacity
+    ]  # fmt: skip
+    last = write_main_table(ws, cols, rows)
+    # the verdict and its reason are what the reader came for
+    for r in range(2, last + 1):
+        ws.cell(row=r, column=3).font = Font(bold=True, size=12)
+        ws.cell(row=r, column=4).font = Font(bold=True)
+    apply_widths(ws, fit_widths({}, cols, rows))
 
+
+def _write_capacity_by_day(ws: Worksheet, daily: list[Any] | None) -> None:
+    """Allocation vs capacity of each day of the month, all pools together, and its chart;
+    last, each pool's days (as long as pools × days)."""
     header_row = section_below(
-        ws, last, "Daily allocation vs capacity (all clusters and GPU models)"
+        ws, TOP, "Daily allocation vs capacity (all clusters and GPU models)"
     )
     if daily is None:
         not_available(ws, header_row, "utilization_daily")
-        apply_widths(ws, widths)
         return
     allocated_of: dict[dt.date, float] = {}
     capacity_of: dict[dt.date, float | None] = {}  # None: no capacity known that day
@@ -1032,7 +1037,7 @@ def _write_capacity(ws: Worksheet, capacity: list[Any] | None, daily: list[Any] 
         cap = capacity_of[day]
         daily_rows.append((day, allocated, cap, f"=B{r}/C{r}" if cap else None))
     daily_last = write_table(ws, header_row, daily_cols, daily_rows, table_name="DailyCapacity")
-    widths = fit_widths(widths, daily_cols, daily_rows)
+    widths = fit_widths({}, daily_cols, daily_rows)
     above_detail = max(daily_last, header_row + 1)
     if daily_rows:
         chart = LineChart()

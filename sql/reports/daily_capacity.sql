@@ -1,4 +1,4 @@
--- The Capacity sheet's days: one row per day × cluster × GPU model of the billing month
+-- The Capacity by day sheet: one row per day × cluster × GPU model of the billing month
 -- (utilization_daily at the gpu_model level).
 -- Parameters: $billing_month.
 select day, cluster, gpu_model, allocated_gpu_hours, capacity_gpu_hours

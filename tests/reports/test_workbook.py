@@ -579,6 +579,7 @@ def test_sheet_names_in_order(written):
         "Reliability",
         "Incidents",
         "Capacity",
+        "Capacity by day",
         "Trends",
         "Data quality",
         "Rejected rows",
@@ -1310,7 +1311,10 @@ def test_capacity_sheet_verdict_and_daily_totals(written):
          12.5, 0.0125, 1440, 0.25, 0.995, -12.5),
     ]  # fmt: skip
     assert ws["C2"].font.bold and ws["D2"].font.bold
+    assert ws.max_row == 2
+    ws = wb["Capacity by day"]
     header = _row_of(ws, "Daily allocation vs capacity (all clusters and GPU models)") + 1
+    assert header == 2
     # level 'tenant' rows stay out; the kube model without inventory adds no capacity
     assert _rows(ws, header + 1, header + 3, 4) == [
         (dt.datetime(2026, 11, 1), 12, 48, f"=B{header + 1}/C{header + 1}"),
@@ -1342,7 +1346,7 @@ def _charts(path):
 def test_native_charts_reference_the_right_ranges(written):
     out, _, wb = written
     charts, drawings = _charts(out)
-    assert drawings == 4  # Waste by model, Budget, Capacity, Trends
+    assert drawings == 4  # Waste by model, Budget, Capacity by day, Trends
 
     h = _row_of(wb["Budget"], "Budget vs actual (USD)") + 1
     q = "'Budget'"
@@ -1352,7 +1356,7 @@ def test_native_charts_reference_the_right_ranges(written):
                 f"{q}!$C${h + 1}:$C${h + 3}", f"{q}!$D${h + 1}:$D${h + 3}"]),
     )  # fmt: skip
 
-    cap = wb["Capacity"]
+    cap, c = wb["Capacity by day"], "'Capacity by day'"
     h = _row_of(cap, "Daily allocation vs capacity (all clusters and GPU models)") + 1
     assert (cap[f"B{h}"].value, cap[f"C{h}"].value) == (
         "Allocated GPU-hours",
@@ -1360,8 +1364,8 @@ def test_native_charts_reference_the_right_ranges(written):
     )
     assert charts["Daily allocation vs capacity"] == (
         "lineChart",
-        sorted([f"'Capacity'!B{h}", f"'Capacity'!C{h}", f"'Capacity'!$A${h + 1}:$A${h + 2}",
-                f"'Capacity'!$B${h + 1}:$B${h + 2}", f"'Capacity'!$C${h + 1}:$C${h + 2}"]),
+        sorted([f"{c}!B{h}", f"{c}!C{h}", f"{c}!$A${h + 1}:$A${h + 2}",
+                f"{c}!$B${h + 1}:$B${h + 2}", f"{c}!$C${h + 1}:$C${h + 2}"]),
     )  # fmt: skip
 
     waste = wb["Waste by model"]
@@ -1447,7 +1451,7 @@ def test_missing_governance_marts_say_not_available(con, tmp_path):
         assert wb[sheet]["A1"].value.startswith(
             f"not available: this warehouse has no table {table}"
         )
-    cap = wb["Capacity"]
+    cap = wb["Capacity by day"]
     daily = _row_of(cap, "Daily allocation vs capacity (all clusters and GPU models)")
     assert "utilization_daily" in cap[f"A{daily + 1}"].value
     # budgets come from tenant_month, which every warehouse has, so they still show
@@ -1491,7 +1495,9 @@ PRINT_SETUP = {
     "Failures": (False, "$17:$18", None, [6, 11, 16]),  # fault domains, drivers, exit codes
     "Reliability": (False, "$1:$1", None, []),
     "Incidents": (False, "$1:$2", None, []),  # its title and header
-    "Capacity": (False, "$32:$33", None, [4, 9, 31]),  # daily, its chart, daily by model
+    "Capacity": (False, "$1:$1", None, []),
+    # the month's days, their chart, each pool's days (last)
+    "Capacity by day": (True, "$28:$29", None, [5, 27]),
     "Trends": (False, None, None, [4, 9, 31, 36]),  # allocation, chart, spend, chart (last)
     "Data quality": (False, "$7:$8", None, [6]),  # telemetry per cluster, the checks
     "Rejected rows": (True, "$1:$2", None, []),
@@ -1591,7 +1597,7 @@ PDF_PAGES = {
     "Waste by tenant": 2, "Cost views": 2, "Users": 2, "Quota": 2, "Budget": 2, "Quota drift": 2,
     "Queue & Service": 2, "Submissions": 2, "Failures": 8, "Reliability": 2,
     "Incidents": 2,
-    "Capacity": 6, "Trends": 6, "Data quality": 4, "Rejected rows": 1, "Definitions": 8,
+    "Capacity": 3, "Capacity by day": 3, "Trends": 6, "Data quality": 4, "Rejected rows": 1, "Definitions": 8,
     "Audit": 4,
 }  # fmt: skip
 # A distinctive header cell or section title of each table of the stacked sheets: no page
@@ -1601,11 +1607,7 @@ PAGE_TABLES = {
     "Waste by model": ("Waste by bucket", "Waste by cluster × GPU model"),  # chart, table
     "Budget": ("Spend vs budget", "Budget vs actual (USD)"),
     "Failures": ("Top nodes by failure rank", "Fault domains", "Driver versions", "Exit codes"),
-    "Capacity": (
-        "Verdict rule",
-        "Daily allocation vs capacity (all",
-        "Daily allocation and capacity by",
-    ),
+    "Capacity by day": ("Daily allocation vs capacity (all", "Daily allocation and capacity by"),
     "Audit": ("Item Value", "SHA-256", "Table Rows"),
     "Data quality": ("Utilisation metric(s)", "Rows read"),
     "Definitions": ("Parameter Value", "Utilisation metric(s)", "Figure Meaning"),
@@ -1670,7 +1672,7 @@ def test_prints_to_pdf_readable_with_each_table_on_its_own_pages(written, tmp_pa
         for header in headers:
             assert any(s == sheet and header in text for s, text, _ in pages), (sheet, header)
     # the Capacity chart's page holds no table (kept whole on a page of its own)
-    capacity = [text for sheet, text, _ in pages if sheet == "Capacity"]
+    capacity = [text for sheet, text, _ in pages if sheet == "Capacity by day"]
     assert any("Daily allocation vs capacity" in t and "Day " not in t for t in capacity)
 
 
