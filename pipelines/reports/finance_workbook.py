@@ -71,9 +71,8 @@ from pipelines.reports.telemetry import ClusterTelemetry, cluster_telemetry
 SHEET_NAMES = (
     "Summary", "Charges", "Job lines", "Waste", "Waste by model", "Waste by tenant",
     "Cost views", "Users", "Quota", "Budget", "Quota drift", "Queue & Service", "Submissions",
-    "Failures", "Reliability", "Incidents", "Capacity",
-    "Capacity by day", "Trends", "Data quality", "Rejected rows",
-    "Definitions", "Audit",
+    "Failures", "Reliability", "Incidents", "Capacity", "Capacity by day", "Capacity by pool",
+    "Trends", "Data quality", "Rejected rows", "Definitions", "Audit",
 )  # fmt: skip
 TOP_NODES_SHOWN = 20
 REJECTS_SHOWN_MAX = 10_000
@@ -319,6 +318,7 @@ def _build_workbook(
     _write_incidents(sheets["Incidents"], data.incidents)
     _write_capacity(sheets["Capacity"], data.capacity)
     _write_capacity_by_day(sheets["Capacity by day"], data.daily)
+    _write_capacity_by_pool(sheets["Capacity by pool"], data.daily)
     _write_trends(sheets["Trends"], data.trends, data.forecast, currency)
     _write_data_quality(sheets["Data quality"], data.quality, data.telemetry)
     _write_rejects(sheets["Rejected rows"], data.rejects, data.rejects_total)
@@ -1011,13 +1011,10 @@ def _write_capacity(ws: Worksheet, capacity: list[Any] | None) -> None:
 
 
 def _write_capacity_by_day(ws: Worksheet, daily: list[Any] | None) -> None:
-    """Allocation vs capacity of each day of the month, all pools together, and its chart;
-    last, each pool's days (as long as pools × days)."""
-    header_row = section_below(
-        ws, TOP, "Daily allocation vs capacity (all clusters and GPU models)"
-    )
+    """The chart of each day's allocation vs capacity, all pools together, then its data."""
+    title = "Daily allocation vs capacity (all clusters and GPU models)"
     if daily is None:
-        not_available(ws, header_row, "utilization_daily")
+        not_available(ws, section_below(ws, TOP, title), "utilization_daily")
         return
     allocated_of: dict[dt.date, float] = {}
     capacity_of: dict[dt.date, float | None] = {}  # None: no capacity known that day
@@ -1026,39 +1023,44 @@ def _write_capacity_by_day(ws: Worksheet, daily: list[Any] | None) -> None:
         capacity_of.setdefault(d.day, None)
         if d.capacity_gpu_hours is not None:
             capacity_of[d.day] = (capacity_of[d.day] or 0.0) + d.capacity_gpu_hours
-    daily_cols = [
+    cols = [
         Column("Day", "date"),
         Column("Allocated GPU-hours", "hours"),
         Column("Capacity GPU-hours", "hours"),
         Column("Allocation rate", "share"),
     ]
-    daily_rows = []
+    header_row = section_below(ws, CHART_ROWS if allocated_of else TOP, title)
+    rows = []
     for r, (day, allocated) in enumerate(allocated_of.items(), start=header_row + 1):
         cap = capacity_of[day]
-        daily_rows.append((day, allocated, cap, f"=B{r}/C{r}" if cap else None))
-    daily_last = write_table(ws, header_row, daily_cols, daily_rows, table_name="DailyCapacity")
-    widths = fit_widths({}, daily_cols, daily_rows)
-    above_detail = max(daily_last, header_row + 1)
-    if daily_rows:
-        chart = LineChart()
-        style_chart(chart, "Daily allocation vs capacity", "GPU-hours")
-        data = Reference(ws, min_col=2, max_col=3, min_row=header_row, max_row=daily_last)
-        chart.add_data(data, titles_from_data=True)
-        chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=daily_last))
-        above_detail = add_chart(ws, chart, daily_last + 2)
+        rows.append((day, allocated, cap, f"=B{r}/C{r}" if cap else None))
+    last = write_table(ws, header_row, cols, rows, table_name="DailyCapacity")
+    apply_widths(ws, fit_widths({}, cols, rows))
+    if not rows:
+        return
+    chart = LineChart()
+    style_chart(chart, "Daily allocation vs capacity", "GPU-hours")
+    data = Reference(ws, min_col=2, max_col=3, min_row=header_row, max_row=last)
+    chart.add_data(data, titles_from_data=True)
+    chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=last))
+    add_chart(ws, chart, 1)
 
-    detail_row = section_below(
-        ws, above_detail, "Daily allocation and capacity by cluster × GPU model"
-    )
-    detail_cols = [
+
+def _write_capacity_by_pool(ws: Worksheet, daily: list[Any] | None) -> None:
+    """Each pool's (cluster × GPU model's) allocation and capacity of each day."""
+    header_row = section_below(ws, TOP, "Daily allocation and capacity by cluster × GPU model")
+    if daily is None:
+        not_available(ws, header_row, "utilization_daily")
+        return
+    cols = [
         Column("Day", "date"),
         Column("Cluster"),
         Column("GPU model"),
         Column("Allocated GPU-hours", "hours"),
         Column("Capacity GPU-hours", "hours"),
     ]
-    write_table(ws, detail_row, detail_cols, daily, table_name="DailyByModel")
-    apply_widths(ws, fit_widths(widths, detail_cols, daily))
+    write_table(ws, header_row, cols, daily, table_name="DailyByModel")
+    apply_widths(ws, fit_widths({}, cols, daily))
 
 
 def _write_trends(

@@ -580,6 +580,7 @@ def test_sheet_names_in_order(written):
         "Incidents",
         "Capacity",
         "Capacity by day",
+        "Capacity by pool",
         "Trends",
         "Data quality",
         "Rejected rows",
@@ -1313,16 +1314,18 @@ def test_capacity_sheet_verdict_and_daily_totals(written):
     assert ws["C2"].font.bold and ws["D2"].font.bold
     assert ws.max_row == 2
     ws = wb["Capacity by day"]
+    # below the chart (rows 1-20)
     header = _row_of(ws, "Daily allocation vs capacity (all clusters and GPU models)") + 1
-    assert header == 2
+    assert header == sheets.CHART_ROWS + 4
     # level 'tenant' rows stay out; the kube model without inventory adds no capacity
     assert _rows(ws, header + 1, header + 3, 4) == [
         (dt.datetime(2026, 11, 1), 12, 48, f"=B{header + 1}/C{header + 1}"),
         (dt.datetime(2026, 11, 2), 20, 48, f"=B{header + 2}/C{header + 2}"),
         (None, None, None, None),
     ]
-    detail = _row_of(ws, "Daily allocation and capacity by cluster × GPU model") + 1
-    assert ws.tables["DailyByModel"].ref == f"A{detail}:E{detail + 3}"
+    ws = wb["Capacity by pool"]
+    assert _row_of(ws, "Daily allocation and capacity by cluster × GPU model") == 1
+    assert ws.tables["DailyByModel"].ref == "A2:E5"
 
 
 def _charts(path):
@@ -1497,7 +1500,8 @@ PRINT_SETUP = {
     "Incidents": (False, "$1:$2", None, []),  # its title and header
     "Capacity": (False, "$1:$1", None, []),
     # the month's days, their chart, each pool's days (last)
-    "Capacity by day": (True, "$28:$29", None, [5, 27]),
+    "Capacity by day": (True, "$23:$24", None, [22]),  # the chart, then its data (last)
+    "Capacity by pool": (True, "$1:$2", None, []),  # its title and header
     "Trends": (False, None, None, [4, 9, 31, 36]),  # allocation, chart, spend, chart (last)
     "Data quality": (False, "$7:$8", None, [6]),  # telemetry per cluster, the checks
     "Rejected rows": (True, "$1:$2", None, []),
@@ -1595,10 +1599,9 @@ def test_summary_shows_the_waste_in_money_per_bucket(written):
 PDF_PAGES = {
     "Summary": 3, "Charges": 2, "Job lines": 3, "Waste": 1, "Waste by model": 2,
     "Waste by tenant": 2, "Cost views": 2, "Users": 2, "Quota": 2, "Budget": 2, "Quota drift": 2,
-    "Queue & Service": 2, "Submissions": 2, "Failures": 8, "Reliability": 2,
-    "Incidents": 2,
-    "Capacity": 3, "Capacity by day": 3, "Trends": 6, "Data quality": 4, "Rejected rows": 1, "Definitions": 8,
-    "Audit": 4,
+    "Queue & Service": 2, "Submissions": 2, "Failures": 8, "Reliability": 2, "Incidents": 2,
+    "Capacity": 3, "Capacity by day": 2, "Capacity by pool": 1, "Trends": 6, "Data quality": 4,
+    "Rejected rows": 1, "Definitions": 8, "Audit": 4,
 }  # fmt: skip
 # A distinctive header cell or section title of each table of the stacked sheets: no page
 # shows two of a sheet's
@@ -1607,7 +1610,6 @@ PAGE_TABLES = {
     "Waste by model": ("Waste by bucket", "Waste by cluster × GPU model"),  # chart, table
     "Budget": ("Spend vs budget", "Budget vs actual (USD)"),
     "Failures": ("Top nodes by failure rank", "Fault domains", "Driver versions", "Exit codes"),
-    "Capacity by day": ("Daily allocation vs capacity (all", "Daily allocation and capacity by"),
     "Audit": ("Item Value", "SHA-256", "Table Rows"),
     "Data quality": ("Utilisation metric(s)", "Rows read"),
     "Definitions": ("Parameter Value", "Utilisation metric(s)", "Figure Meaning"),

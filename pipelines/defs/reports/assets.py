@@ -58,9 +58,9 @@ GROUP = "reports"
 def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """The finance workbook `<reports>/YYYY-MM/chargeback-YYYY-MM.xlsx` of each billing month:
     Summary, Charges, Job lines, Waste (by model, by tenant), Cost views, Users, Quota, Budget,
-    Quota drift, Queue & Service, Submissions, Failures, Reliability, Incidents, Capacity
-    (by day), Trends, Data quality, Rejected rows, Definitions, Audit (input files with sha256,
-    catalog and code version)."""
+    Quota drift, Queue & Service, Submissions, Failures, Reliability, Incidents, Capacity (by
+    day, by pool), Trends, Data quality, Rejected rows, Definitions, Audit (input files with
+    sha256, catalog and code version)."""
 
     def step(run: MonthRun) -> dict[str, int]:
         parameters = report_parameters(
