@@ -23,10 +23,10 @@ import pyarrow as pa
 import pytest
 
 from pipelines.catalog import ClusterSettings
-from pipelines.defs.ingest.loading import write_node_lists
+from pipelines.defs.ingest.loading import RAW_COLUMNS, write_node_lists
 from pipelines.defs.ingest.tables import write_table
 from pipelines.defs.resources import prepare_connection
-from pipelines.formats import canonical, registered_formats, slurm
+from pipelines.formats import registered_formats, slurm
 from pipelines.landing import discover
 from pipelines.sql import create_table
 from tests.conftest import query, write
@@ -191,8 +191,7 @@ def staged(files: dict[str, list[dict]], columns: str) -> list[tuple]:
     """The reader's rows typed by sql/staging/stg_job_records.sql, as the pipeline runs it."""
     con = prepare_connection(duckdb.connect())
     con.execute("create table catalog_clusters (cluster varchar, scheduler_timezone varchar)")
-    names = ("cluster", "file", "line", "raw", "parse_error", *canonical.JOB_COLUMNS,
-             "record_type")  # fmt: skip
+    names = ("cluster", "file", "line", "raw", "parse_error", *RAW_COLUMNS["jobs"])
     schema = pa.schema([(c, pa.int64() if c == "line" else pa.string()) for c in names])
     rows = [
         {**{c: row.get(c) for c in names}, "cluster": "c", "file": file}

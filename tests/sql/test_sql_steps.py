@@ -42,10 +42,10 @@ def given_raw_jobs(con, rows: list[tuple]) -> None:
         'parse_error varchar, job_id varchar, account varchar, "user" varchar, '
         "queue varchar, qos varchar, gpu_model varchar, gpus varchar, nodes varchar, "
         "submit_time varchar, start_time varchar, end_time varchar, state varchar, "
-        "exit_code varchar, job_name varchar, record_type varchar)"
+        "exit_code varchar, job_name varchar, record_type varchar, owner_uid varchar)"
     )
     for row in rows:
-        con.execute("insert into raw_jobs values (" + ", ".join("?" * 20) + ")", row)
+        con.execute("insert into raw_jobs values (" + ", ".join("?" * 21) + ")", row)
     write_node_lists(con)
     con.execute("create table if not exists catalog_nodes (cluster varchar, gpus integer)")
 
@@ -55,7 +55,7 @@ def raw_job(line, job_id, gpus="1", start="2026-11-02T10:00:00", end="2026-11-02
             record_type="job", account="acct"):  # fmt: skip
     return (cluster, file, line, "raw", error, job_id, account, "u", "q", "normal", "A100",
             gpus, nodes, "2026-11-02T09:00:00", start, end, state, "0", None,
-            record_type)  # fmt: skip
+            record_type, None)  # fmt: skip
 
 
 class TestStgJobRecords:
@@ -193,7 +193,7 @@ def test_stg_jobs_keeps_the_month_and_ends_running_jobs_at_the_export_time(con):
             'n' as qos, 'A100' as gpu_model, 1.0 as gpus, 'n1' as nodes,
             coalesce(start_at, timestamp '2026-11-15 00:00') - interval 1 hour as submit_at,
             start_at, end_at, state, state as raw_state, '0' as exit_code,
-            null::varchar as reject_reason, record_rank
+            null::varchar as owner_uid, null::varchar as reject_reason, record_rank
         from stg_job_records
     """)
     rows = run(con, "staging/stg_jobs", NOV).fetchall()

@@ -21,6 +21,15 @@ from pipelines.landing import decompression_errors, discover
 from pipelines.months import MonthParams
 from pipelines.sql import create_table
 
+# The columns of the raw scheduler tables (raw_jobs, raw_allocations, raw_quotas), besides
+# cluster, file, line, raw and parse_error. owner_uid: a pod's controlling owner
+# (pipelines/formats/kubernetes.py); no other format has one.
+RAW_COLUMNS = {
+    "jobs": (*canonical.JOB_COLUMNS, "record_type", "owner_uid"),
+    "allocations": canonical.ALLOCATION_COLUMNS,
+    "quotas": canonical.QUOTA_COLUMNS,
+}
+
 
 def read_scheduler_exports(
     con: duckdb.DuckDBPyConnection, landing_dir: Path, catalog: Catalog
@@ -30,20 +39,13 @@ def read_scheduler_exports(
     row, its file, line and raw text; sql/staging/stg_job_records.sql,
     stg_allocation_records.sql and stg_quota_configs.sql type and check them), raw_node_lists
     and stg_scheduler_files_rows (one row per export file)."""
-    columns = {
-        # owner_uid: a pod's controlling owner (pipelines/formats/kubernetes.py); no other
-        # format has one
-        "jobs": (*canonical.JOB_COLUMNS, "record_type", "owner_uid"),
-        "allocations": canonical.ALLOCATION_COLUMNS,
-        "quotas": canonical.QUOTA_COLUMNS,
-    }
     origin = [(name, pa.string()) for name in ("cluster", "file")]
     row_columns = [("line", pa.int64()), ("raw", pa.string()), ("parse_error", pa.string())]
     schemas = {
         kind: pa.schema(origin + row_columns + [(name, pa.string()) for name in names])
-        for kind, names in columns.items()
+        for kind, names in RAW_COLUMNS.items()
     }
-    tables: dict[str, list[pa.Table]] = {kind: [] for kind in columns}
+    tables: dict[str, list[pa.Table]] = {kind: [] for kind in RAW_COLUMNS}
     files: list[dict] = []
     for export in discover(landing_dir, "scheduler"):
         settings = catalog.cluster(export.cluster)
