@@ -762,7 +762,7 @@ def _write_quota_drift(ws: Worksheet, drift: list[Any] | None) -> None:
          d.config_objects, d.config_file, d.detail)
         for d in drift
     ]  # fmt: skip
-    write_table(ws, header_row, cols, rows, table_name="QuotaDrift")
+    write_main_table(ws, cols, rows, header_row=header_row)
     if not rows:
         set_text(
             ws.cell(row=header_row + 1, column=1),
@@ -964,7 +964,7 @@ def _write_incidents(ws: Worksheet, incidents: list[Any] | None) -> None:
          " ".join(i.job_ids[:INCIDENT_JOBS_SHOWN]))
         for i in incidents
     ]  # fmt: skip
-    write_table(ws, start, cols, rows, table_name="Incidents")
+    write_main_table(ws, cols, rows, header_row=start)
     apply_widths(ws, fit_widths({}, cols, rows))
 
 
@@ -1059,7 +1059,7 @@ def _write_capacity_by_pool(ws: Worksheet, daily: list[Any] | None) -> None:
         Column("Allocated GPU-hours", "hours"),
         Column("Capacity GPU-hours", "hours"),
     ]
-    write_table(ws, header_row, cols, daily, table_name="DailyByModel")
+    write_main_table(ws, cols, daily, header_row=header_row)
     apply_widths(ws, fit_widths({}, cols, daily))
 
 
