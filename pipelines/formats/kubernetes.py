@@ -20,8 +20,8 @@ timestamp in the file name (`pods-2026-11-10T06-00-00Z.json[.gz]`, `...T06:00:00
 `20261110T060000Z`), or, when the name has none (or an earlier one), the newest timestamp
 inside the file (creation, start, condition and container times): a lower bound.
 
-Columns: job_name = the pod's `metadata.name`; account = namespace; user = label `user`, else label
-`owner`, else the service account; queue = label `kueue.x-k8s.io/queue-name`; qos =
+Columns: job_name = the pod's `metadata.name`; account = namespace; user = label `user`, else
+label `owner`, else the service account; queue = label `kueue.x-k8s.io/queue-name`; qos =
 `status.qosClass`; nodes = `spec.nodeName`; submit / start = `creationTimestamp` /
 `status.startTime` (RFC 3339 text, typed in SQL); owner_uid = the uid of the pod's controlling
 owner (`metadata.ownerReferences`, `controller: true`; a Job's pods: the Job). gpus =
@@ -30,9 +30,9 @@ GPU-equivalents: `nvidia.com/gpu` (limits, else requests) plus MIG instances
 A100/H100), summed over containers with Kubernetes' init-container rule. On a node of a declared
 sharing pool (time-slicing or MPS, settings.yaml) each `nvidia.com/gpu` (or renamed
 `nvidia.com/gpu.shared`) is a replica: 1/replicas of a GPU. gpu_model = the pod's
-`nvidia.com/gpu.product` node selector (or a one-valued required node affinity on it), else None.
-For MIG pods too: GPU-equivalents already carry the fraction and rates are per GPU-hour of the
-parent GPU, so a profile as model would only miss the rate card (and quota pools).
+`nvidia.com/gpu.product` node selector (or a one-valued required node affinity on it), else
+None. For MIG pods too: GPU-equivalents already carry the fraction and rates are per GPU-hour of
+the parent GPU, so a profile as model would only miss the rate card (and quota pools).
 
 State, from phase and reasons (the deciding reason goes into `raw`): Succeeded -> COMPLETED;
 Running / Unknown -> RUNNING; Pending -> PENDING; Failed -> NODE_FAIL (node lost or shut

@@ -17,15 +17,17 @@
 --                     admitted waited from its Workload's creation to its admission (the
 --                     queue's wait, without the scheduling and image pulls that follow;
 --                     kueue_workload_waits of any month): the Workload of the pod itself (a
---                     plain pod), or of the Job that controls the pod (stg_jobs.owner_uid;
---                     every pod of the Job gets the Job's wait)
+--                     plain pod), or of the Job that controls the pod (stg_jobs.owner_uid)
+--                     for the pods its admission released: those created before any pod of
+--                     the Job ended (a pod created later replaces or follows one, in a Job
+--                     already admitted, and waited only for itself)
 --   kueue_waits       of jobs_started, those whose wait is their Kueue admission wait
 --   pending_gpu_hours GPUs × the part of [submit, start) inside the month: Σ wait × GPUs,
 --                     prorated at the month edges like allocated time; jobs that never started
 --                     wait until they were cancelled (end) or, still PENDING, to the month end
 --                     (no submit time, or a never-started job with no end: no pending time).
---                     A Kueue Job's pods exist only once the Job is admitted: their pending
---                     time starts at the Job's Workload creation, the demand's start
+--                     A Kueue Job's pods exist only once the Job is admitted: the pods its
+--                     admission released are pending from the Job's Workload creation
 --   outcome counts    jobs that ended in the month, by final state
 --   success_rate_pct  100 × COMPLETED / (COMPLETED + FAILED + TIMEOUT + OUT_OF_MEMORY +
 --                     NODE_FAIL); cancelled and preempted jobs are reported apart
@@ -58,7 +60,14 @@ kueue_admissions as (
 ),
 
 pod_owners as (
-    select cluster, job_id, owner_uid
+    -- released_on_admission: created before any pod of its Job (in the month's jobs) ended
+    select
+        cluster,
+        job_id,
+        owner_uid,
+        submit_at <= coalesce(
+            min(end_at) over (partition by cluster, owner_uid), submit_at
+        ) as released_on_admission
     from stg_jobs
     where billing_month = $billing_month and owner_uid is not null
 ),
@@ -93,6 +102,7 @@ jobs as (
     left join pod_owners as o using (cluster, job_id)
     left join kueue_admissions as kj
         on kj.cluster = u.cluster and kj.owner_kind = 'Job' and kj.owner_uid = o.owner_uid
+        and o.released_on_admission
     where u.billing_month = $billing_month and u.gpus > 0
 ),
 

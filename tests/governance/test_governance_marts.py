@@ -250,14 +250,8 @@ def given_kueue_waits(con, workloads: list[tuple]) -> None:
 
 def given_queue_month(con, kueue_waits: list[tuple] = (), pod_owners: dict | None = None) -> None:
     """The queue month; `pod_owners` {job_id: owner uid} the pods' controlling owners as
-    stg_jobs has them (a Kueue Job's pods: the Job)."""
+    stg_jobs has them (a Kueue Job's pods: the Job), with the jobs' submit and end times."""
     given_kueue_waits(con, list(kueue_waits))
-    con.execute(
-        "create table stg_jobs (billing_month date, cluster varchar, job_id varchar, "
-        "owner_uid varchar)"
-    )
-    for job_id, owner in (pod_owners or {}).items():
-        con.execute("insert into stg_jobs values (date '2026-11-01', 'c1', ?, ?)", [job_id, owner])
     d = T(2026, 11, 1)
     given_job_usage(con, [
         # alpha batch: waits 0, 60, 120, 600 s; q3 asked for no model but held an A100
@@ -288,6 +282,13 @@ def given_queue_month(con, kueue_waits: list[tuple] = (), pod_owners: dict | Non
         ("q9", "beta", "batch", None, 0, "COMPLETED", d.replace(day=6), d.replace(day=7),
          d.replace(day=8)),
     ])  # fmt: skip
+    con.execute("create table pod_owners (job_id varchar, owner_uid varchar)")
+    if pod_owners:
+        con.executemany("insert into pod_owners values (?, ?)", list(pod_owners.items()))
+    con.execute(
+        "create table stg_jobs as select billing_month, cluster, job_id, submit_at, end_at, "
+        "owner_uid from job_usage left join pod_owners using (job_id)"
+    )
     given_job_gpu_hours(con, [
         ("q1", "n1", 0, "A100", d.replace(day=2, hour=10), d.replace(day=2, hour=11)),
         ("q3", "n1", 0, "A100", d.replace(day=4, hour=10, minute=2), d.replace(day=4, hour=11)),
@@ -375,6 +376,26 @@ def test_a_kueue_jobs_pod_waited_from_the_jobs_workload_creation_to_its_admissio
         4, approx(82.5), approx(456.0), approx(528.0), approx(765 / 4), approx(9840 / 3600), 1,
     )  # fmt: skip
     assert rows["cluster", "all", "all", "all"][-1] == 1
+
+
+def test_a_kueue_jobs_later_pods_waited_only_for_themselves(con):
+    # q1 and q2 are pods of Job job-a, admitted 45 s after its Workload's creation at 09:00
+    # on the 2nd: q1 (created 10:00, ran 10:00-11:00) was released by the admission; q2,
+    # created on the 3rd after q1 had ended (a retry, or the Job's next completion), waited
+    # its own minute in an admitted Job
+    given_queue_month(
+        con,
+        [(dt.date(2026, 11, 1), "Job", "job-a", True, 45.0, T(2026, 11, 2, 9))],
+        pod_owners={"q1": "job-a", "q2": "job-a"},
+    )
+    columns = [*QUEUE_COLUMNS[:4], "jobs_started", "wait_p50_s", "wait_mean_s",
+               "pending_gpu_hours", "kueue_waits"]  # fmt: skip
+    rows = {r[:4]: r[4:] for r in rows_of(con, "marts/queue_stats", NOV, columns)}
+    # waits [45, 60, 120, 600]; pending: q1 1 h × 1 GPU from 09:00, q2 60 s × 2 GPUs, q3
+    # 120 s × 1, q4 600 s × 4: (3600 + 120 + 120 + 2400) GPU-s
+    assert rows["tenant_queue_gpu_model", "alpha", "batch", "A100"] == (
+        4, approx(90.0), approx(825 / 4), approx(6240 / 3600), 1,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
