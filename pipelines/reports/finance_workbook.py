@@ -736,12 +736,23 @@ def _write_budget(ws: Worksheet, tenants: list[Any], currency: str) -> None:
     add_chart(ws, chart, 1)
 
 
+def _write_titled_sheet(
+    ws: Worksheet, title: str, table: str, cols: list[Column], rows: list[Any] | None
+) -> int:
+    """`title` on the sheet's first row, then `rows` under `cols` (the header frozen and
+    filtered, repeated on printed pages), or "not available" when the warehouse has no
+    `table` (rows None). Returns the header's row."""
+    header_row = section_below(ws, TOP, title)
+    if rows is None:
+        not_available(ws, header_row, table)
+        return header_row
+    write_main_table(ws, cols, rows, header_row=header_row)
+    apply_widths(ws, fit_widths({}, cols, rows))
+    return header_row
+
+
 def _write_quota_drift(ws: Worksheet, drift: list[Any] | None) -> None:
     """Each disagreement between a scheduler's configured quota and the catalog's."""
-    header_row = section_below(ws, TOP, "Quota drift: scheduler configuration vs catalog quotas")
-    if drift is None:
-        not_available(ws, header_row, "quota_drift")
-        return
     cols = [
         Column("Cluster"),
         Column("Tenant ID"),
@@ -761,14 +772,14 @@ def _write_quota_drift(ws: Worksheet, drift: list[Any] | None) -> None:
          d.configured_limit_gpus, d.catalog_guaranteed_gpus, d.catalog_limit_gpus,
          d.config_objects, d.config_file, d.detail)
         for d in drift
-    ]  # fmt: skip
-    write_main_table(ws, cols, rows, header_row=header_row)
-    if not rows:
+    ] if drift is not None else None  # fmt: skip
+    title = "Quota drift: scheduler configuration vs catalog quotas"
+    header_row = _write_titled_sheet(ws, title, "quota_drift", cols, rows)
+    if rows == []:
         set_text(
             ws.cell(row=header_row + 1, column=1),
             "none: every configured quota agrees with the catalog",
         )
-    apply_widths(ws, fit_widths({}, cols, rows))
 
 
 def _write_queue(ws: Worksheet, queue: list[Any] | None) -> None:
@@ -937,10 +948,6 @@ def _write_reliability(ws: Worksheet, availability: list[Any] | None) -> None:
 
 def _write_incidents(ws: Worksheet, incidents: list[Any] | None) -> None:
     """The month's incidents one by one: outages, node failures, telemetry silences."""
-    start = section_below(ws, TOP, "Incidents: outages, node failures, telemetry silences")
-    if incidents is None:
-        not_available(ws, start, "incidents")
-        return
     cols = [
         Column("Cluster"),
         Column("Node"),
@@ -963,9 +970,9 @@ def _write_incidents(ws: Worksheet, incidents: list[Any] | None) -> None:
          i.duration_hours, _yes_no(i.recovered_in_month), i.gpu_hours, i.jobs_hit,
          " ".join(i.job_ids[:INCIDENT_JOBS_SHOWN]))
         for i in incidents
-    ]  # fmt: skip
-    write_main_table(ws, cols, rows, header_row=start)
-    apply_widths(ws, fit_widths({}, cols, rows))
+    ] if incidents is not None else None  # fmt: skip
+    title = "Incidents: outages, node failures, telemetry silences"
+    _write_titled_sheet(ws, title, "incidents", cols, rows)
 
 
 def _write_capacity(ws: Worksheet, capacity: list[Any] | None) -> None:
@@ -1048,10 +1055,6 @@ def _write_capacity_by_day(ws: Worksheet, daily: list[Any] | None) -> None:
 
 def _write_capacity_by_pool(ws: Worksheet, daily: list[Any] | None) -> None:
     """Each pool's (cluster × GPU model's) allocation and capacity of each day."""
-    header_row = section_below(ws, TOP, "Daily allocation and capacity by cluster × GPU model")
-    if daily is None:
-        not_available(ws, header_row, "utilization_daily")
-        return
     cols = [
         Column("Day", "date"),
         Column("Cluster"),
@@ -1059,8 +1062,8 @@ def _write_capacity_by_pool(ws: Worksheet, daily: list[Any] | None) -> None:
         Column("Allocated GPU-hours", "hours"),
         Column("Capacity GPU-hours", "hours"),
     ]
-    write_main_table(ws, cols, daily, header_row=header_row)
-    apply_widths(ws, fit_widths({}, cols, daily))
+    title = "Daily allocation and capacity by cluster × GPU model"
+    _write_titled_sheet(ws, title, "utilization_daily", cols, daily)
 
 
 def _write_trends(
