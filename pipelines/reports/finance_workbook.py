@@ -40,7 +40,6 @@ from pipelines.reports.shared_sheets import (
     write_summary,
 )
 from pipelines.reports.sheets import (
-    CHART_ROWS,
     OVER_FILL,
     TOP,
     Column,
@@ -53,6 +52,7 @@ from pipelines.reports.sheets import (
     not_available,
     register_table,
     section_below,
+    section_below_chart,
     section_title,
     set_print_setup,
     set_text,
@@ -568,9 +568,7 @@ def _write_waste_by_model(ws: Worksheet, buckets: list[Any]) -> None:
         (f"{cluster} × {model}", *(by_bucket.get(b) for b in shown))
         for (cluster, model), by_bucket in hours.items()
     ]
-    header_row = section_below(
-        ws, CHART_ROWS if rows else TOP, "Waste by cluster × GPU model (GPU-hours)"
-    )
+    header_row = section_below_chart(ws, "Waste by cluster × GPU model (GPU-hours)", bool(rows))
     last = write_table(ws, header_row, cols, rows, table_name="WasteByModel")
     apply_widths(ws, fit_widths({}, cols, rows))
     if not rows:
@@ -715,7 +713,7 @@ def _write_budget(ws: Worksheet, tenants: list[Any], currency: str) -> None:
         Column("Budget used", "share"),
         Column("Budget status"),
     ]
-    header_row = section_below(ws, CHART_ROWS if tenants else TOP, f"Budget vs actual ({currency})")
+    header_row = section_below_chart(ws, f"Budget vs actual ({currency})", bool(tenants))
     rows = []
     for r, t in enumerate(tenants, start=header_row + 1):
         used = f"=C{r}/D{r}" if t.amount is not None and t.budget else None
@@ -828,33 +826,29 @@ def _write_queue(ws: Worksheet, queue: list[Any] | None) -> None:
 def _write_submissions(ws: Worksheet, submissions: list[Any] | None) -> None:
     """What became of the jobs submitted this month, per cluster, tenant and queue (a sheet of
     its own: as long as tenants times queues, its header repeats on each printed page)."""
-    header_row = section_below(ws, TOP, "Submissions: what became of the jobs submitted this month")
-    if submissions is None:
-        not_available(ws, header_row, "submission_stats")
-    else:
-        cols = [
-            Column("Cluster"),
-            Column("Tenant"),
-            Column("Queue"),
-            Column("Submitted", "count"),
-            Column("Started", "count"),
-            Column("Cancelled while pending", "count"),
-            Column("Failed to start", "count"),
-            Column("Still pending", "count"),
-            Column("Submission success rate", "share"),
-            Column("Ended", "count"),
-            Column("Completed", "count"),
-            Column("Job success rate", "share"),
-        ]
-        rows = [
-            (s.cluster, s.tenant_id, s.queue, s.submitted_jobs, s.started_jobs,
-             s.cancelled_pending_jobs, s.failed_to_start_jobs, s.pending_jobs,
-             share_of(s.submission_success_pct), s.ended_jobs, s.completed_jobs,
-             share_of(s.job_success_pct))
-            for s in submissions
-        ]  # fmt: skip
-        write_main_table(ws, cols, rows, header_row=header_row)
-        apply_widths(ws, fit_widths({}, cols, rows))
+    cols = [
+        Column("Cluster"),
+        Column("Tenant"),
+        Column("Queue"),
+        Column("Submitted", "count"),
+        Column("Started", "count"),
+        Column("Cancelled while pending", "count"),
+        Column("Failed to start", "count"),
+        Column("Still pending", "count"),
+        Column("Submission success rate", "share"),
+        Column("Ended", "count"),
+        Column("Completed", "count"),
+        Column("Job success rate", "share"),
+    ]
+    rows = [
+        (s.cluster, s.tenant_id, s.queue, s.submitted_jobs, s.started_jobs,
+         s.cancelled_pending_jobs, s.failed_to_start_jobs, s.pending_jobs,
+         share_of(s.submission_success_pct), s.ended_jobs, s.completed_jobs,
+         share_of(s.job_success_pct))
+        for s in submissions
+    ] if submissions is not None else None  # fmt: skip
+    title = "Submissions: what became of the jobs submitted this month"
+    _write_titled_sheet(ws, title, "submission_stats", cols, rows)
 
 
 _FAILURE_SECTIONS = (
@@ -1036,7 +1030,7 @@ def _write_capacity_by_day(ws: Worksheet, daily: list[Any] | None) -> None:
         Column("Capacity GPU-hours", "hours"),
         Column("Allocation rate", "share"),
     ]
-    header_row = section_below(ws, CHART_ROWS if allocated_of else TOP, title)
+    header_row = section_below_chart(ws, title, bool(allocated_of))
     rows = []
     for r, (day, allocated) in enumerate(allocated_of.items(), start=header_row + 1):
         cap = capacity_of[day]
@@ -1187,16 +1181,15 @@ def _write_rejects(ws: Worksheet, rejects: list[Any], rejects_total: int) -> Non
         )
     else:
         title = f"Rejected rows: {rejects_total:,}"
-    header_row = section_below(ws, TOP, title)
     cols = [
         Column("File"),
         Column("Line", "count"),
         Column("Reason"),
         Column("Raw", width=80),
     ]
-    if write_main_table(ws, cols, rejects, header_row=header_row) == header_row:
+    header_row = _write_titled_sheet(ws, title, "rejects", cols, rejects)
+    if not rejects:
         set_text(ws.cell(row=header_row + 1, column=1), "(none)")
-    apply_widths(ws, fit_widths({}, cols, rejects))
 
 
 def _write_definitions(

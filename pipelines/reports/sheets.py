@@ -250,6 +250,13 @@ def section_below(ws: Worksheet, last_row: int, title: str) -> int:
 TOP = -2
 
 
+def section_below_chart(ws: Worksheet, title: str, with_chart: bool = True) -> int:
+    """A section's title below the chart that heads the sheet (add_chart at row 1, on a page
+    of its own), or on the first row when the sheet has no chart; returns the row under the
+    title. The chart can be added once the section's table is written: it plots that table."""
+    return section_below(ws, CHART_ROWS if with_chart else TOP, title)
+
+
 def not_available(ws: Worksheet, row: int, table: str) -> int:
     """Say in column A of `row` that the warehouse has no `table`; returns the row."""
     set_text(
