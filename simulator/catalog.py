@@ -186,7 +186,8 @@ def _budgets(rnd: random.Random, jobs: list[Job], quotas: list[dict], layout: La
     """Budgets set so that vision ends clearly over, nlp at ~90 % (warn), the rest fine.
 
     The basis is the rate-card charge net of NODE_FAIL credits; a reserved guarantee is added
-    in full so the reserving tenant stays below 80 % whatever part of it goes unused.
+    in full so the reserving tenant stays below 80 % whatever part of it goes unused. History
+    months have the month's budgets (set for the quarter), which growing demand approaches.
     """
     hours = gpu_hours_by_tenant(jobs, layout, credited=True)
     month_h = (layout.month_end - layout.month_start) / 3600
@@ -207,7 +208,8 @@ def _budgets(rnd: random.Random, jobs: list[Job], quotas: list[dict], layout: La
             amount = max(10, round(charge / 0.9 / 10) * 10)
         else:
             amount = max(500, math.ceil(charge / rnd.uniform(0.45, 0.72) / 500) * 500)
-        budgets.append({"tenant": tenant_id, "month": layout.month, "amount": amount})
+        for view in layout.month_views():
+            budgets.append({"tenant": tenant_id, "month": view.month, "amount": amount})
     return budgets
 
 

@@ -25,3 +25,20 @@ def month_bounds(month: str) -> tuple[datetime, datetime]:
     """First instant of the month and of the next one."""
     start = datetime.strptime(month, "%Y-%m")
     return start, (start + timedelta(days=32)).replace(day=1)
+
+
+def fmt_month(ts: int) -> str:
+    """The month of an instant, `2026-11`."""
+    return (EPOCH + timedelta(seconds=ts)).strftime("%Y-%m")
+
+
+def add_months(month: str, count: int) -> str:
+    """`add_months("2026-11", -2) == "2026-09"`."""
+    year, number = divmod(int(month[:4]) * 12 + int(month[5:7]) - 1 + count, 12)
+    return f"{year:04d}-{number + 1:02d}"
+
+
+def months_between(earlier: int, later: int) -> int:
+    """Calendar months from the month of ``earlier`` to that of ``later`` (0: the same)."""
+    a, b = EPOCH + timedelta(seconds=earlier), EPOCH + timedelta(seconds=later)
+    return (b.year - a.year) * 12 + b.month - a.month

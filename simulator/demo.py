@@ -58,9 +58,10 @@ By default the month is written in the formats the sites really export (`--forma
 Neither scheduler exports GPU indices. The pipeline then assigns them lowest-free-first in start
 order (`pipelines/defs/ingest/loading.py::assign_gpu_indices`, Slurm's and the device plugin's
 default; a MIG instance or replica to the lowest GPU with room for its share); the demo places
-its GPUs by that same rule, over exactly the jobs the pipeline sees for the month, so every
-sample lands on the jobs that really held the GPU. Every GPU of a shared node is cut alike (one
-MIG profile per node), so that rule is also a placement the hardware allows.
+its GPUs by that same rule, over exactly the jobs the exports list (the first sacct dump also
+covers the day before the month, the first pod list pods ended in the 12 hours before), so
+every sample lands on the jobs that really held the GPU. Every GPU of a shared node is cut
+alike (one MIG profile per node), so that rule is also a placement the hardware allows.
 
 `--format canonical` writes `atlas` alone in the canonical formats of DESIGN.md instead:
 
@@ -70,14 +71,22 @@ MIG profile per node), so that rule is also a placement the hardware allows.
     <out>/landing/telemetry/atlas/gpu-samples-<YYYY-MM-DD>.parquet   (one file per day of M; a
         MIG GPU is one device)
 
+`--history-months N` (`make demo`: 2) simulates the N months before the month in the same run,
+from six days before the first of them: jobs and pods run across the month boundaries, each
+month's exports show them as of that month's export time, and GPU indices are numbered over
+every job any export lists (as the pipeline replays them). Counts of submissions stay the
+month's density less 10 % a month back (`Layout.demand_at`); the history months sample at 5
+minutes and share the month's catalog (its budgets repeated for each); the month's incidents
+happen in the month only.
+
 `--small` (atlas 6 nodes, kube 3 nodes, 5-minute samples) has every case of the full month and
 is written in a few seconds. `--gzip` then compresses every text export to `<name>.gz`, as
 sites often ship them (Parquet stays as it is). Same month, seed, size, format and `--gzip`
 give byte-identical files.
 Usage:
 
-    python -m simulator --month 2026-11 --out data [--seed 7] [--small] [--format canonical]
-        [--gzip]
+    python -m simulator --month 2026-11 --out data [--seed 7] [--history-months 2] [--small]
+        [--format canonical] [--gzip]
         [--cost-mode full_recovery [--idle-sharing weighted|even|reserved_quota_first|platform]]
 """
 
@@ -90,12 +99,13 @@ import random
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import get_args
 
 from pipelines.catalog import Settings
 from simulator import catalog, figures, kube, scheduler, site, workload
-from simulator.site import A100, CLUSTER, GPUS_PER_NODE, KUBE
+from simulator.site import A100, CLUSTER, GPUS_PER_NODE, KUBE, SACCT_LOOKBACK_S
 from simulator.writers import canonical, dcgm, kubernetes, slurm
 from simulator.writers import quotas as quota_configs
 
@@ -114,8 +124,11 @@ def generate_demo(
     export_format: str = "real",
     cost_mode: str = "rate_card",
     idle_sharing: str = "weighted",
+    history_months: int = 0,
 ) -> dict:
-    """Write ``<out_dir>/landing`` and ``<out_dir>/catalog`` for one demo month.
+    """Write ``<out_dir>/landing`` and ``<out_dir>/catalog`` for one demo month, and for the
+    ``history_months`` months before it (one simulation over all of them: jobs run across
+    the month boundaries; the month's events happen in the month itself).
 
     ``export_format`` 'real' writes both clusters as sites export them (sacct dumps, pod
     lists, DCGM and nvidia-smi telemetry); 'canonical' writes `atlas` alone in the canonical
@@ -125,16 +138,20 @@ def generate_demo(
     if export_format not in FORMATS:
         raise ValueError(f"export_format must be one of {FORMATS}, not {export_format!r}")
     out_dir = Path(out_dir)
-    layout = site.make_layout(month, small)
+    layout = site.make_layout(month, small, history_months)
     all_jobs = workload.job_requests(random.Random(seed * 1000 + 1), layout)
     scheduler.schedule(random.Random(seed * 1000 + 2), all_jobs, layout)
     scheduler.schedule_mig(random.Random(seed * 1000 + 3), all_jobs, layout)
     jobs = scheduler.exported_jobs(all_jobs, layout)
-    scheduler.lowest_free_first([job for job in jobs if job.partition is None], layout)
-    scheduler.renumber_shared(
-        jobs, layout, {n.name: n.partition for n in layout.nodes if n.partition}
-    )
+    # GPUs numbered over every job the exports list: the first sacct dump also covers the day
+    # before the first month; the canonical files list the month's jobs
     real = export_format == "real"
+    listed_after = layout.first_month_start - (SACCT_LOOKBACK_S + 1 if real else 0)
+    scheduler.lowest_free_first(
+        [job for job in all_jobs if job.partition is None], layout, listed_after
+    )
+    partitions = {n.name: n.partition for n in layout.nodes if n.partition}
+    scheduler.renumber_shared(all_jobs, layout, partitions, listed_after)
     kl = site.make_kube_layout(layout) if real else None
     pods = kube.simulate_month(seed, layout, kl) if real else []
 
@@ -153,15 +170,37 @@ def generate_demo(
     landing = out_dir / "landing"
     summary: dict = {"month": month, "seed": seed, "small": small, "format": export_format}
     atlas = {"jobs": len(jobs)}
+    views = layout.month_views()
     if real:
-        atlas |= slurm.write_dumps(landing / "scheduler" / CLUSTER, all_jobs, layout, seed)
-        atlas |= quota_configs.write_slurm_quotas(
-            landing / "scheduler" / CLUSTER, CLUSTER, jobs, quotas, layout
+        atlas |= _history(
+            views,
+            lambda view: slurm.write_dumps(landing / "scheduler" / CLUSTER, all_jobs, view, seed),
         )
-        atlas |= dcgm.write_atlas_telemetry(landing / "telemetry" / CLUSTER, jobs, layout, seed)
+        atlas |= _history(
+            views,
+            lambda view: quota_configs.write_slurm_quotas(
+                landing / "scheduler" / CLUSTER, CLUSTER, jobs, quotas, view
+            ),
+        )
+        atlas |= _history(
+            views,
+            lambda view: dcgm.write_atlas_telemetry(
+                landing / "telemetry" / CLUSTER, _listed(all_jobs, view), view, seed
+            ),
+        )
     else:
-        atlas |= canonical.write_scheduler(landing / "scheduler" / CLUSTER, jobs, layout)
-        atlas |= canonical.write_telemetry(landing / "telemetry" / CLUSTER, jobs, layout, seed)
+        atlas |= _history(
+            views,
+            lambda view: canonical.write_scheduler(
+                landing / "scheduler" / CLUSTER, _listed(all_jobs, view), view
+            ),
+        )
+        atlas |= _history(
+            views,
+            lambda view: canonical.write_telemetry(
+                landing / "telemetry" / CLUSTER, _listed(all_jobs, view), view, seed
+            ),
+        )
     catalog.write_catalog(
         out_dir / "catalog", jobs + pods, quotas, layout, seed, kl, cost_mode, idle_sharing
     )
@@ -183,12 +222,21 @@ def generate_demo(
             "pods": sum(1 for p in pods if p.gpus),
             "system_pods": sum(1 for p in pods if not p.gpus),
         }
-        kube_summary |= kubernetes.write_snapshots(landing / "scheduler" / KUBE, pods, layout, kl)
-        kube_summary |= quota_configs.write_kueue_objects(
-            landing / "scheduler" / KUBE, pods, quotas, layout
+        kube_summary |= _history(
+            views,
+            lambda view: kubernetes.write_snapshots(landing / "scheduler" / KUBE, pods, view, kl),
         )
-        kube_summary |= dcgm.write_kube_telemetry(
-            landing / "telemetry" / KUBE, pods, layout, kl, seed
+        kube_summary |= _history(
+            views,
+            lambda view: quota_configs.write_kueue_objects(
+                landing / "scheduler" / KUBE, pods, quotas, view
+            ),
+        )
+        kube_summary |= _history(
+            views,
+            lambda view: dcgm.write_kube_telemetry(
+                landing / "telemetry" / KUBE, pods, view, kl, seed
+            ),
         )
         month_h = (layout.month_end - layout.month_start) / 3600
         kube_summary |= figures.cluster_figures(
@@ -204,6 +252,24 @@ def generate_demo(
         }
         summary[KUBE] = kube_summary
     return summary
+
+
+def _listed(jobs: list, view: site.Layout) -> list:
+    """The jobs a month's exports list: all but those over before the month (at the final
+    export's state; `scheduler.exported_jobs` picks the same for the last month)."""
+    return [job for job in jobs if job.end is None or job.end > view.month_start]
+
+
+def _history(views: list[site.Layout], write: Callable[[site.Layout], dict]) -> dict:
+    """Write each month of ``views``; the figures returned are the last month's, with each
+    count of the history months before it added under `history_<name>`."""
+    *history, month = views
+    figures = write(month)
+    for view in history:
+        for name, value in write(view).items():
+            if isinstance(value, int):
+                figures[f"history_{name}"] = figures.get(f"history_{name}", 0) + value
+    return figures
 
 
 def gzip_landing(landing: Path) -> int:
@@ -234,6 +300,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--month", default="2026-11", help="billing month YYYY-MM")
     parser.add_argument("--out", type=Path, default=Path("data"), help="output folder")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--history-months",
+        type=int,
+        default=0,
+        help="months before --month simulated with it (the demo's trend: `make demo` takes 2)",
+    )
     parser.add_argument(
         "--small", action="store_true", help="6 + 3 nodes, ~900 jobs and pods, 5-min samples"
     )
@@ -271,6 +343,7 @@ def main(argv: list[str] | None = None) -> None:
         export_format=args.format,
         cost_mode=args.cost_mode,
         idle_sharing=args.idle_sharing,
+        history_months=args.history_months,
     )
     if args.gzip:
         summary["gzipped_files"] = gzip_landing(args.out / "landing")

@@ -18,6 +18,7 @@ from simulator.site import (
     GPUS_PER_NODE,
     H100,
     MIG_1G,
+    POD_LINGER_S,
     TIME_SLICED,
     USER_POOL,
     KubeLayout,
@@ -218,7 +219,7 @@ def _requests(rnd: random.Random, layout: Layout, kl: KubeLayout) -> list[Pod]:
         pod(
             "system",
             "gpu-operator",
-            layout.month_start - 40 * 86400,
+            layout.first_month_start - 40 * 86400,
             10**8,
             None,
             name=f"nvidia-dcgm-exporter-{names.suffix()}",
@@ -240,7 +241,7 @@ def _requests(rnd: random.Random, layout: Layout, kl: KubeLayout) -> list[Pod]:
         if pool not in pools:
             continue
         template, owner = names.suffix(10), names.uid()
-        created = layout.month_start - rnd.randint(12, 20) * 86400 + rnd.randrange(86400)
+        created = layout.first_month_start - rnd.randint(12, 20) * 86400 + rnd.randrange(86400)
         submits = [created + replica * 7 for replica in range(replicas)]
         if not evicted:
             submits.append(kl.evicted_at + 4)
@@ -367,7 +368,7 @@ def _time_sliced_pods(pod, names, rnd, users, layout: Layout, kl: KubeLayout) ->
     course on the 10th, which fill a GPU."""
     replicas, n_notebooks, n_dev = kl.time_sliced
     template, owner = names.suffix(10), names.uid()
-    created = layout.month_start - 15 * 86400 + rnd.randrange(86400)
+    created = layout.first_month_start - 15 * 86400 + rnd.randrange(86400)
     for replica in range(replicas):
         pod(
             "serve",
@@ -593,6 +594,8 @@ def simulate_month(seed: int, layout: Layout, kl: KubeLayout) -> list[Pod]:
     _schedule(random.Random(seed * 1000 + 12), pods, layout, kl)
     _at_export(pods, layout)
     whole = [p for p in pods if p.whole and not p.slots]
-    lowest_free_first(whole, layout, key=lambda node, i: (node, i, -1))
-    renumber_shared(pods, layout, {n.name: n.partition for n in kl.nodes if n.partition})
+    listed_after = layout.first_month_start - POD_LINGER_S  # the first pod list shows these
+    lowest_free_first(whole, layout, listed_after, key=lambda node, i: (node, i, -1))
+    partitions = {n.name: n.partition for n in kl.nodes if n.partition}
+    renumber_shared(pods, layout, partitions, listed_after)
     return pods

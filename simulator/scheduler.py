@@ -237,10 +237,13 @@ def _outage_strikes(
             for key in job.held:
                 gpus[key].hold(job.start, job.end, job)
         else:
-            # Still queued for the broken nodes: the scheduler finds it other GPUs from now on.
+            # Still queued for the broken nodes: the scheduler finds it other GPUs from now on,
+            # or waits for the nodes when too few others are left for it.
             job.start, job.end, job.held = None, None, []
             pool = [n for n in job.nodelist or pools[job.gpu_model] if n not in layout.outage_nodes]
-            _place(rnd, job, gpus, pool or pools[job.gpu_model], earliest=outage_start)
+            if len(pool) * GPUS_PER_NODE < job.gpus:
+                pool = pools[job.gpu_model]
+            _place(rnd, job, gpus, pool, earliest=outage_start)
 
 
 def _hit_by_flaky_node(rnd: random.Random, job: Job, gpus: dict, layout: Layout) -> None:
@@ -307,22 +310,27 @@ def held_until(job, export_at: int) -> int:
 
 
 def lowest_free_first(
-    jobs: Sequence, layout: Layout, key: Callable[[str, int], tuple] = lambda n, i: (n, i)
+    jobs: Sequence,
+    layout: Layout,
+    listed_after: int,
+    key: Callable[[str, int], tuple] = lambda n, i: (n, i),
 ) -> None:
     """Renumber the GPUs each job holds on each node as the pipeline will assign them.
 
     Neither sacct nor a pod list says which GPU indices a job held, so the pipeline assigns
     them as Slurm's default selection (and the device plugin) does: in start order (ties by job
     id), the lowest indices free at the job's start (`loading.py::assign_gpu_indices`). Done
-    over the jobs the pipeline sees for the month (started, held past the month start), the
-    renumbering keeps every node's GPU count at every instant, so it never runs out of free
-    GPUs; the simulated placement only chose the nodes and the times.
+    over every started job the exports list (held past ``listed_after``: the first sacct dump
+    covers the day before the month, the first pod list shows pods ended in the 12 hours
+    before), as the pipeline replays them whichever month they belong to, the renumbering
+    keeps every node's GPU count at every instant, so it never runs out of free GPUs; the
+    simulated placement only chose the nodes and the times.
     """
     entries = defaultdict(list)
     for job in jobs:
         if job.start is None or not job.held:
             continue
-        if held_until(job, layout.export_at) <= layout.month_start:
+        if held_until(job, layout.export_at) <= listed_after:
             continue
         for node, count in Counter(k[0] for k in job.held).items():
             entries[node].append(
@@ -344,10 +352,13 @@ def lowest_free_first(
             job.held = sorted(renumbered[id(job)])
 
 
-def renumber_shared(jobs: Sequence, layout: Layout, partitions: dict[str, Partition]) -> None:
+def renumber_shared(
+    jobs: Sequence, layout: Layout, partitions: dict[str, Partition], listed_after: int
+) -> None:
     """Renumber the GPUs of the jobs (or pods) on shared GPUs as the pipeline assigns them.
 
-    Over the month's jobs, in start order (ties by job id), each goes to the lowest GPU of its
+    Over the jobs the exports list (held past ``listed_after``, as `lowest_free_first`), in
+    start order (ties by job id), each goes to the lowest GPU of its
     node with room for its share (`loading.py::assign_gpu_indices`: a share is a slot's 1/420ths
     times the slots it holds), and within it to the lowest free slots (MIG instances, replicas).
     The simulation only chose the nodes and times: it kept every node within its slots at every
@@ -358,7 +369,7 @@ def renumber_shared(jobs: Sequence, layout: Layout, partitions: dict[str, Partit
     for job in jobs:
         if job.start is None or not job.held or job.held[0][0] not in partitions:
             continue
-        if held_until(job, layout.export_at) > layout.month_start:
+        if held_until(job, layout.export_at) > listed_after:
             entries[job.held[0][0]].append(job)
     for node, node_jobs in sorted(entries.items()):
         slots = partitions[node].slots

@@ -6,11 +6,12 @@ sizes, with the month's incidents. Data only: what happens on the clusters is si
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
 
-from simulator.clock import epoch, month_bounds
+from simulator.clock import add_months, epoch, fmt_month, month_bounds, months_between
 
 CLUSTER = "atlas"
 GPUS_PER_NODE = 8
@@ -57,6 +58,12 @@ def tenant_of(account: str) -> str | None:
 
 
 KUBE = "kube"
+
+# How far back before the month the exports reach: each daily sacct dump covers its day and
+# the one before; a terminated pod stays listed 12 h (Job TTL / Kueue finalizer). The pipeline
+# places GPUs over every job the exports list, so the simulator numbers them over those too.
+SACCT_LOOKBACK_S = 86400
+POD_LINGER_S = 12 * 3600
 # `nvidia.com/gpu.product` label values (node selectors) and the names nvidia-smi / DCGM print
 GPU_PRODUCTS = {A100: "NVIDIA-A100-SXM4-80GB", H100: "NVIDIA-H100-80GB-HBM3"}
 GPU_NAMES = {A100: "NVIDIA A100-SXM4-80GB", H100: "NVIDIA H100 80GB HBM3"}
@@ -180,12 +187,52 @@ class Layout:
     n_arrays: int
     mig_submissions: dict[str, int]  # MIG profile -> jobs asking for one instance of it
     mig_duration_scale: float
+    # The exports cover the history months before the month, simulated with it in one run:
+    # from the first of them on (first_month_start), counts of submissions are per month
+    # (scaled to the simulated window) and demand grows by demand_growth a month.
+    first_month_start: int
+    demand_growth: float
+
+    def month_views(self) -> list[Layout]:
+        """One layout per month the exports cover, oldest first, each with its own bounds and
+        export time (06:00 on the next month's first day); the last is this layout. History
+        months sample at 5 minutes, so that three months stay quick to generate and load."""
+        views = []
+        start = self.first_month_start
+        while start < self.month_start:
+            _, end = month_bounds(fmt_month(start))
+            views.append(
+                dataclasses.replace(
+                    self,
+                    month=fmt_month(start),
+                    month_start=start,
+                    month_end=epoch(end),
+                    export_at=epoch(end) + EXPORT_DELAY_S,
+                    step_s=max(self.step_s, HISTORY_STEP_S),
+                )
+            )
+            start = epoch(end)
+        return [*views, self]
+
+    def demand_at(self, moment: int) -> float:
+        """The part of the month's demand submitted at ``moment``: 1 in the month, 1 / (1 +
+        demand_growth) in the month before, and so on (calendar months)."""
+        return (1 + self.demand_growth) ** -months_between(moment, self.month_start)
 
 
-def make_layout(month: str, small: bool) -> Layout:
-    """The cluster, the month's incidents and the workload size for one demo variant."""
+# History months: a 5-minute sample step, and 10 % more demand each month up to the month
+HISTORY_STEP_S = 300
+DEMAND_GROWTH = 0.10
+EXPORT_DELAY_S = 6 * 3600  # the month's exports are taken at 06:00 on the next month's first day
+WARM_UP_S = 6 * 86400  # jobs run up to five days: six days of history reach a steady state
+
+
+def make_layout(month: str, small: bool, history_months: int = 0) -> Layout:
+    """The cluster, the month's incidents and the workload size for one demo variant, with
+    ``history_months`` months before it simulated in the same run."""
     start, end = month_bounds(month)
     m0 = epoch(start)
+    first = epoch(month_bounds(add_months(month, -history_months))[0])
 
     def at(day: int, hour: float = 0.0) -> int:
         return m0 + int((day * 24 + hour) * 3600)
@@ -217,9 +264,8 @@ def make_layout(month: str, small: bool) -> Layout:
         small=small,
         month_start=m0,
         month_end=epoch(end),
-        export_at=epoch(end) + 6 * 3600,
-        # Jobs run up to five days, so six days of history put the cluster in steady state.
-        sim_start=m0 - 6 * 86400,
+        export_at=epoch(end) + EXPORT_DELAY_S,
+        sim_start=first - WARM_UP_S,
         nodes=nodes,
         outage_nodes=outage_nodes,
         outage=(at(17, 2), at(17, 14)),
@@ -237,6 +283,8 @@ def make_layout(month: str, small: bool) -> Layout:
         # fewer MIG jobs running longer in the small demo, whose MIG nodes are as big
         mig_submissions={"1g.10gb": 160, "3g.40gb": 60} if small else MIG_SUBMISSIONS,
         mig_duration_scale=2.0 if small else 1.0,
+        first_month_start=first,
+        demand_growth=DEMAND_GROWTH if history_months else 0.0,
     )
 
 

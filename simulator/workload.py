@@ -20,6 +20,7 @@ from simulator.site import (
     H100,
     MIG_1G,
     USER_POOL,
+    WARM_UP_S,
     Account,
     Layout,
     Partition,
@@ -101,14 +102,25 @@ def _users(rnd: random.Random) -> dict[str, list[str]]:
 
 
 def submit_times(rnd: random.Random, layout: Layout, count: int | None = None) -> list[int]:
-    """Submission instants with a working-hours peak and quieter weekends."""
+    """Submission instants with a working-hours peak and quieter weekends.
+
+    ``count`` (default: the layout's submissions) is for the month and its warm-up week; over
+    history months as many more are drawn as keep the month's density, less the demand
+    growth (`Layout.demand_at`).
+    """
     hours = range((layout.export_at - layout.sim_start) // 3600)
-    weights = []
+    weights, month_weight = [], 0.0
     for h in hours:
         moment = EPOCH + timedelta(seconds=layout.sim_start + h * 3600)
         busy = 3.0 if 8 <= moment.hour < 19 else 1.5 if 19 <= moment.hour < 23 else 0.7
-        weights.append(busy * (0.5 if moment.weekday() >= 5 else 1.0))
-    picks = rnd.choices(hours, weights=weights, k=count or layout.n_submissions)
+        weight = busy * (0.5 if moment.weekday() >= 5 else 1.0)
+        if layout.sim_start + h * 3600 >= layout.month_start - WARM_UP_S:
+            month_weight += weight
+        weights.append(weight * layout.demand_at(layout.sim_start + h * 3600))
+    count = count or layout.n_submissions
+    if layout.first_month_start < layout.month_start:
+        count = round(count * sum(weights) / month_weight)
+    picks = rnd.choices(hours, weights=weights, k=count)
     return sorted(layout.sim_start + h * 3600 + rnd.randrange(3600) for h in picks)
 
 
@@ -309,7 +321,12 @@ def _array_jobs(rnd: random.Random, users: dict, layout: Layout) -> list[Job]:
             tasks, model, gpus = 6, A100, GPUS_PER_NODE // 2
             nodelist, median = (layout.nodes[0].name,), 3 * 3600
         elif last:
-            submit = layout.export_at - 4 * 3600
+            # hours before the export; with history months the H100 queue at the export is
+            # another draw, shorter: an hour before, so that its tasks still wait
+            submit = (
+                layout.export_at
+                - (1 if layout.first_month_start < layout.month_start else 4) * 3600
+            )
             tasks, model, gpus = (6 if layout.small else 16), H100, GPUS_PER_NODE
             median = 3 * 3600
         limit = 6 * 3600

@@ -940,3 +940,34 @@ def test_the_quota_dumps_configure_the_catalog_with_drift_on_purpose(demo: Path)
     assert queues["cq-fraud", "h100"].get("limit_gpus") is None  # no borrowingLimit, in a cohort
     workloads = [r for r in rows if r["object_kind"] == "Workload"]
     assert workloads and any(r.get("admitted_time") is None for r in workloads)
+
+
+def test_history_months_are_written_from_one_simulation(tmp_path):
+    # --history-months 2: September and October exported beside November, each month's
+    # dumps, telemetry and budgets of its own; a job running over a boundary is one job
+    summary = generate_demo(tmp_path, month=MONTH, seed=7, small=True, history_months=2)
+    atlas = tmp_path / "landing" / "scheduler" / "atlas"
+    dumps = sorted(p.name for p in atlas.glob("sacct-*.log") if ".resent" not in p.name)
+    assert (len(dumps), dumps[0], dumps[-1]) == (91, "sacct-2026-09-01.log", "sacct-2026-11-30.log")
+    assert summary["atlas"]["history_sacct_files"] == 63  # 61 days + two resent dumps
+    smi = tmp_path / "landing" / "telemetry" / "atlas" / "nvidia-smi"
+    assert sorted(p.name for p in smi.iterdir()) == [
+        "gpu-a02_2026-09.csv", "gpu-a02_2026-10.csv", "gpu-a02_2026-11.csv"
+    ]  # fmt: skip
+    budgets = yaml.safe_load((tmp_path / "catalog" / "budgets.yaml").read_text())["budgets"]
+    assert Counter(b["month"] for b in budgets) == {"2026-09": 15, "2026-10": 15, "2026-11": 15}
+
+    # the last dump of October and the first of November show the jobs started before
+    # midnight with the same start and nodes: one simulation, not three
+    def started(name: str) -> dict[str, tuple]:
+        rows = slurm.read_rows(atlas / name, ClusterSettings())
+        return {
+            r["job_id"]: (r["start_time"], r["nodes"])
+            for r in rows
+            if r.get("record_type") == "job" and r["start_time"] and r["start_time"] < "2026-11-01"
+        }
+
+    october, november = started("sacct-2026-10-31.log"), started("sacct-2026-11-01.log")
+    both = october.keys() & november.keys()
+    assert (len(october), len(november), len(both)) == (46, 23, 23)
+    assert {job: october[job] for job in both} == {job: november[job] for job in both}

@@ -90,7 +90,7 @@ def _with_bad_rows(rows: list[list[str]], layout: Layout) -> list[list[str]]:
 
 def write_scheduler(folder: Path, jobs: list[Job], layout: Layout) -> dict:
     """Canonical format: the two overlapping job dumps and the GPU allocations."""
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     part1, part2 = _split_exports(jobs, layout)
     write_csv(folder / f"jobs-{layout.month}-part1.csv", JOBS_HEADER, part1)
     write_csv(folder / f"jobs-{layout.month}-part2.csv", JOBS_HEADER, part2)
@@ -138,7 +138,7 @@ def samples_table(
 
 def write_telemetry(folder: Path, jobs: list[Job], layout: Layout, seed: int) -> dict:
     """Canonical format: one Parquet file per day of the month."""
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     tel = atlas_telemetry(jobs, layout, seed)
     n_days = (layout.month_end - layout.month_start) // 86400
     count = busy = productive = 0

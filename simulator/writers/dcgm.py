@@ -118,8 +118,8 @@ def write_atlas_telemetry(folder: Path, jobs: list[Job], layout: Layout, seed: i
     """DCGM query_range bodies (a file per day and metric) for most nodes, nvidia-smi logs for
     the nodes in ``layout.smi_nodes``."""
     dcgm, smi = folder / "dcgm", folder / "nvidia-smi"
-    dcgm.mkdir(parents=True)
-    smi.mkdir(parents=True)
+    dcgm.mkdir(parents=True, exist_ok=True)
+    smi.mkdir(parents=True, exist_ok=True)
     tel = atlas_telemetry(jobs, layout, seed)
     rows = tel.rows
     on_smi = np.isin(rows.node, layout.smi_nodes)
@@ -172,7 +172,7 @@ def write_kube_telemetry(
     """DCGM GR_ENGINE_ACTIVE and FB_USED, a file per day and metric, with the labels of the pod
     holding each GPU or MIG instance (a time-sliced GPU's series has none)."""
     dcgm = folder / "dcgm"
-    dcgm.mkdir(parents=True)
+    dcgm.mkdir(parents=True, exist_ok=True)
     tel = kube_telemetry(pods, layout, kl, seed)
     rows = tel.rows
     pod_labels = [

@@ -13,7 +13,7 @@ from typing import Any
 
 from simulator.clock import EPOCH, fmt_ts
 from simulator.kube import Pod
-from simulator.site import KubeLayout, Layout
+from simulator.site import POD_LINGER_S, KubeLayout, Layout
 
 
 def rfc3339(ts: int) -> str:
@@ -212,12 +212,11 @@ def pod_list_text(items: list[str]) -> str:
 # the month's snapshots
 
 SNAPSHOT_EVERY_S = 6 * 3600
-POD_LINGER_S = 12 * 3600  # Job TTL / Kueue finalizer: a terminated pod stays listed this long
 
 
 def write_snapshots(folder: Path, pods: list[Pod], layout: Layout, kl: KubeLayout) -> dict:
     """`kubectl get pods -A -o json` every 6 hours from the month start to the export."""
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     ips = {node.name: node.ip for node in kl.nodes}
     ordered = sorted(pods, key=lambda p: (p.namespace, p.name))
     texts: dict[tuple[int, int], str] = {}  # a pod's text per phase: it changes with it

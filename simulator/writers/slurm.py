@@ -21,7 +21,14 @@ from typing import Any
 import hostlist
 
 from simulator.clock import fmt_date, fmt_ts
-from simulator.site import ACCOUNTS, CLUSTER, SLURM_GPU_TYPES, USER_POOL, Layout
+from simulator.site import (
+    ACCOUNTS,
+    CLUSTER,
+    SACCT_LOOKBACK_S,
+    SLURM_GPU_TYPES,
+    USER_POOL,
+    Layout,
+)
 from simulator.workload import Job
 
 # Open XDMoD's documented `sacct --format` order: the files written without a header use it.
@@ -414,7 +421,7 @@ HEADER_FROM_DAY = 15  # the collector writes a header from the dump of the 16th 
 def write_dumps(folder: Path, jobs: list[Job], layout: Layout, seed: int) -> dict:
     """One `sacct --parsable2` dump a day; each covers the day and the one before, so every
     job shows up in two or more dumps (its latest, most complete record must win)."""
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     traits = _sacct_traits(jobs, seed)
     n_days = (layout.month_end - layout.month_start) // 86400
     lines = files = 0
@@ -422,7 +429,8 @@ def write_dumps(folder: Path, jobs: list[Job], layout: Layout, seed: int) -> dic
     for day in range(n_days):
         day_start = layout.month_start + day * 86400
         final = day == n_days - 1
-        window = (day_start - 86400, layout.export_at + 1 if final else day_start + 86400)
+        day_end = layout.export_at + 1 if final else day_start + 86400
+        window = (day_start - SACCT_LOOKBACK_S, day_end)
         taken = layout.export_at if final else day_start + 86400 + 300
         entries = _dump_entries(jobs, traits, window, taken)
         if day == BAD_DUMP_DAY:

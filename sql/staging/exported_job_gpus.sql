@@ -1,14 +1,16 @@
--- One row per GPU held by a started job of the month, as the scheduler exported it, with the
+-- One row per GPU held by a started job, as the scheduler exported it, with the
 -- share of that GPU the job held in 1/420ths (420 = a whole GPU): a job of 0.5 GPU-equivalents
 -- exported on one GPU holds 210; a job holding as many or more GPU-eq than rows holds 420 each.
--- The temporary table exported_job_gpus; the GPUs of jobs whose export does not say which
--- are assigned next to them (loading.py::assign_gpu_indices). Parameters: $billing_month.
+-- The temporary table exported_job_gpus, over the temporary table placement_jobs (every job
+-- loaded, whichever month: the assignment of the jobs whose export does not say which GPUs
+-- they held steers clear of them, loading.py::assign_gpu_indices); job_gpus.sql keeps the
+-- month's jobs.
 with exported as (
     select distinct j.billing_month, j.cluster, j.job_id, a.node, a.gpu_index, j.gpus
-    from stg_jobs as j
+    from placement_jobs as j
     join stg_allocation_records as a
         on a.cluster = j.cluster and a.job_id = j.job_id and a.reject_reason is null
-    where j.billing_month = $billing_month and j.start_at is not null
+    where j.start_at is not null
 )
 
 select

@@ -3,8 +3,12 @@
 -- (index_source 'export') or assigned lowest-free-first when the export does not say
 -- (index_source 'assigned'). Reads the temporary tables exported_job_gpus
 -- (sql/staging/exported_job_gpus.sql) and assigned_job_gpus (loading.py::assign_gpu_indices).
--- Parameters: $billing_month.
-with held as (
+-- exported_job_gpus holds every month's jobs: the month's are kept. Parameters: $billing_month.
+with month_jobs as (
+    select cluster, job_id from stg_jobs where billing_month = $billing_month
+),
+
+held as (
     select billing_month, cluster, job_id, node, gpu_index, gpu_share, index_source
     from exported_job_gpus
     union all
@@ -12,6 +16,8 @@ with held as (
     from assigned_job_gpus
 )
 
-select * from held
-where billing_month = $billing_month
-order by cluster, job_id, node, gpu_index
+select held.*
+from held
+semi join month_jobs using (cluster, job_id)
+where held.billing_month = $billing_month
+order by held.cluster, held.job_id, held.node, held.gpu_index

@@ -13,6 +13,7 @@ T = dt.datetime
 
 # the month's SQL parameters (only billing_month is read)
 NOVEMBER = BillingMonth.parse("2026-11", "UTC").params(Settings())
+OCTOBER = BillingMonth.parse("2026-10", "UTC").params(Settings())
 
 
 def test_gpu_shares_split_whole_gpus_and_a_fraction():
@@ -34,6 +35,7 @@ def test_fractional_jobs_share_a_gpu_and_whole_jobs_take_the_lowest_free():
     ) as v(job_id, nodes, gpus, start_at, held_until)""")
     con.execute("create or replace table stg_jobs as select date '2026-11-01' as billing_month, "
                 "'c' as cluster, * from stg_jobs")  # fmt: skip
+    con.execute("create table placement_jobs as from stg_jobs")
     con.execute("""create table exported_job_gpus (billing_month date, cluster varchar,
         job_id varchar, node varchar, gpu_index integer, gpu_share integer,
         index_source varchar)""")
@@ -58,6 +60,7 @@ def test_what_exported_allocations_hold_is_never_taken():
         ('a', 'n1', 1.0, timestamp '2026-11-02 01:00', timestamp '2026-11-02 02:00'),
         ('b', 'n1', 1.0, timestamp '2026-11-02 05:00', timestamp '2026-11-02 06:00')
     ) as v(job_id, nodes, gpus, start_at, held_until)""")
+    con.execute("create table placement_jobs as from stg_jobs")
     con.execute("""create table exported_job_gpus as select date '2026-11-01' as billing_month,
         'c' as cluster, 'x' as job_id, 'n1' as node, 0 as gpu_index, 420 as gpu_share,
         'export' as index_source""")
@@ -66,3 +69,29 @@ def test_what_exported_allocations_hold_is_never_taken():
         ("a", 1, "assigned"),
         ("b", 0, "assigned"),
     ]
+
+
+def test_a_job_across_the_month_boundary_keeps_its_gpus_in_both_months():
+    # e holds GPU 0 of n1 on Oct 31 until 23:00; x starts at 22:00 and gets GPU 1 until Nov 2.
+    # November's jobs are x and y (e ended in October): x still holds GPU 1 there, and y,
+    # starting on Nov 1 at 01:00, takes GPU 0 (free since e ended), not GPU 1 (x's).
+    con = duckdb.connect()
+    con.execute("create table catalog_nodes as select 'c' as cluster, 'n1' as node, 2 as gpus")
+    con.execute("""create table placement_jobs as select 'c' as cluster, * from (values
+        ('e', 'n1', 1.0, timestamp '2026-10-31 20:00', timestamp '2026-10-31 23:00'),
+        ('x', 'n1', 1.0, timestamp '2026-10-31 22:00', timestamp '2026-11-02 00:00'),
+        ('y', 'n1', 1.0, timestamp '2026-11-01 01:00', timestamp '2026-11-01 05:00')
+    ) as v(job_id, nodes, gpus, start_at, held_until)""")
+    con.execute("""create table stg_jobs as
+        select date '2026-10-01' as billing_month, * from placement_jobs where job_id in ('e', 'x')
+        union all
+        select date '2026-11-01', * from placement_jobs where job_id in ('x', 'y')""")
+    con.execute("""create table exported_job_gpus (billing_month date, cluster varchar,
+        job_id varchar, node varchar, gpu_index integer, gpu_share integer,
+        index_source varchar)""")
+    by_month = {
+        params.billing_month.month: [(r["job_id"], r["gpu_index"]) for r in assign_gpu_indices(
+            con, params)]
+        for params in (OCTOBER, NOVEMBER)
+    }  # fmt: skip
+    assert by_month == {10: [("e", 0), ("x", 1)], 11: [("x", 1), ("y", 0)]}

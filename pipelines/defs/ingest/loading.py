@@ -6,6 +6,7 @@ SQL (`sql/staging/`).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 from pathlib import Path
 
@@ -155,7 +156,14 @@ WHOLE_GPU = 420
 
 def write_month_job_gpus(con: duckdb.DuckDBPyConnection, params: MonthParams) -> None:
     """The GPUs the month's started jobs held, as the temporary tables job_gpus.sql reads:
-    exported_job_gpus (what the exports say) and assigned_job_gpus (the rest, assigned)."""
+    exported_job_gpus (what the exports say) and assigned_job_gpus (the rest, assigned).
+
+    Both are worked out over placement_jobs, every job of every export loaded (stg_jobs.sql
+    over all time), not over the month's jobs alone: a job's GPUs depend on the jobs that held
+    the node before it, and some of those ended in an earlier month.
+    """
+    every_job = params.sql() | {"month_start": dt.datetime.min, "month_end": dt.datetime.max}
+    create_table(con, "placement_jobs", "staging/stg_jobs", every_job, temporary=True)
     create_table(con, "exported_job_gpus", "staging/exported_job_gpus", params, temporary=True)
     assigned = assign_gpu_indices(con, params)
     schema = pa.schema([
@@ -178,28 +186,34 @@ def gpu_shares(gpus: float, nodes: int) -> list[int]:
 
 
 def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> list[dict]:
-    """GPU indices for started jobs whose export does not say which GPUs they held.
+    """GPU indices for the month's started jobs whose export does not say which GPUs they held.
 
-    Assigned as Slurm's default selection does: in start order, the lowest free indices of each
-    node (the job's GPUs spread evenly over its nodes); a fractional share (MIG slice, half a
-    GPU) goes to the lowest GPU with room for it. What exported allocations hold (the
-    temporary table exported_job_gpus) is never taken. Telemetry then matches per GPU like for
-    any other job.
+    Assigned as Slurm's default selection does: in start order (ties by cluster and job id),
+    the lowest free indices of each node (the job's GPUs spread evenly over its nodes); a
+    fractional share (MIG slice, half a GPU) goes to the lowest GPU with room for it. What
+    exported allocations hold (the temporary table exported_job_gpus) is never taken.
+    Telemetry then matches per GPU like for any other job.
+
+    The placement is replayed over every job loaded that started before the month's last one
+    to place (the temporary table placement_jobs), whichever month it belongs to: a job that
+    runs across a month boundary keeps the GPUs it got when it started, in both months' views,
+    and a month's result does not depend on which later months were loaded or built.
     """
     month = params.billing_month
-    held = con.execute(
-        """
-        select cluster, job_id, nodes, gpus, start_at, held_until
-        from stg_jobs as j
-        where billing_month = $billing_month and start_at is not null and gpus > 0
-            and not exists (
-                from exported_job_gpus as g where g.cluster = j.cluster and g.job_id = j.job_id
-            )
-        order by start_at, cluster, job_id
-        """,
-        {"billing_month": month},
-    ).fetchall()
-    if not held:  # every started job's export names its GPUs
+    to_place = set(
+        con.execute(
+            """
+            select cluster, job_id
+            from stg_jobs as j
+            where billing_month = $billing_month and start_at is not null and gpus > 0
+                and not exists (
+                    from exported_job_gpus as g where g.cluster = j.cluster and g.job_id = j.job_id
+                )
+            """,
+            {"billing_month": month},
+        ).fetchall()
+    )
+    if not to_place:  # every started job's export names its GPUs
         return []
     node_gpus = dict(
         ((cluster, node), gpus)
@@ -207,25 +221,46 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> l
             "select cluster, node, gpus from catalog_nodes"
         ).fetchall()
     )
-    busy: dict[tuple[str, str], list[tuple]] = defaultdict(list)
-    exported = con.execute(
+    exported: dict[tuple[str, str], list[tuple]] = defaultdict(list)
+    for cluster, node, start, end, index, share in con.execute(
         """
         select g.cluster, g.node, j.start_at, j.held_until, g.gpu_index, g.gpu_share
         from exported_job_gpus as g
-        join stg_jobs as j using (billing_month, cluster, job_id)
+        join placement_jobs as j using (cluster, job_id)
         """
+    ).fetchall():
+        exported[(cluster, node)].append((start, end, index, share))
+    replayed = con.execute(
+        """
+        select cluster, job_id, nodes, gpus, start_at, held_until
+        from placement_jobs as j
+        where start_at is not null and gpus > 0
+            and start_at <= (
+                select max(start_at) from stg_jobs
+                where billing_month = $billing_month and start_at is not null
+            )
+            and not exists (
+                from exported_job_gpus as g where g.cluster = j.cluster and g.job_id = j.job_id
+            )
+        order by start_at, cluster, job_id
+        """,
+        {"billing_month": month},
     ).fetchall()
-    for cluster, node, start, end, index, share in exported:
-        busy[(cluster, node)].append((start, end, index, share))
 
+    node_names = {}  # hostlist -> its nodes, expanded once
+    holding: dict[tuple[str, str], list[tuple]] = defaultdict(list)  # assigned, still held
     assigned = []
-    for cluster, job_id, nodes, gpus, start, end in held:
-        names = hostlist.expand_hostlist(nodes)
+    for cluster, job_id, nodes, gpus, start, end in replayed:
+        if nodes not in node_names:
+            node_names[nodes] = hostlist.expand_hostlist(nodes)
+        names = node_names[nodes]
+        shares = gpu_shares(gpus, len(names))
         for node in names:
-            shares = gpu_shares(gpus, len(names))
-            size = node_gpus.get((cluster, node), max(8, len(shares)))
+            key = (cluster, node)
+            holding[key] = [held for held in holding[key] if held[1] > start]
+            size = node_gpus.get(key, max(8, len(shares)))
             load = defaultdict(int)  # share already held on each index during the job
-            for s, e, index, share in busy[(cluster, node)]:
+            for s, e, index, share in holding[key] + exported[key]:
                 if s < end and e > start:
                     load[index] += share
             chosen: list[int] = []
@@ -235,10 +270,11 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> l
                 spare = [i for i in range(size) if i not in chosen]
                 index = (fits or spare or [len(chosen)])[0]
                 chosen.append(index)
-                busy[(cluster, node)].append((start, end, index, share))
-                assigned.append({
-                    "billing_month": month, "cluster": cluster, "job_id": job_id,
-                    "node": node, "gpu_index": index, "gpu_share": share,
-                    "index_source": "assigned",
-                })  # fmt: skip
+                holding[key].append((start, end, index, share))
+                if (cluster, job_id) in to_place:
+                    assigned.append({
+                        "billing_month": month, "cluster": cluster, "job_id": job_id,
+                        "node": node, "gpu_index": index, "gpu_share": share,
+                        "index_source": "assigned",
+                    })  # fmt: skip
     return assigned
