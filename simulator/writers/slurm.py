@@ -369,7 +369,8 @@ def _dump_entries(
     entries = []
     pending_tasks: dict[int, list[Job]] = defaultdict(list)
     for job in jobs:
-        if job.submit >= w1:
+        # over (ended, or given up waiting) before the window at the export: over at the dump
+        if job.submit >= w1 or (job.end is not None and job.end < w0):
             continue
         view = _sacct_view(job, taken)
         over = view.cancelled_at if view.cancelled_at is not None else view.end
