@@ -3,6 +3,7 @@ print it."""
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta
 
 EPOCH = datetime(1970, 1, 1)
@@ -12,6 +13,7 @@ def epoch(dt: datetime) -> int:
     return int((dt - EPOCH).total_seconds())
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the exports print the same instants many times
 def fmt_ts(ts: int | None) -> str:
     """Epoch seconds as sacct / ISO text without zone (`2026-11-01T12:00:00`)."""
     return "" if ts is None else (EPOCH + timedelta(seconds=ts)).strftime("%Y-%m-%dT%H:%M:%S")

@@ -95,11 +95,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import multiprocessing
 import random
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
 
@@ -169,38 +171,9 @@ def generate_demo(
             shutil.rmtree(out_dir / folder)
     landing = out_dir / "landing"
     summary: dict = {"month": month, "seed": seed, "small": small, "format": export_format}
-    atlas = {"jobs": len(jobs)}
-    views = layout.month_views()
-    if real:
-        atlas |= _history(
-            views,
-            lambda view: slurm.write_dumps(landing / "scheduler" / CLUSTER, all_jobs, view, seed),
-        )
-        atlas |= _history(
-            views,
-            lambda view: quota_configs.write_slurm_quotas(
-                landing / "scheduler" / CLUSTER, CLUSTER, jobs, quotas, view
-            ),
-        )
-        atlas |= _history(
-            views,
-            lambda view: dcgm.write_atlas_telemetry(
-                landing / "telemetry" / CLUSTER, _listed(all_jobs, view), view, seed
-            ),
-        )
-    else:
-        atlas |= _history(
-            views,
-            lambda view: canonical.write_scheduler(
-                landing / "scheduler" / CLUSTER, _listed(all_jobs, view), view
-            ),
-        )
-        atlas |= _history(
-            views,
-            lambda view: canonical.write_telemetry(
-                landing / "telemetry" / CLUSTER, _listed(all_jobs, view), view, seed
-            ),
-        )
+    exports = _MonthExports(landing, all_jobs, jobs, pods, quotas, kl, seed, real)
+    written = _write_exports(exports, layout.month_views())
+    atlas = {"jobs": len(jobs)} | written[CLUSTER]
     catalog.write_catalog(
         out_dir / "catalog", jobs + pods, quotas, layout, seed, kl, cost_mode, idle_sharing
     )
@@ -222,22 +195,7 @@ def generate_demo(
             "pods": sum(1 for p in pods if p.gpus),
             "system_pods": sum(1 for p in pods if not p.gpus),
         }
-        kube_summary |= _history(
-            views,
-            lambda view: kubernetes.write_snapshots(landing / "scheduler" / KUBE, pods, view, kl),
-        )
-        kube_summary |= _history(
-            views,
-            lambda view: quota_configs.write_kueue_objects(
-                landing / "scheduler" / KUBE, pods, quotas, view
-            ),
-        )
-        kube_summary |= _history(
-            views,
-            lambda view: dcgm.write_kube_telemetry(
-                landing / "telemetry" / KUBE, pods, view, kl, seed
-            ),
-        )
+        kube_summary |= written[KUBE]
         month_h = (layout.month_end - layout.month_start) / 3600
         kube_summary |= figures.cluster_figures(
             pods, layout, len(kl.nodes) * GPUS_PER_NODE * month_h
@@ -260,15 +218,80 @@ def _listed(jobs: list, view: site.Layout) -> list:
     return [job for job in jobs if job.end is None or job.end > view.month_start]
 
 
-def _history(views: list[site.Layout], write: Callable[[site.Layout], dict]) -> dict:
-    """Write each month of ``views``; the figures returned are the last month's, with each
-    count of the history months before it added under `history_<name>`."""
-    *history, month = views
-    figures = write(month)
-    for view in history:
-        for name, value in write(view).items():
-            if isinstance(value, int):
-                figures[f"history_{name}"] = figures.get(f"history_{name}", 0) + value
+@dataclass(frozen=True)
+class _MonthExports:
+    """What every month's exports are written from: the one simulation of all the months."""
+
+    landing: Path
+    all_jobs: list
+    jobs: list  # the month's, as its export shows them
+    pods: list
+    quotas: list[dict]
+    kube_layout: site.KubeLayout | None
+    seed: int
+    real: bool
+
+
+def _write_month(exports: _MonthExports, view: site.Layout) -> dict[str, list[dict]]:
+    """Every export of one month (``view``): per cluster, the figures of each writer in turn."""
+    landing, seed, kl = exports.landing, exports.seed, exports.kube_layout
+    slurm_dir, atlas_dir = landing / "scheduler" / CLUSTER, landing / "telemetry" / CLUSTER
+    pods_dir, kube_dir = landing / "scheduler" / KUBE, landing / "telemetry" / KUBE
+    atlas_jobs = _listed(exports.all_jobs, view)
+    if not exports.real:
+        return {
+            CLUSTER: [
+                canonical.write_scheduler(slurm_dir, atlas_jobs, view),
+                canonical.write_telemetry(atlas_dir, atlas_jobs, view, seed),
+            ],
+            KUBE: [],
+        }
+    return {
+        CLUSTER: [
+            slurm.write_dumps(slurm_dir, exports.all_jobs, view, seed),
+            quota_configs.write_slurm_quotas(
+                slurm_dir, CLUSTER, exports.jobs, exports.quotas, view
+            ),
+            dcgm.write_atlas_telemetry(atlas_dir, atlas_jobs, view, seed),
+        ],
+        KUBE: [
+            # a month's last two pod lists (00:00 and 06:00 on the next month's first day) are
+            # the next month's first two, written by both with the same bytes
+            kubernetes.write_snapshots(pods_dir, exports.pods, view, kl),
+            quota_configs.write_kueue_objects(pods_dir, exports.pods, exports.quotas, view),
+            dcgm.write_kube_telemetry(kube_dir, exports.pods, view, kl, seed),
+        ],
+    }
+
+
+def _write_months(exports: _MonthExports, views: list[site.Layout]) -> list[dict]:
+    return [_write_month(exports, view) for view in views]
+
+
+def _write_exports(exports: _MonthExports, views: list[site.Layout]) -> dict[str, dict]:
+    """Write the exports of every month of ``views``: the history months in a process of
+    their own (given the simulation) while this one writes the month, which takes about as
+    long. Per cluster, the figures are the month's, with each count of the history months
+    added under `history_<name>`."""
+    *history, last = views
+    if history:
+        spawn = multiprocessing.get_context("spawn")  # no fork of a process with threads
+        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+            earlier = pool.submit(_write_months, exports, history)
+            month = _write_month(exports, last)
+            written = earlier.result()
+    else:
+        month, written = _write_month(exports, last), []
+    figures: dict[str, dict] = {}
+    for cluster, writers in month.items():
+        figures[cluster] = {}
+        for number, counts in enumerate(writers):
+            figures[cluster] |= counts
+            for other in written:
+                for name, value in other[cluster][number].items():
+                    if isinstance(value, int):
+                        key = f"history_{name}"
+                        figures[cluster][key] = figures[cluster].get(key, 0) + value
     return figures
 
 

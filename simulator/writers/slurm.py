@@ -11,6 +11,7 @@ input gives the same bytes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -45,6 +46,13 @@ HEADED_FIELDS = (
 )  # fmt: skip
 CPUS_PER_GPU = 16
 MEM_PER_GPU_G = 120
+
+
+@functools.cache
+def node_list(nodes: tuple[str, ...]) -> str:
+    """`gpu-a01,gpu-a02` as sacct prints it, `gpu-a[01-02]`: each job's lines in each dump
+    print the same few lists, so each is collected once."""
+    return hostlist.collect_hostlist(list(nodes))
 
 
 def slurm_duration(seconds: int) -> str:
@@ -155,7 +163,7 @@ def sacct_job_record(
         "reqtres": tres(traits, job.gpus, nnodes),
         "alloctres": tres(traits, view.gpus, nnodes) if running_or_done else "",
         "timelimit": slurm_duration(job.time_limit),
-        "nodelist": hostlist.collect_hostlist(list(view.nodes)) if view.nodes else "None assigned",
+        "nodelist": node_list(view.nodes) if view.nodes else "None assigned",
         "jobname": traits.name,
     }
 
@@ -236,7 +244,7 @@ def sacct_step_records(
                 "reqtres": "",
                 "alloctres": tres(traits, gpus, len(nodes)),
                 "timelimit": "",
-                "nodelist": hostlist.collect_hostlist(list(nodes)),
+                "nodelist": node_list(tuple(nodes)),
                 "jobname": name,
             }
         )
