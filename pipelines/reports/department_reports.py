@@ -6,7 +6,9 @@ organisation page `chargeback-YYYY-MM.html` (and PDF) over every department.
 
 from __future__ import annotations
 
+import datetime as dt
 import pathlib
+from concurrent.futures import ThreadPoolExecutor
 
 import duckdb
 
@@ -38,9 +40,12 @@ def write_department_reports(
     folder.mkdir(parents=True, exist_ok=True)
     written: set[str] = set()
     counts = {"departments": 0, "tenants": 0, "charge_lines": 0, "job_lines": 0, "pdfs": 0}
+    pages: list[tuple[str, pathlib.Path]] = []  # printed once all are written
     for department in departments(con, month.first_day):
         html_path = folder / f"{department.slug}.html"
-        written |= _write_page(con, month, department, parameters, html_path, page_size, chromium)
+        page = _write_page(con, month, department, parameters, html_path, page_size)
+        written.add(html_path.name)
+        pages.append((page, html_path.with_suffix(".pdf")))
         xlsx_path = folder / f"{department.slug}.xlsx"
         summary = write_department_workbook(con, month, department, parameters, xlsx_path)
         written.add(xlsx_path.name)
@@ -49,6 +54,8 @@ def write_department_reports(
         counts["tenants"] += summary["tenants"]
         counts["charge_lines"] += summary["charge_lines"]
         counts["job_lines"] += summary["job_lines"]
+    if chromium is not None:
+        written |= {pdf.name for pdf in _print_pages(chromium, pages, period_end(month.first_day))}
     # (a PDF of an earlier run when this one has no Chromium too: it would not match its page)
     for stale in sorted(folder.iterdir()):
         if (
@@ -70,7 +77,20 @@ def write_organisation_page(
 ) -> list[str]:
     """The organisation page at `html_path` (its departments link to `departments/<slug>.html`
     beside it) and its PDF with `chromium`; returns the names written."""
-    return sorted(_write_page(con, month, ORGANISATION, parameters, html_path, page_size, chromium))
+    page = _write_page(con, month, ORGANISATION, parameters, html_path, page_size)
+    if chromium is None:
+        return [html_path.name]
+    pdf = print_pdf(chromium, page, html_path.with_suffix(".pdf"), period_end(month.first_day))
+    return sorted([html_path.name, pdf.name])
+
+
+def _print_pages(
+    chromium: str, pages: list[tuple[str, pathlib.Path]], stamp: dt.datetime
+) -> list[pathlib.Path]:
+    """Print each (page, PDF path), two Chromiums at a time: a print is mostly Chromium
+    starting up, on one core. The first page that fails stops it, as one by one."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(lambda job: print_pdf(chromium, job[0], job[1], stamp), pages))
 
 
 def _write_page(
@@ -80,13 +100,8 @@ def _write_page(
     parameters: dict[str, str],
     html_path: pathlib.Path,
     page_size: str,
-    chromium: str | None,
-) -> set[str]:
-    """The page of `department` at `html_path` and, with `chromium`, its PDF beside it;
-    returns the names written."""
+) -> str:
+    """The page of `department` written at `html_path`; returns its HTML (to print)."""
     page = render_department_page(con, month, department, parameters, page_size)
     write_atomically(page.encode("utf-8"), html_path)
-    if chromium is None:
-        return {html_path.name}
-    pdf = print_pdf(chromium, page, html_path.with_suffix(".pdf"), period_end(month.first_day))
-    return {html_path.name, pdf.name}
+    return page
