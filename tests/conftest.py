@@ -154,13 +154,6 @@ def tool_missing(message: str) -> NoReturn:
     pytest.skip(message)
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """One worker more than cores (`--numprocesses=auto`, pyproject.toml caps it at 4): the
-    slowest tests mostly wait (the Dagster daemon's 30-s ticks, Celery workers, Chromium,
-    subprocess runs), and a third worker on two cores fills those waits."""
-    return (os.cpu_count() or 1) + 1
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files with slow tests (servers, subprocess runs) first: under xdist they then overlap
     the rest of the suite instead of running alone at its end."""
