@@ -139,6 +139,8 @@ def generate_demo(
     """
     if export_format not in FORMATS:
         raise ValueError(f"export_format must be one of {FORMATS}, not {export_format!r}")
+    if history_months < 0:
+        raise ValueError(f"history_months must be 0 or more, not {history_months}")
     out_dir = Path(out_dir)
     layout = site.make_layout(month, small, history_months)
     all_jobs = workload.job_requests(random.Random(seed * 1000 + 1), layout)
@@ -315,6 +317,13 @@ def gzip_landing(landing: Path) -> int:
     return count
 
 
+def _history_months(text: str) -> int:
+    months = int(text)
+    if months < 0:
+        raise argparse.ArgumentTypeError(f"{text}: 0 or more months")
+    return months
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: generate the demo and print its summary as JSON."""
     parser = argparse.ArgumentParser(
@@ -325,7 +334,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--history-months",
-        type=int,
+        type=_history_months,
         default=0,
         help="months before --month simulated with it (the demo's trend: `make demo` takes 2)",
     )

@@ -903,6 +903,12 @@ def test_unknown_format_is_refused(tmp_path: Path) -> None:
         generate_demo(tmp_path, small=True, export_format="xml")
 
 
+def test_negative_history_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="history_months must be 0 or more, not -1"):
+        generate_demo(tmp_path, small=True, history_months=-1)
+    assert not any(tmp_path.iterdir())  # refused before anything is written
+
+
 # ---- configured quotas
 
 
