@@ -4,7 +4,7 @@ print it."""
 from __future__ import annotations
 
 import functools
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 EPOCH = datetime(1970, 1, 1)
 
@@ -29,9 +29,9 @@ def month_bounds(month: str) -> tuple[datetime, datetime]:
     return start, (start + timedelta(days=32)).replace(day=1)
 
 
-def fmt_month(ts: int) -> str:
-    """The month of an instant, `2026-11`."""
-    return (EPOCH + timedelta(seconds=ts)).strftime("%Y-%m")
+def date_of(ts: int) -> date:
+    """The UTC day of an instant."""
+    return (EPOCH + timedelta(seconds=ts)).date()
 
 
 def add_months(month: str, count: int) -> str:

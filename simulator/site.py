@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from fnmatch import fnmatchcase
 
-from simulator.clock import add_months, epoch, fmt_month, month_bounds, months_between
+from pipelines.months import first_days, first_of_next_month, month_label
+from simulator.clock import add_months, date_of, epoch, month_bounds, months_between
 
 CLUSTER = "atlas"
 GPUS_PER_NODE = 8
@@ -198,20 +199,18 @@ class Layout:
         export time (06:00 on the next month's first day); the last is this layout. History
         months sample at 5 minutes, so that three months stay quick to generate and load."""
         views = []
-        start = self.first_month_start
-        while start < self.month_start:
-            _, end = month_bounds(fmt_month(start))
+        for day in first_days(date_of(self.first_month_start), date_of(self.month_start))[:-1]:
+            end = epoch(datetime.combine(first_of_next_month(day), datetime.min.time()))
             views.append(
                 dataclasses.replace(
                     self,
-                    month=fmt_month(start),
-                    month_start=start,
-                    month_end=epoch(end),
-                    export_at=epoch(end) + EXPORT_DELAY_S,
+                    month=month_label(day),
+                    month_start=epoch(datetime.combine(day, datetime.min.time())),
+                    month_end=end,
+                    export_at=end + EXPORT_DELAY_S,
                     step_s=max(self.step_s, HISTORY_STEP_S),
                 )
             )
-            start = epoch(end)
         return [*views, self]
 
     def demand_at(self, moment: int) -> float:

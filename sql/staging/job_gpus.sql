@@ -19,5 +19,4 @@ held as (
 select held.*
 from held
 semi join month_jobs using (cluster, job_id)
-where held.billing_month = $billing_month
 order by held.cluster, held.job_id, held.node, held.gpu_index
