@@ -180,9 +180,12 @@ SLURM_CASES = {
     "running at export": (
         "state = 'RUNNING' and coalesce(end_time, 'Unknown') = 'Unknown' and start_at is not null"
     ),
-    "pending at export": "state = 'PENDING' and start_time = 'Unknown' and nodes is null",
+    # sacct prints Start `Unknown` and NodeList `None assigned`: the reader drops both
+    "pending at export": "state = 'PENDING' and start_time is null and nodes is null",
+    # sacct prints Start = End, NodeList `None assigned`: never started, its request pending
     "cancelled while pending": (
-        "state like 'CANCELLED by %' and nodes is null and start_time = end_time and gpus = 0"
+        "state like 'CANCELLED by %' and nodes is null and start_time is null and gpus > 0 "
+        "and end_at is not null"
     ),
     "cancelled by its user": "state like 'CANCELLED by 2____'",
     "cancelled by root": "state = 'CANCELLED by 0'",

@@ -14,8 +14,10 @@ GPU entry means 0. A MIG instance (`gres/gpu:1g.10gb=1`) counts its profile's fr
 - A job that started: AllocTRES, the GPUs it held.
 - A job that never started (Start `Unknown`/`None`/empty, e.g. PENDING): ReqTRES (AllocTRES
   when ReqTRES is empty). It allocates no GPU-hours; the count is the demand it stands for.
-- A job cancelled while pending (NodeList `None assigned`, Slurm sets Start = End): 0, it held
-  nothing, even when AllocTRES (older Slurm) repeats the request.
+- A job cancelled while pending (NodeList `None assigned`) never started either, although
+  Slurm sets its Start to its End (the cancel time): its start is dropped and its GPUs are the
+  request, as above (never AllocTRES's copy of it in older Slurm as GPUs held). It waited from
+  submit to End, and counts as a submission withdrawn before it started.
 `gpu_model` is the type of the typed entries (several types joined with `+`), else None.
 
 Job ids are kept as sacct shows them: an array's waiting tasks as one record (`123_[4-9%2]`,
@@ -159,14 +161,13 @@ def _row(
     node_list = (row["nodes"] or "").lower()
     if node_list in _NO_NODES:
         row["nodes"] = None
+    if node_list == "none assigned":
+        # cancelled while pending: Slurm sets Start = End (the cancel time), but the job never
+        # ran; AllocTRES may repeat the request (older Slurm), it held nothing
+        row["start_time"] = None
     if (row["start_time"] or "").lower() in _NO_TIME:
         # never started: the GPUs it asked for are its pending demand
         source = "reqtres" if value("reqtres") is not None else "alloctres"
-    elif node_list == "none assigned":
-        # cancelled while pending (Slurm sets Start = End): it held no GPU, whatever AllocTRES
-        # says (older Slurm copies the request there)
-        row["gpus"] = "0"
-        return row
     else:
         source = "alloctres"
     try:

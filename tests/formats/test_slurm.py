@@ -379,8 +379,8 @@ def test_ugly_rows(tmp_path):
         (9, "1003+0", "job", "1", None, "n1", "ann", "gpu", None),
         (10, "1003+1", "job", "2", "t4+v100", "n2", "ann", "gpu", None),
         (11, "1003+1.0", "step", "2", "t4+v100", "n2", None, "gpu", None),
-        # cancelled while pending: Slurm sets Start = End; it held nothing
-        (12, "1004", "job", "0", None, None, "ann", "gpu", None),
+        # cancelled while pending (Slurm sets Start = End): never started, the request
+        (12, "1004", "job", "8", None, None, "ann", "gpu", None),
         (13, "1005", "job", "1", None, "n3", "ann", "gpu", None),
         (15, "1006", "job", None, None, None, None, None, "expected 16 fields, found 7"),
         (16, "JOBID", "job", None, None, None, None, None, "repeated header line"),
@@ -392,21 +392,21 @@ def test_ugly_rows(tmp_path):
         (20, "1009", "job", "1", None, "n5", "ann", "gpu", None),
         (21, "1010", "job", None, None, nodes, "ann", "gpu",
          "field alloctres: 'gres/gpu=²' is not a GPU count"),
-        # older Slurm repeats the request in AllocTRES of a job that never ran
-        (22, "1011", "job", "0", None, None, "ann", "gpu", None),
+        # older Slurm repeats the request in AllocTRES of a job that never ran: the request
+        (22, "1011", "job", "2", None, None, "ann", "gpu", None),
         (23, "1012", "job", "3", "a100", None, "ann", "gpu", None),
     ]  # fmt: skip
     assert rows[0]["raw"].endswith("|gpu-[01-04,07]|tr\ufffdain")
     assert pick(rows[0], "state", "exit_code", "submit_time", "start_time", "end_time") == (
         "COMPLETED", "0:0", T0, T1, T2
     )  # fmt: skip
-    assert rows[9]["state"] == "CANCELLED by 1234"
+    assert pick(rows[9], "state", "start_time", "end_time") == ("CANCELLED by 1234", None, T1)
     assert rows[12]["raw"] == HEADER.upper()
 
 
 def test_ugly_rows_through_the_staging_sql(tmp_path):
     """Only the malformed lines are rejected; steps load but never rank as their job; jobs that
-    never ran load with no GPU-hours to hold (no start, or none held)."""
+    never ran load with no GPU-hours to hold (no start: a job cancelled while pending too)."""
     path = write(tmp_path / "sacct.log", "\n".join(UGLY) + "\n")
     result = staged({"sacct.log": rows_of(path)}, "line, record_type, record_rank, reject_reason")
     rejected = {

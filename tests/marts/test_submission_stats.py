@@ -2,7 +2,8 @@
 
 Given: canonical jobs on one A100 node, built through the real ingest and SQL steps
 (tests/marts/conftest.py, GivenMonth). Tenant chaff owns account chaff; account ghost maps to
-no tenant (unmapped). A Kueue dump of the cluster lists four workloads of chaff's queue batch.
+no tenant (unmapped). A Kueue dump of the cluster lists four workloads of chaff's queue batch. Cluster
+c2 is a Slurm cluster whose sacct dump holds a job cancelled while pending, as sacct prints it.
 No telemetry: submission figures read the scheduler only.
 """
 
@@ -21,6 +22,7 @@ RATES = """
 NODES = """
     node,cluster,gpu_model,gpus
     n1,c1,A100,4
+    s1,c2,A100,4
 """
 JOBS = f"""
     {JOBS_HEADER}
@@ -34,6 +36,13 @@ JOBS = f"""
     j8,ghost,gus,,normal,A100,1,n1,2026-11-07T00:00:00,2026-11-07T00:00:00,2026-11-07T01:00:00,COMPLETED,0
     j9,chaff,ann,batch,normal,,0,n1,2026-11-08T00:00:00,2026-11-08T00:00:00,2026-11-08T01:00:00,COMPLETED,0
     j10,chaff,ann,batch,normal,A100,1,n1,2026-11-30T00:00:00,2026-11-30T00:00:00,,RUNNING,
+"""
+# sacct prints a job cancelled while pending with Start = End (the cancel time), NodeList
+# `None assigned` and its request in ReqTRES only
+SACCT = """
+    JobID|Account|User|Partition|QOS|Submit|Start|End|State|ExitCode|ReqTRES|AllocTRES|NodeList
+    41|chaff|ann|gpu|normal|2026-11-10T00:00:00|2026-11-10T01:00:00|2026-11-10T03:00:00|COMPLETED|0:0|gres/gpu=1|gres/gpu=1|s1
+    42|chaff|ann|gpu|normal|2026-11-10T00:00:00|2026-11-10T06:00:00|2026-11-10T06:00:00|CANCELLED by 1000|0:0|gres/gpu=2||None assigned
 """
 COLUMNS = (
     "cluster", "tenant_id", "queue", "submitted_jobs", "started_jobs", "not_started_jobs",
@@ -80,6 +89,7 @@ def rows(module_month) -> list[dict]:
     module_month.catalog(tenants=CHAFF_TENANT, rates=RATES, nodes=NODES)
     module_month.file("landing/scheduler/c1/jobs.csv", JOBS)
     module_month.file("landing/scheduler/c1/kueue-2026-11-30.json", json.dumps(KUEUE))
+    module_month.file("landing/scheduler/c2/sacct-2026-11-30.log", SACCT)
     return module_month.build("submission_stats")
 
 
@@ -94,4 +104,16 @@ def test_submissions_by_tenant_and_queue(rows):
         ("c1", "chaff", "batch", 7, 3, 4, 1, 1, 2, 1, 2, 60.0, 50.0),
         ("c1", "chaff", "interactive", 1, 1, 0, 0, 0, 0, 0, 0, 100.0, None),
         ("c1", "unmapped", "unknown", 1, 1, 0, 0, 0, 0, 1, 1, 100.0, 100.0),
+        # 42 was withdrawn after six hours pending: a submission that never started
+        ("c2", "chaff", "gpu", 2, 1, 1, 1, 0, 0, 1, 1, 50.0, 100.0),
     ]
+
+
+def test_a_slurm_job_cancelled_while_pending_waited_for_its_request(module_month, rows):
+    """sacct's Start (= End) of a job cancelled while pending is not a start: the job waited
+    from submit to its cancellation for the 2 GPUs it asked for, and held none."""
+    [job] = module_month.con.execute(
+        "select gpus, start_at, end_at::varchar, held_until from stg_jobs "
+        "where cluster = 'c2' and job_id = '42'"
+    ).fetchall()
+    assert job == (2.0, None, "2026-11-10 06:00:00", None)
