@@ -106,6 +106,21 @@ class _Layout:
         self.is_header = is_header
         self.position = {name: i for i, name in reversed(list(enumerate(names)))}
         self.missing = [name for name in REQUIRED_FIELDS if name not in self.position]
+        # gpu_count of each TRES text met in the file (or the _TresError it raised): a file
+        # repeats a few hundred TRES texts over its lines, and counting one takes Fractions
+        self.counted: dict[str, tuple[Fraction, str | None, int] | _TresError] = {}
+
+    def gpu_count(self, tres: str, settings: ClusterSettings) -> tuple[Fraction, str | None, int]:
+        counted = self.counted.get(tres)
+        if counted is None:
+            try:
+                counted = gpu_count(tres, settings)
+            except _TresError as error:
+                counted = error
+            self.counted[tres] = counted
+        if isinstance(counted, _TresError):
+            raise counted
+        return counted
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -135,7 +150,11 @@ def _row(
     row["record_type"] = "step" if row["job_id"] and "." in row["job_id"] else "job"
     if len(fields) == len(layout.names) + 1 and fields[-1] == "":
         fields = fields[:-1]  # `sacct --parsable` (not 2) ends every line with a '|'
-    if layout.is_header and _names(fields) == layout.names:
+    if (
+        layout.is_header
+        and fields[0].strip().lower() == layout.names[0]
+        and _names(fields) == layout.names
+    ):
         row["parse_error"] = "repeated header line"
     elif layout.missing:
         row["parse_error"] = (
@@ -171,7 +190,7 @@ def _row(
     else:
         source = "alloctres"
     try:
-        gpus, model, shards = gpu_count(value(source) or "", settings)
+        gpus, model, shards = layout.gpu_count(value(source) or "", settings)
         if shards:
             gpus += _shard_gpus(shards, row["nodes"], settings)
     except _TresError as error:

@@ -76,7 +76,7 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
         landing = run.folders.landing
         inputs = [
             {"file": export.name, "cluster": export.cluster, "format": export.format.name,
-             "sha256": sha256_of(export.path)}
+             "sha256": export.sha256()}
             for area in ("scheduler", "telemetry")
             for export in discover(landing, area)
         ]  # fmt: skip
@@ -191,7 +191,7 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
         landing = run.folders.landing
         inputs = [
             {"file": export.name, "cluster": export.cluster, "format": export.format.name,
-             "sha256": sha256_of(export.path), **counts.get(export.name, {})}
+             "sha256": export.sha256(), **counts.get(export.name, {})}
             for area in ("scheduler", "telemetry")
             for export in discover(landing, area)
         ]  # fmt: skip
