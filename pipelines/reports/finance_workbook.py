@@ -617,8 +617,8 @@ def _write_cost_views(ws: Worksheet, views: list[Any] | None, currency: str) -> 
 
 def _write_users(ws: Worksheet, users: list[Any] | None) -> None:
     """Per tenant and user, the GPU time of the user's jobs, its waste, memory use and energy
-    (user_efficiency), the most idle + zombie GPU-hours first; Notice says who is in the
-    month's notices CSV."""
+    (user_efficiency: the energy of the power-measured GPU-hours, empty where none), the most
+    idle + zombie GPU-hours first; Notice says who is in the month's notices CSV."""
     if users is None:
         not_available(ws, 1, "user_efficiency")
         return
@@ -635,6 +635,7 @@ def _write_users(ws: Worksheet, users: list[Any] | None) -> None:
         Column("Mean util. %", "util"),
         Column("Mean memory use", "share"),
         Column("Peak memory use", "share"),
+        Column("Power-measured GPU-hours", "hours"),
         Column("Energy (kWh)", "hours"),
         Column("Notice"),
         Column("Idlest jobs (idle + zombie GPU-hours)", "wrap", width=50),
@@ -643,12 +644,13 @@ def _write_users(ws: Worksheet, users: list[Any] | None) -> None:
         (u.tenant_id, u.tenant_name, u.user, u.jobs, u.allocated_gpu_hours,
          share_of(u.productive_share_pct), u.idle_gpu_hours, u.zombie_gpu_hours,
          u.idle_zombie_gpu_hours, u.mean_util_pct, share_of(u.mean_memory_pct),
-         share_of(u.peak_memory_pct), u.energy_kwh, _yes_no(u.is_notified), u.idlest_jobs)
+         share_of(u.peak_memory_pct), u.power_measured_gpu_hours, u.energy_kwh,
+         _yes_no(u.is_notified), u.idlest_jobs)
         for u in users
     ]  # fmt: skip
     last = write_main_table(ws, cols, rows)
     write_total_row(ws, last + 1, 2, last, {5: "hours", 7: "hours", 8: "hours", 9: "hours",
-                                            13: "hours"})  # fmt: skip
+                                            13: "hours", 14: "hours"})  # fmt: skip
     apply_widths(ws, fit_widths({}, cols, rows))
 
 

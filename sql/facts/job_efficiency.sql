@@ -9,6 +9,9 @@
 -- ratios are NULL when it is above 0 (a part of the job unknown is never guessed) or when
 -- nothing read memory. A GPU shared by several jobs (MIG, time-slicing) reads its memory as a
 -- whole: each of them sees the device's memory use.
+-- Energy: power_units is the job's time measured with a power reading, energy_mw_units
+-- Σ units × mW over that time (a GPU shared by several jobs: each its share of the device's
+-- power, as of its time); time without a power reading adds no energy.
 -- Parameters: $billing_month.
 with buckets as (
     select
@@ -36,6 +39,7 @@ telemetry as (
             as memory_unknown_units,
         max(t.peak_memory_mib) as peak_memory_mib,
         max(100.0 * t.peak_memory_mib / m.memory_mib) as peak_memory_pct_known,
+        sum(t.power_units)::bigint as power_units,
         sum(t.energy_mw_units)::hugeint as energy_mw_units
     from job_sample_time as t
     left join catalog_gpu_models as m using (gpu_model)
@@ -65,6 +69,7 @@ final as (
         t.peak_memory_mib,
         case when t.memory_unknown_units = 0 then t.peak_memory_pct_known end
             as peak_memory_pct,
+        coalesce(t.power_units, 0) as power_units,
         coalesce(t.energy_mw_units, 0) as energy_mw_units
     from job_usage as u
     join buckets as b using (cluster, job_id)

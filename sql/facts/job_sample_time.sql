@@ -19,9 +19,10 @@
 -- at the end, so the same samples give the same value whatever order threads add them in.
 -- Memory and power ride along the same pass, summed in integers (whole MiB, milliwatts): the
 -- time measured with a memory reading (memory_units), Σ units × MiB used (memory_mib_units),
--- the most memory a sample read (peak_memory_mib), and energy, Σ units × mW (energy_mw_units;
--- a GPU shared by several jobs gives each its share, as for time). A sample without a memory
--- or power reading adds no memory time or energy.
+-- the most memory a sample read (peak_memory_mib), the time measured with a power reading
+-- (power_units) and energy, Σ units × mW (energy_mw_units; a GPU shared by several jobs gives
+-- each its share, as for time). A sample without a memory or power reading adds no memory
+-- time or energy.
 -- Parameters: $billing_month, $month_start, $sample_files, $hour_files (the daily rollup's
 -- samples and sums per series-hour), $zombie_min_ms.
 with job_gpus as (
@@ -104,6 +105,7 @@ stretch_sums as (
         sum(mem_mib_ms) as mem_mib_ms,
         max(peak_mem_mib) as peak_mem_mib,
         sum(power_mw_ms) as power_mw_ms,
+        sum(power_cover_ms) as power_cover_ms,
         max(last_ts) as last_ts,
         arg_max(last_cover_ms, last_ts) as last_cover_ms,
         arg_max(last_util_milli_pct, last_ts) as last_util_milli_pct,
@@ -119,6 +121,7 @@ stretch_sums as (
             h.mem_mib_ms,
             h.peak_mem_mib,
             h.power_mw_ms,
+            h.power_cover_ms,
             h.last_ts,
             h.last_cover_ms,
             util_milli_pct(h.last_util_pct) as last_util_milli_pct,
@@ -137,6 +140,7 @@ stretch_sums as (
             coalesce(s.cover_ms * whole_mib(s.mem_used_mib), 0),
             whole_mib(s.mem_used_mib),
             coalesce(s.cover_ms * milliwatts(s.power_w), 0),
+            case when s.power_w is not null then s.cover_ms else 0 end,
             s.ts,
             s.cover_ms,  -- the union's last_cover_ms: a sample is its own last -- noqa: AL08
             util_milli_pct(s.util_pct),
@@ -187,10 +191,14 @@ day_parts as (
             as memory_units,
         (mem_mib_ms - clip_ms * coalesce(last_mem_mib, 0)) * gpu_share as memory_mib_units,
         peak_mem_mib,
+        (power_cover_ms - case when last_power_mw is null then 0 else clip_ms end) * gpu_share
+            as power_units,
         (power_mw_ms - clip_ms * coalesce(last_power_mw, 0)) * gpu_share as energy_mw_units,
         case when last_mem_mib is null then 0 else spill_ms * gpu_share end
             as spill_memory_units,
         spill_ms * gpu_share * coalesce(last_mem_mib, 0) as spill_memory_mib_units,
+        case when last_power_mw is null then 0 else spill_ms * gpu_share end
+            as spill_power_units,
         spill_ms * gpu_share * coalesce(last_power_mw, 0) as spill_energy_mw_units
     from clipped
 ),
@@ -248,8 +256,9 @@ billed as (
         p.job_gpu, p.day_index, c.is_zombie,
         p.measured_units, p.util_milli_pct_units, p.measured_outside_outage_units,
         p.spill_units, p.spill_util_milli_pct_units, p.spill_outside_outage_units,
-        p.memory_units, p.memory_mib_units, p.peak_mem_mib, p.energy_mw_units,
-        p.spill_memory_units, p.spill_memory_mib_units, p.spill_energy_mw_units
+        p.memory_units, p.memory_mib_units, p.peak_mem_mib, p.power_units, p.energy_mw_units,
+        p.spill_memory_units, p.spill_memory_mib_units, p.spill_power_units,
+        p.spill_energy_mw_units
     from day_parts as p
     left join classified as c using (job_gpu, day, run)
 ),
@@ -269,6 +278,7 @@ job_gpu_days as (
         sum(memory_units) as memory_units,
         sum(memory_mib_units) as memory_mib_units,
         max(peak_mem_mib) as peak_mem_mib,
+        sum(power_units) as power_units,
         sum(energy_mw_units) as energy_mw_units
     from (
         select
@@ -281,13 +291,15 @@ job_gpu_days as (
             memory_mib_units - spill_memory_mib_units as memory_mib_units,
             -- a sample's reading counts in the day it was taken, its spilled time aside
             peak_mem_mib,
+            power_units - spill_power_units as power_units,
             energy_mw_units - spill_energy_mw_units as energy_mw_units
         from billed
         union all
         select
             job_gpu, day_index + 1, is_zombie,
             spill_units, spill_util_milli_pct_units, spill_outside_outage_units,
-            spill_memory_units, spill_memory_mib_units, null, spill_energy_mw_units
+            spill_memory_units, spill_memory_mib_units, null, spill_power_units,
+            spill_energy_mw_units
         from billed
         where spill_units > 0
     )
@@ -311,6 +323,7 @@ final as (
         sum(d.memory_units)::bigint as memory_units,
         sum(d.memory_mib_units)::hugeint as memory_mib_units,
         max(d.peak_mem_mib)::bigint as peak_memory_mib,
+        sum(d.power_units)::bigint as power_units,
         sum(d.energy_mw_units)::hugeint as energy_mw_units
     from job_gpu_days as d
     join job_gpus as k using (job_gpu)

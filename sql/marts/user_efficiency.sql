@@ -9,7 +9,10 @@
 --     gpu_memory_mib), over the time a sample read memory; peak_memory_pct the largest
 --     share of its GPU's memory one sample read. NULL when part of that time lies on a GPU
 --     model of unknown memory, or nothing read memory
---   energy_kwh: Σ covered time × power of the attributed samples, rounded half up to the Wh
+--   energy_kwh: Σ covered time × power of the attributed samples that read power, rounded
+--     half up to the Wh; NULL when none did. It is the energy of power_measured_gpu_hours
+--     only (a cluster whose exporters send no power, or a GPU whose power reads [N/A], adds
+--     no energy), never extrapolated to the rest of the time
 --   idlest_jobs: the user's 3 jobs with the most idle + zombie GPU-hours (ties: cluster, job
 --     id), as `cluster/job (hours)`, for a notice
 --   is_notified: idle + zombie GPU-hours above $notice_idle_gpu_hours (notices-YYYY-MM.csv)
@@ -55,6 +58,7 @@ users as (
         sum(memory_unknown_units) as memory_unknown_units,
         max(peak_memory_mib) as peak_memory_mib,
         max(peak_memory_pct) as peak_memory_pct,
+        sum(power_units) as power_units,
         sum(energy_mw_units) as energy_mw_units
     from ranked
     group by all
@@ -82,10 +86,11 @@ final as (
         end as mean_memory_pct,
         case when u.memory_unknown_units = 0 then u.peak_memory_pct end as peak_memory_pct,
         u.peak_memory_mib,
+        gpu_hours(u.power_units) as power_measured_gpu_hours,
         -- whole Wh, rounded half up, as an exact kWh DECIMAL
-        (
+        case when u.power_units > 0 then (
             (u.energy_mw_units + mw_units_per_kwh() // 2000) // (mw_units_per_kwh() // 1000)
-        )::decimal(18, 0) * 0.001::decimal(18, 3) as energy_kwh,
+        )::decimal(18, 0) * 0.001::decimal(18, 3) end as energy_kwh,
         i.idlest_jobs,
         u.idle_units + u.zombie_units > $notice_idle_gpu_hours * units_per_gpu_hour()
             as is_notified

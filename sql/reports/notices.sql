@@ -3,7 +3,8 @@
 -- a mail merge. The catalog has no users file, so the address is the tenant's owner
 -- (tenants.yaml owner; empty when it has none) and address_source says so. Figures are fixed
 -- decimals (hours and percentages to 2 places, energy to the Wh), so the same month gives the
--- same bytes; most idle + zombie GPU-hours first (ties: tenant, user).
+-- same bytes; most idle + zombie GPU-hours first (ties: tenant, user). energy_kwh is the energy
+-- of power_measured_gpu_hours (empty when no sample of the user's jobs read power).
 -- Parameters: $billing_month, $notice_idle_gpu_hours.
 select
     strftime(u.billing_month, '%Y-%m') as billing_month,
@@ -23,6 +24,7 @@ select
     round(u.mean_util_pct, 2)::decimal(18, 2) as mean_util_pct,
     round(u.mean_memory_pct, 2)::decimal(18, 2) as mean_memory_pct,
     round(u.peak_memory_pct, 2)::decimal(18, 2) as peak_memory_pct,
+    round(u.power_measured_gpu_hours, 2)::decimal(18, 2) as power_measured_gpu_hours,
     u.energy_kwh,
     coalesce(u.idlest_jobs, '') as idlest_jobs
 from user_efficiency as u

@@ -15,6 +15,7 @@ select
     u.mean_util_pct,
     u.mean_memory_pct,
     u.peak_memory_pct,
+    u.power_measured_gpu_hours,
     u.energy_kwh,
     u.idlest_jobs,
     u.is_notified

@@ -8,7 +8,8 @@
 -- Memory and power are summed the same way, in integers (whole_mib, milliwatts): mem_cover_ms
 -- is the covered time of the samples that read memory (a series may carry utilisation only),
 -- mem_mib_ms Σ covered ms × MiB used, peak_mem_mib the most the hour's samples read,
--- power_mw_ms Σ covered ms × mW (a sample without power adds no energy). last_mem_mib and
+-- power_mw_ms Σ covered ms × mW (a sample without power adds no energy) and power_cover_ms
+-- the covered time of the samples that read power. last_mem_mib and
 -- last_power_mw (NULL when that sample read none) let attribution clip the latest sample.
 -- Parameters: $samples_file.
 select
@@ -25,6 +26,7 @@ select
     coalesce(sum(cover_ms * whole_mib(mem_used_mib)), 0)::bigint as mem_mib_ms,
     max(whole_mib(mem_used_mib)) as peak_mem_mib,
     coalesce(sum(cover_ms * milliwatts(power_w)), 0)::bigint as power_mw_ms,
+    coalesce(sum(cover_ms) filter (power_w is not null), 0)::bigint as power_cover_ms,
     arg_max_null(whole_mib(mem_used_mib), ts) as last_mem_mib,
     arg_max_null(milliwatts(power_w), ts) as last_power_mw
 from read_parquet($samples_file)

@@ -17,6 +17,8 @@ the A100's memory (81,920 MiB) and not the T4's; notices above 1 idle + zombie G
   1 h busy (util 90, 20,480 MiB, 350 W): a 1 h idle run, not zombie.
 - j3 (bob, alpha; T4 n2/0) 2026-11-04 00:00-01:00: busy (util 50, 4,000 MiB, 70 W); the
   catalog has no T4 memory: no memory ratios.
+- j5 (cyd, alpha; T4 n2/0) 2026-11-06 00:00-01:00: busy (util 40, 2,000 MiB), no sample reads
+  power: no energy figure at all (empty, not 0 kWh).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ JOBS = f"""
     j2,chaff,bob,batch,normal,A100,1,n1,2026-11-03T10:00:00,2026-11-03T10:00:00,2026-11-03T12:00:00,COMPLETED,0
     j3,alpha,bob,batch,normal,T4,1,n2,2026-11-04T00:00:00,2026-11-04T00:00:00,2026-11-04T01:00:00,COMPLETED,0
     j4,chaff,ann,batch,normal,A100,1,n1,2026-11-05T00:00:00,2026-11-05T00:00:00,2026-11-05T03:00:00,TIMEOUT,0
+    j5,alpha,cyd,batch,normal,T4,1,n2,2026-11-06T00:00:00,2026-11-06T00:00:00,2026-11-06T01:00:00,COMPLETED,0
 """
 
 
@@ -84,6 +87,7 @@ SAMPLES = "\n".join([
     *_samples("n1", "2026-11-03 11:00", 6, 90.0, 20480, 350),
     *_samples("n2", "2026-11-04 00:00", 6, 50.0, 4000, 70),
     *_samples("n1", "2026-11-05 00:00", 18, 0.0),
+    *_samples("n2", "2026-11-06 00:00", 6, 40.0, 2000),
 ])  # fmt: skip
 
 
@@ -113,6 +117,7 @@ def test_gpu_hours_and_waste_per_user(rows):
     assert pick(rows, *columns) == [
         # bob's T4 hour, all busy
         ("alpha", "Physics", "bob", 1, 1.0, 1.0, 1.0, 100.0, 0.0, 0.0, 0.0),
+        ("alpha", "Physics", "cyd", 1, 1.0, 1.0, 1.0, 100.0, 0.0, 0.0, 0.0),
         # ann: j1 4 h 16 min + j4 3 h; productive 60 + 46 min of j1; zombie 2.5 h (j1) + 3 h
         # (j4): the jobs' buckets summed
         ("chaff", "Biology", "ann", 2, hours(256 + 180), hours(256 + 180), hours(106),
@@ -128,6 +133,7 @@ def test_memory_use_over_the_gpus_memory(rows):
     assert pick(rows, *columns) == [
         # the catalog gives no T4 memory: no ratio, never a guess (the MiB read are shown)
         ("alpha", "bob", 1.0, None, None, 4000),
+        ("alpha", "cyd", 1.0, None, None, 2000),
         # ann: (60 min x 75 % + 150 min x 10 % + 46 min x 50 %) / 256 min = 8,300 / 256; j4's
         # samples read no memory and weigh nothing; the peak is j1's first hour
         ("chaff", "ann", hours(256), 32.421875, 75.0, 61440),
@@ -136,20 +142,24 @@ def test_memory_use_over_the_gpus_memory(rows):
 
 
 def test_energy_is_covered_time_times_power(rows):
-    assert pick(rows, "tenant_id", "user", "energy_kwh") == [
+    assert pick(rows, "tenant_id", "user", "power_measured_gpu_hours", "energy_kwh") == [
         # 1 h x 70 W
-        ("alpha", "bob", D("0.070")),
+        ("alpha", "bob", 1.0, D("0.070")),
+        # no sample read power: no energy figure, not 0 kWh
+        ("alpha", "cyd", 0.0, None),
         # j1: 1 h x 400 W + 2.5 h x 100 W + 46 min x 300 W (the last sample's 4 minutes past
-        # the job's end are not the job's) = 400 + 250 + 230 Wh; j4 read no power
-        ("chaff", "ann", D("0.880")),
+        # the job's end are not the job's) = 400 + 250 + 230 Wh over j1's 256 minutes; j4's
+        # 3 hours read no power and add neither energy nor power-measured time
+        ("chaff", "ann", hours(256), D("0.880")),
         # 1 h x 80 W + 1 h x 350 W
-        ("chaff", "bob", D("0.430")),
+        ("chaff", "bob", 2.0, D("0.430")),
     ]
 
 
 def test_idlest_jobs_and_who_is_notified(rows):
     assert pick(rows, "tenant_id", "user", "idlest_jobs", "is_notified") == [
         ("alpha", "bob", None, False),
+        ("alpha", "cyd", None, False),
         # most idle + zombie GPU-hours first
         ("chaff", "ann", "c1/j4 (3.00); c1/j1 (2.50)", True),
         # exactly at the threshold (1 GPU-hour) is not above it
@@ -165,10 +175,10 @@ def test_the_notices_csv_names_each_user_past_the_threshold(module_month, rows, 
         "billing_month,user,tenant_id,tenant_name,department,address,address_source,jobs,"
         "allocated_gpu_hours,idle_gpu_hours,zombie_gpu_hours,idle_zombie_gpu_hours,"
         "threshold_gpu_hours,productive_share_pct,mean_util_pct,mean_memory_pct,"
-        "peak_memory_pct,energy_kwh,idlest_jobs\n"
+        "peak_memory_pct,power_measured_gpu_hours,energy_kwh,idlest_jobs\n"
         # ann only (bob's 1.00 is not above 1): 436 min = 7.27 GPU-h; 106 / 436 productive;
         # utilisation (60 x 80 + 150 x 1 + 46 x 60 + 180 x 0) / 436 = 17.68; the address is
         # chaff's owner (no users file)
         "2026-11,ann,chaff,Chaffinch Lab,Biology,lead@chaff.example,tenant owner,2,"
-        "7.27,0.00,5.50,5.50,1.000,24.31,17.68,32.42,75.00,0.880,c1/j4 (3.00); c1/j1 (2.50)\n"
+        "7.27,0.00,5.50,5.50,1.000,24.31,17.68,32.42,75.00,4.27,0.880,c1/j4 (3.00); c1/j1 (2.50)\n"
     )

@@ -752,7 +752,7 @@ def test_users_section_lists_the_departments_users(con):
         "create table user_efficiency as select date '2026-11-01' as billing_month, * from "
         "(values ('quark', 'ann', 2, 60.0, 25.0, 30.0, 45.0, 32.421875, 75.0, 0.88, "
         "'c1/q1 (20.00); c1/q2 (10.00)', true), "
-        "('quark', null, 1, 4.0, 100.0, 0.0, 90.0, null, null, 0.07, null, false), "
+        "('quark', null, 1, 4.0, 100.0, 0.0, 90.0, null, null, null, null, false), "
         "('finch', 'bob', 1, 5.0, 0.0, 5.0, 1.0, 10.0, 10.0, 0.5, 'c2/f1 (5.00)', false)) "
         'as u(tenant_id, "user", jobs, allocated_gpu_hours, productive_share_pct, '
         "idle_zombie_gpu_hours, mean_util_pct, mean_memory_pct, peak_memory_pct, energy_kwh, "
@@ -760,17 +760,18 @@ def test_users_section_lists_the_departments_users(con):
     )
     con.execute(
         "alter table user_efficiency add column idle_gpu_hours double default 0; "
-        "alter table user_efficiency add column zombie_gpu_hours double default 0"
+        "alter table user_efficiency add column zombie_gpu_hours double default 0; "
+        "alter table user_efficiency add column power_measured_gpu_hours double default 0"
     )
     doc = parse(
         render_department_page(con, MONTH, PHYSICS, {**PARAMETERS, "notice_idle_gpu_hours": "24"})
     )
     # Physics: quark's users, most idle + zombie first; finch's bob is Biology's; memory of
-    # unknown size shows a dash
+    # unknown size shows a dash, and so does the energy of a user whose GPUs read no power
     assert rows(table_in(doc, "users")) == [
         ["ann", EVIL, "2", "60.00", "25.0 %", "30.00", "45.0", "32.4 %", "75.0 %", "0.9",
          "yes", "c1/q1 (20.00); c1/q2 (10.00)"],
-        ["—", EVIL, "1", "4.00", "100.0 %", "0.00", "90.0", "—", "—", "0.1", "", ""],
+        ["—", EVIL, "1", "4.00", "100.0 %", "0.00", "90.0", "—", "—", "—", "", ""],
     ]  # fmt: skip
     assert "idle + zombie above 24 GPU-hours" in doc.by_id("users").text
 

@@ -103,7 +103,8 @@ GOVERNANCE_DDL = [
     measured_gpu_hours double, productive_gpu_hours double, productive_share_pct double,
     idle_gpu_hours double, zombie_gpu_hours double, idle_zombie_gpu_hours double,
     mean_util_pct double, memory_measured_gpu_hours double, mean_memory_pct double,
-    peak_memory_pct double, peak_memory_mib bigint, energy_kwh decimal(18, 3),
+    peak_memory_pct double, peak_memory_mib bigint, power_measured_gpu_hours double,
+    energy_kwh decimal(18, 3),
     idlest_jobs varchar, is_notified boolean)""",
     """create table month_trends (billing_month date, level varchar, cluster varchar,
     gpu_model varchar, tenant_id varchar, allocation_rate_pct double,
@@ -205,13 +206,15 @@ COST_VIEWS = [
 ]  # fmt: skip
 
 # (tenant, department, user, jobs, allocated_h, productive_share_pct, idle_h, zombie_h,
-#  mean_util_pct, mean_memory_pct, peak_memory_pct, energy_kwh, idlest_jobs, is_notified)
+#  mean_util_pct, mean_memory_pct, peak_memory_pct, power_measured_h, energy_kwh, idlest_jobs,
+#  is_notified)
 USERS = [
-    ("chaff", "Biology", "ann", 2, 100.0, 40.0, 24.0, 36.0, 35.5, 32.5, 75.0, Decimal("12.345"),
-     "phillips/10 (40.00); phillips/11 (20.00)", True),
-    ("r&d", "R&D", "zoë", 1, 10.0, 50.0, 5.0, 0.0, 50.0, None, None, Decimal("0.500"),
+    ("chaff", "Biology", "ann", 2, 100.0, 40.0, 24.0, 36.0, 35.5, 32.5, 75.0, 100.0,
+     Decimal("12.345"), "phillips/10 (40.00); phillips/11 (20.00)", True),
+    # no sample of zoë's jobs read power: no energy
+    ("r&d", "R&D", "zoë", 1, 10.0, 50.0, 5.0, 0.0, 50.0, None, None, 0.0, None,
      "kube/pod-1 (5.00)", False),
-    ("chaff", "Biology", None, 1, 4.0, 100.0, 0.0, 0.0, 90.0, 25.0, 25.0, Decimal("1.000"),
+    ("chaff", "Biology", None, 1, 4.0, 100.0, 0.0, 0.0, 90.0, 25.0, 25.0, 4.0, Decimal("1.000"),
      None, False),
 ]  # fmt: skip
 
@@ -454,7 +457,7 @@ def _insert_governance(con):
                     [NOV, *v[:5], *units, *v[5:8], v[8], failed_units, v[9], "USD"])  # fmt: skip
     for u in USERS:
         con.execute(
-            f"insert into user_efficiency values ({', '.join('?' * 20)})",
+            f"insert into user_efficiency values ({', '.join('?' * 21)})",
             [NOV, *u[:5], u[4], u[4] * u[5] / 100, u[5], u[6], u[7], u[6] + u[7], u[8], u[4],
              u[9], u[10], 1000, *u[11:]],
         )  # fmt: skip
@@ -1211,24 +1214,25 @@ def test_cost_views_sheet_puts_each_tenants_two_views_side_by_side(written):
 def test_users_sheet_lists_each_users_waste_memory_and_energy(written):
     _, _, wb = written
     ws = wb["Users"]
-    assert _rows(ws, 1, 5, 15) == [
+    assert _rows(ws, 1, 5, 16) == [
         ("Tenant ID", "Tenant", "User", "Jobs", "Allocated GPU-hours", "Productive share",
          "Idle GPU-hours", "Zombie GPU-hours", "Idle + zombie GPU-hours", "Mean util. %",
-         "Mean memory use", "Peak memory use", "Energy (kWh)", "Notice",
-         "Idlest jobs (idle + zombie GPU-hours)"),
+         "Mean memory use", "Peak memory use", "Power-measured GPU-hours", "Energy (kWh)",
+         "Notice", "Idlest jobs (idle + zombie GPU-hours)"),
         # the most idle + zombie first; percentages shown as shares
-        ("chaff", "Chaffinch Lab", "ann", 2, 100, 0.4, 24, 36, 60, 35.5, 0.325, 0.75, 12.345,
-         "yes", "phillips/10 (40.00); phillips/11 (20.00)"),
-        # unknown GPU memory stays empty
-        ("r&d", RND_NAME, "zoë", 1, 10, 0.5, 5, 0, 5, 50, None, None, 0.5, "no",
+        ("chaff", "Chaffinch Lab", "ann", 2, 100, 0.4, 24, 36, 60, 35.5, 0.325, 0.75, 100,
+         12.345, "yes", "phillips/10 (40.00); phillips/11 (20.00)"),
+        # unknown GPU memory stays empty; so does the energy of time without power readings
+        ("r&d", RND_NAME, "zoë", 1, 10, 0.5, 5, 0, 5, 50, None, None, 0, None, "no",
          "kube/pod-1 (5.00)"),
         # a job without a user in the export
-        ("chaff", "Chaffinch Lab", None, 1, 4, 1, 0, 0, 0, 90, 0.25, 0.25, 1, "no", None),
+        ("chaff", "Chaffinch Lab", None, 1, 4, 1, 0, 0, 0, 90, 0.25, 0.25, 4, 1, "no", None),
         ("TOTAL", None, None, None, "=SUM(E2:E4)", None, "=SUM(G2:G4)", "=SUM(H2:H4)",
-         "=SUM(I2:I4)", None, None, None, "=SUM(M2:M4)", None, None),
+         "=SUM(I2:I4)", None, None, None, "=SUM(M2:M4)", "=SUM(N2:N4)", None, None),
     ]  # fmt: skip
     assert _evaluate(wb, "Users", ws["I5"].value) == 65
-    assert _evaluate(wb, "Users", ws["M5"].value) == Decimal("13.845")
+    assert _evaluate(wb, "Users", ws["M5"].value) == 104
+    assert _evaluate(wb, "Users", ws["N5"].value) == Decimal("13.345")
     assert ws["F2"].number_format == sheets.SHARE_FORMAT
     assert ws.freeze_panes == "A2"
 
@@ -1597,10 +1601,10 @@ def test_summary_shows_the_waste_in_money_per_bucket(written):
 
 # Pages of the fixture's workbook printed by LibreOffice, per sheet: each table of a stacked
 # sheet starts a page (so at least one page per table and chart), a sheet wider than the page
-# at 73 % spans two pages across (Failures: 4 tables x 2).
+# at 73 % spans two pages across (Failures: 4 tables x 2), Users three (16 columns).
 PDF_PAGES = {
     "Summary": 3, "Charges": 2, "Job lines": 3, "Waste": 1, "Waste by model": 2,
-    "Waste by tenant": 2, "Cost views": 2, "Users": 2, "Quota": 2, "Budget": 2, "Quota drift": 2,
+    "Waste by tenant": 2, "Cost views": 2, "Users": 3, "Quota": 2, "Budget": 2, "Quota drift": 2,
     "Queue & Service": 2, "Submissions": 2, "Failures": 8, "Reliability": 2, "Incidents": 2,
     "Capacity": 3, "Capacity by day": 2, "Capacity by pool": 1, "Trends": 6, "Data quality": 4,
     "Rejected rows": 1, "Definitions": 8, "Audit": 4,

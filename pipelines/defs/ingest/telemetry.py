@@ -79,7 +79,8 @@ HOURS_SCHEMA = pa.schema([
     ("util_weighted_ms", pa.decimal128(18, 3)), ("last_ts", pa.timestamp("us")),
     ("last_cover_ms", pa.int64()), ("last_util_pct", pa.float64()),
     ("mem_cover_ms", pa.int64()), ("mem_mib_ms", pa.int64()), ("peak_mem_mib", pa.int64()),
-    ("power_mw_ms", pa.int64()), ("last_mem_mib", pa.int64()), ("last_power_mw", pa.int64()),
+    ("power_mw_ms", pa.int64()), ("power_cover_ms", pa.int64()), ("last_mem_mib", pa.int64()),
+    ("last_power_mw", pa.int64()),
 ])  # fmt: skip
 
 SOURCES_SCHEMA = pa.schema([
