@@ -87,10 +87,14 @@ final as (
         case when u.memory_unknown_units = 0 then u.peak_memory_pct end as peak_memory_pct,
         u.peak_memory_mib,
         gpu_hours(u.power_units) as power_measured_gpu_hours,
-        -- whole Wh, rounded half up, as an exact kWh DECIMAL
-        case when u.power_units > 0 then (
-            (u.energy_mw_units + mw_units_per_kwh() // 2000) // (mw_units_per_kwh() // 1000)
-        )::decimal(18, 0) * 0.001::decimal(18, 3) end as energy_kwh,
+        -- whole Wh, rounded half up, as an exact kWh DECIMAL; none without a power reading
+        case
+            when u.power_units > 0
+                then (
+                    (u.energy_mw_units + mw_units_per_kwh() // 2000)
+                    // (mw_units_per_kwh() // 1000)
+                )::decimal(18, 0) * 0.001::decimal(18, 3)
+        end as energy_kwh,
         i.idlest_jobs,
         u.idle_units + u.zombie_units > $notice_idle_gpu_hours * units_per_gpu_hour()
             as is_notified

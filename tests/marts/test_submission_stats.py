@@ -2,8 +2,9 @@
 
 Given: canonical jobs on one A100 node, built through the real ingest and SQL steps
 (tests/marts/conftest.py, GivenMonth). Tenant chaff owns account chaff; account ghost maps to
-no tenant (unmapped). A Kueue dump of the cluster lists four workloads of chaff's queue batch. Cluster
-c2 is a Slurm cluster whose sacct dump holds a job cancelled while pending, as sacct prints it.
+no tenant (unmapped). A Kueue dump of the cluster lists four workloads of chaff's queue batch.
+Cluster c2 is a Slurm cluster whose sacct dump holds a job cancelled while pending, as sacct
+prints it.
 No telemetry: submission figures read the scheduler only.
 """
 
@@ -39,11 +40,13 @@ JOBS = f"""
 """
 # sacct prints a job cancelled while pending with Start = End (the cancel time), NodeList
 # `None assigned` and its request in ReqTRES only
-SACCT = """
-    JobID|Account|User|Partition|QOS|Submit|Start|End|State|ExitCode|ReqTRES|AllocTRES|NodeList
-    41|chaff|ann|gpu|normal|2026-11-10T00:00:00|2026-11-10T01:00:00|2026-11-10T03:00:00|COMPLETED|0:0|gres/gpu=1|gres/gpu=1|s1
-    42|chaff|ann|gpu|normal|2026-11-10T00:00:00|2026-11-10T06:00:00|2026-11-10T06:00:00|CANCELLED by 1000|0:0|gres/gpu=2||None assigned
-"""
+SACCT = "\n".join([
+    "JobID|Account|User|Partition|QOS|Submit|Start|End|State|ExitCode|ReqTRES|AllocTRES|NodeList",
+    "41|chaff|ann|gpu|normal|2026-11-10T00:00:00|2026-11-10T01:00:00|2026-11-10T03:00:00|"
+    "COMPLETED|0:0|gres/gpu=1|gres/gpu=1|s1",
+    "42|chaff|ann|gpu|normal|2026-11-10T00:00:00|2026-11-10T06:00:00|2026-11-10T06:00:00|"
+    "CANCELLED by 1000|0:0|gres/gpu=2||None assigned",
+]) + "\n"  # fmt: skip
 COLUMNS = (
     "cluster", "tenant_id", "queue", "submitted_jobs", "started_jobs", "not_started_jobs",
     "cancelled_pending_jobs", "failed_to_start_jobs", "pending_jobs", "completed_jobs",

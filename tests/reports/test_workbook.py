@@ -1607,7 +1607,7 @@ PDF_PAGES = {
     "Waste by tenant": 2, "Cost views": 2, "Users": 3, "Quota": 2, "Budget": 2, "Quota drift": 2,
     "Queue & Service": 2, "Submissions": 2, "Failures": 8, "Reliability": 2, "Incidents": 2,
     "Capacity": 3, "Capacity by day": 2, "Capacity by pool": 1, "Trends": 6, "Data quality": 4,
-    "Rejected rows": 1, "Definitions": 8, "Audit": 4,
+    "Rejected rows": 1, "Definitions": 9, "Audit": 4,
 }  # fmt: skip
 # A distinctive header cell or section title of each table of the stacked sheets: no page
 # shows two of a sheet's

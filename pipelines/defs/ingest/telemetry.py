@@ -95,6 +95,7 @@ SOURCES_SCHEMA = pa.schema([
 # per statement (the demo's 5-minute history days: 92k samples in 0.3 s), which two threads
 # overlap; its files and counts do not depend on what runs beside it.
 ROLLUP_DAYS_AT_ONCE = 2
+
 # The telemetry step the catalog declares for a cluster (settings `telemetry: {step_s}`, the
 # cluster's own or the catalog-wide one), for the rollup; a cluster without one is absent.
 DECLARED_STEPS_SCHEMA = pa.schema([("cluster", pa.string()), ("step_ms", pa.int64())])
@@ -173,8 +174,9 @@ class FileSpan:
 
 def sample_file_spans(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, FileSpan]:
     """The span of every file of `files` that has rows, in one read of their timestamp column
-    (a file without rows has no span, and no day reads it). Leaves the temporary table
-    sample_file_spans, whose windows of plausible timestamps day_samples.sql reads."""
+    (a file without rows has no span, and no day reads it). Leaves the table sample_file_spans
+    (of the scratch database, which every day's cursor reads), whose windows of plausible
+    timestamps day_samples.sql reads."""
     # a table of the (in-memory) database, not a temporary one: each day's cursor reads it
     create_table(con, "sample_file_spans", "rollup/sample_file_spans", {"files": files})
     rows = con.execute(
