@@ -91,10 +91,11 @@ SOURCES_SCHEMA = pa.schema([
     ("util_metric", pa.string()),
 ])  # fmt: skip
 
-# Days rolled up at once, each on a cursor of its own: a small day is mostly DuckDB's fixed cost
-# per statement (the demo's 5-minute history days: 92k samples in 0.3 s), which two threads
-# overlap; its files and counts do not depend on what runs beside it.
-ROLLUP_DAYS_AT_ONCE = 2
+# Days rolled up at once, each on a cursor of its own (a day's files and counts do not depend on
+# what runs beside it). Measured at 2: the demo's 91 days 45.6 -> 38 s (a 5-minute history day
+# is mostly DuckDB's fixed cost per statement), the bench month's rollup no slower, but its peak
+# RSS 1,018 -> 1,498 MiB against issue 20's 1 GiB target: one at a time until memory allows.
+ROLLUP_DAYS_AT_ONCE = 1
 
 # The telemetry step the catalog declares for a cluster (settings `telemetry: {step_s}`, the
 # cluster's own or the catalog-wide one), for the rollup; a cluster without one is absent.
