@@ -20,10 +20,12 @@ each rollup run first removes those of dead runs, e.g. of a rollup killed mid-da
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import functools
 import hashlib
 import inspect
+import itertools
 import os
 import shutil
 import threading
@@ -139,9 +141,20 @@ def roll_up_days(
 
         try:
             with ThreadPoolExecutor(max_workers=ROLLUP_DAYS_AT_ONCE) as pool:
-                for k, (day, (counts, seconds)) in enumerate(
-                    zip(days, pool.map(roll_up, days), strict=True), start=1
-                ):
+                # at most ROLLUP_DAYS_AT_ONCE days submitted ahead: a failed day stops the
+                # rollup with only the days already running left to finish
+                waiting = iter(days)
+                running = collections.deque(
+                    (day, pool.submit(roll_up, day))
+                    for day in itertools.islice(waiting, ROLLUP_DAYS_AT_ONCE)
+                )
+                k = 0
+                while running:
+                    day, future = running.popleft()
+                    counts, seconds = future.result()
+                    if (following := next(waiting, None)) is not None:
+                        running.append((following, pool.submit(roll_up, following)))
+                    k += 1
                     per_day[day.isoformat()] = counts
                     if on_day is not None:
                         on_day(k, day, counts, seconds)
