@@ -221,3 +221,46 @@ def test_a_day_owns_the_rows_stamped_outside_every_month_and_rejects_them(tmp_pa
         (5, "field ts: 1969-07-20 20:17:00 is before 1970"),
         (6, "field ts: 2100-01-01 00:00:00 is in 2100 or later"),
     ]  # fmt: skip
+
+
+def test_a_failed_day_stops_the_rollup_before_the_next_day_starts(tmp_path, monkeypatch):
+    # the days run on a thread pool: only ROLLUP_DAYS_AT_ONCE are ever submitted ahead, so a
+    # failure is not followed by every queued day (a day's failure is injected here; the days
+    # before it are rolled up for real)
+    from pipelines.catalog import load_catalog
+    from pipelines.defs.ingest import telemetry
+    from tests.conftest import resource_for
+    from tests.ingest.test_catalog_and_landing import catalog_dir
+
+    folder = tmp_path / "landing/telemetry/c1"
+    folder.mkdir(parents=True)
+    days = [dt.date(2026, 11, d) for d in (1, 2, 3)]
+    pq.write_table(
+        pa.table({
+            "ts": pa.array([dt.datetime.combine(d, dt.time(10)) for d in days],
+                           pa.timestamp("us")),
+            "node": ["n1"] * 3, "gpu_index": [0] * 3, "util_pct": [50.0] * 3,
+        }),
+        folder / "samples.parquet",
+    )  # fmt: skip
+    started, reported = [], []
+    roll_up_day = telemetry._roll_up_day
+
+    def failing_on_the_second(con, telemetry_dir, day, *rest):
+        started.append(day)
+        if day == days[1]:
+            raise RuntimeError("disk full")
+        return roll_up_day(con, telemetry_dir, day, *rest)
+
+    monkeypatch.setattr(telemetry, "_roll_up_day", failing_on_the_second)
+    chargeback = resource_for(tmp_path)
+    with pytest.raises(RuntimeError, match="disk full"):
+        telemetry.roll_up_days(
+            chargeback, load_catalog(catalog_dir(tmp_path)), days,
+            lambda k, day, counts, seconds: reported.append((k, day, counts)),
+        )  # fmt: skip
+    assert started == days[:2]
+    assert reported == [(1, days[0], {"samples": 1, "rejected": 0, "files": 1})]
+    assert [p.name for p in sorted(chargeback.telemetry_dir.glob("cluster=c1/day=*"))] == [
+        "day=2026-11-01"
+    ]
