@@ -224,9 +224,8 @@ def test_a_day_owns_the_rows_stamped_outside_every_month_and_rejects_them(tmp_pa
 
 
 def test_a_failed_day_stops_the_rollup_before_the_next_day_starts(tmp_path, monkeypatch):
-    # the days run on a thread pool: only ROLLUP_DAYS_AT_ONCE are ever submitted ahead, so a
-    # failure is not followed by every queued day (a day's failure is injected here; the days
-    # before it are rolled up for real)
+    # a failure is not followed by the days after it (were the days run ahead on a pool, they
+    # would be); the day's failure is injected here, the days before it are rolled up for real
     from pipelines.catalog import load_catalog
     from pipelines.defs.ingest import telemetry
     from tests.conftest import resource_for

@@ -20,15 +20,12 @@ each rollup run first removes those of dead runs, e.g. of a rollup killed mid-da
 
 from __future__ import annotations
 
-import collections
 import datetime as dt
 import functools
 import hashlib
 import inspect
-import itertools
 import os
 import shutil
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -93,12 +90,6 @@ SOURCES_SCHEMA = pa.schema([
     ("util_metric", pa.string()),
 ])  # fmt: skip
 
-# Days rolled up at once, each on a cursor of its own (a day's files and counts do not depend on
-# what runs beside it). Measured at 2: the demo's 91 days 45.6 -> 38 s (a 5-minute history day
-# is mostly DuckDB's fixed cost per statement), the bench month's rollup no slower, but its peak
-# RSS 1,018 -> 1,498 MiB against issue 20's 1 GiB target: one at a time until memory allows.
-ROLLUP_DAYS_AT_ONCE = 1
-
 # The telemetry step the catalog declares for a cluster (settings `telemetry: {step_s}`, the
 # cluster's own or the catalog-wide one), for the rollup; a cluster without one is absent.
 DECLARED_STEPS_SCHEMA = pa.schema([("cluster", pa.string()), ("step_ms", pa.int64())])
@@ -125,42 +116,19 @@ def roll_up_days(
         write_table(con, "declared_steps", declared_steps(sources, catalog), DECLARED_STEPS_SCHEMA)
         spans = sample_file_spans(con, files)
         owners = unreadable_row_owners(spans, landing_dir, sources)
-        cursors: list[duckdb.DuckDBPyConnection] = []
-        local = threading.local()
-
-        def roll_up(day: dt.date) -> tuple[dict[str, int], float]:
-            # each thread its own cursor: the day's temporary tables are per connection
-            if not hasattr(local, "con"):
-                local.con = con.cursor()
-                cursors.append(local.con)
+        # One day at a time. Two at once, each on a cursor of its own, were measured: the demo's
+        # 91 days 45.6 -> 38 s (a 5-minute history day is mostly DuckDB's fixed cost per
+        # statement), but the bench month's rollup peak RSS 1,018 -> 1,498 MiB, past issue 20's
+        # 1 GiB target.
+        for k, day in enumerate(days, start=1):
             started = time.perf_counter()
             owned = sorted(path for path, owner in owners.items() if owner == day)
             day_files = files_of_day(files, spans, day, owned)
-            counts = _roll_up_day(local.con, telemetry_dir, day, day_files, owned, catalog)
-            return counts, time.perf_counter() - started
-
-        try:
-            with ThreadPoolExecutor(max_workers=ROLLUP_DAYS_AT_ONCE) as pool:
-                # at most ROLLUP_DAYS_AT_ONCE days submitted ahead: a failed day stops the
-                # rollup with only the days already running left to finish
-                waiting = iter(days)
-                running = collections.deque(
-                    (day, pool.submit(roll_up, day))
-                    for day in itertools.islice(waiting, ROLLUP_DAYS_AT_ONCE)
-                )
-                k = 0
-                while running:
-                    day, future = running.popleft()
-                    counts, seconds = future.result()
-                    if (following := next(waiting, None)) is not None:
-                        running.append((following, pool.submit(roll_up, following)))
-                    k += 1
-                    per_day[day.isoformat()] = counts
-                    if on_day is not None:
-                        on_day(k, day, counts, seconds)
-        finally:
-            for cursor in cursors:
-                cursor.close()
+            per_day[day.isoformat()] = _roll_up_day(
+                con, telemetry_dir, day, day_files, owned, catalog
+            )
+            if on_day is not None:
+                on_day(k, day, per_day[day.isoformat()], time.perf_counter() - started)
     return per_day
 
 
@@ -188,11 +156,10 @@ class FileSpan:
 
 def sample_file_spans(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, FileSpan]:
     """The span of every file of `files` that has rows, in one read of their timestamp column
-    (a file without rows has no span, and no day reads it). Leaves the table sample_file_spans
-    (of the scratch database, which every day's cursor reads), whose windows of plausible
-    timestamps day_samples.sql reads."""
-    # a table of the (in-memory) database, not a temporary one: each day's cursor reads it
-    create_table(con, "sample_file_spans", "rollup/sample_file_spans", {"files": files})
+    (a file without rows has no span, and no day reads it). Leaves the temporary table
+    sample_file_spans, whose windows of plausible timestamps day_samples.sql reads."""
+    create_table(con, "sample_file_spans", "rollup/sample_file_spans", {"files": files},
+                 temporary=True)  # fmt: skip
     rows = con.execute(
         "select path, first_ts, last_ts, unreadable_rows from sample_file_spans order by path"
     ).fetchall()
