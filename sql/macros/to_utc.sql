@@ -1,7 +1,7 @@
 -- to_utc(text, zone): a scheduler timestamp as naive UTC.
 -- Text with its own offset (Z, +01:00) keeps it; text without one is local time in `zone`
 -- (the cluster's scheduler_timezone). Unparseable text gives NULL; the caller rejects it.
-create or replace macro to_utc(value, zone) as
+create or replace temp macro to_utc(value, zone) as
 case
     when value is null then null
     when regexp_matches(value, '(Z|[+-]\d\d:?\d\d)$')
