@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 from openpyxl import Workbook
-from openpyxl.chart import BarChart, LineChart, Reference
+from openpyxl.chart import BarChart, LineChart
 from openpyxl.styles import Font
 from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
@@ -43,8 +43,8 @@ from pipelines.reports.sheets import (
     OVER_FILL,
     TOP,
     Column,
-    add_chart,
     add_named_styles,
+    add_table_chart,
     apply_widths,
     current_widths,
     fill_status_rows,
@@ -532,8 +532,7 @@ def _write_waste(ws: Worksheet, buckets: list[Any], currency: str) -> None:
         capacity_row, capacity = capacity_of.get((b.cluster, b.gpu_model), (None, None))
         share = f"=D{row}/D{capacity_row}" if capacity and b.gpu_hours is not None else None
         rows.append((b.cluster, b.gpu_model, b.bucket, b.gpu_hours, share, b.amount))
-    write_main_table(ws, cols, rows)
-    apply_widths(ws, fit_widths({}, cols, rows))
+    _write_mart_sheet(ws, "capacity_buckets", cols, rows)
 
 
 def _write_waste_by_tenant(ws: Worksheet, tenants: list[Any]) -> None:
@@ -553,8 +552,7 @@ def _write_waste_by_tenant(ws: Worksheet, tenants: list[Any]) -> None:
             t.failed_job_gpu_hours, t.failed_infra_gpu_hours, t.unmeasured_gpu_hours,
             f"=E{r}/D{r}" if t.allocated_gpu_hours else None,
         ))  # fmt: skip
-    write_main_table(ws, cols, rows)
-    apply_widths(ws, fit_widths({}, cols, rows))
+    _write_mart_sheet(ws, "tenant_month", cols, rows)
 
 
 def _write_waste_by_model(ws: Worksheet, buckets: list[Any]) -> None:
@@ -578,19 +576,13 @@ def _write_waste_by_model(ws: Worksheet, buckets: list[Any]) -> None:
     chart.grouping = "stacked"
     chart.overlap = 100
     style_chart(chart, "Waste by bucket", "GPU-hours")
-    data = Reference(ws, min_col=2, max_col=len(cols), min_row=header_row, max_row=last)
-    chart.add_data(data, titles_from_data=True)
-    chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=last))
-    add_chart(ws, chart, 1)
+    add_table_chart(ws, chart, 1, header_row, last, series=(2, len(cols)))
 
 
 def _write_cost_views(ws: Worksheet, views: list[Any] | None, currency: str) -> None:
     """Per tenant, its jobs' allocation-based charge beside the utilisation-based one (a
     showback: the bill is the Charges sheet); the difference is their idle and zombie time.
     Last, what its failed runs cost it (their time stays in both views)."""
-    if views is None:
-        not_available(ws, 1, "cost_views")
-        return
     cols = [
         Column("Tenant ID"),
         Column("Tenant"),
@@ -608,20 +600,15 @@ def _write_cost_views(ws: Worksheet, views: list[Any] | None, currency: str) -> 
          v.allocation_amount, v.idle_zombie_amount, v.utilisation_amount,
          v.failed_job_gpu_hours, v.failed_job_amount)
         for v in views
-    ]  # fmt: skip
-    last = write_main_table(ws, cols, rows)
-    write_total_row(ws, last + 1, 2, last, {4: "hours", 5: "hours", 6: "money", 7: "money",
-                                            8: "money", 9: "hours", 10: "money"})  # fmt: skip
-    apply_widths(ws, fit_widths({}, cols, rows))
+    ] if views is not None else None  # fmt: skip
+    totals = {4: "hours", 5: "hours", 6: "money", 7: "money", 8: "money", 9: "hours", 10: "money"}
+    _write_mart_sheet(ws, "cost_views", cols, rows, totals=totals)
 
 
 def _write_users(ws: Worksheet, users: list[Any] | None) -> None:
     """Per tenant and user, the GPU time of the user's jobs, its waste, memory use and energy
     (user_efficiency: the energy of the power-measured GPU-hours, empty where none), the most
     idle + zombie GPU-hours first; Notice says who is in the month's notices CSV."""
-    if users is None:
-        not_available(ws, 1, "user_efficiency")
-        return
     cols = [
         Column("Tenant ID"),
         Column("Tenant"),
@@ -647,11 +634,9 @@ def _write_users(ws: Worksheet, users: list[Any] | None) -> None:
          share_of(u.peak_memory_pct), u.power_measured_gpu_hours, u.energy_kwh,
          _yes_no(u.is_notified), u.idlest_jobs)
         for u in users
-    ]  # fmt: skip
-    last = write_main_table(ws, cols, rows)
-    write_total_row(ws, last + 1, 2, last, {5: "hours", 7: "hours", 8: "hours", 9: "hours",
-                                            13: "hours", 14: "hours"})  # fmt: skip
-    apply_widths(ws, fit_widths({}, cols, rows))
+    ] if users is not None else None  # fmt: skip
+    totals = {5: "hours", 7: "hours", 8: "hours", 9: "hours", 13: "hours", 14: "hours"}
+    _write_mart_sheet(ws, "user_efficiency", cols, rows, totals=totals)
 
 
 def _hours_of(seconds: float | None) -> float | None:
@@ -664,9 +649,6 @@ def _yes_no(flag: bool | None) -> str | None:
 
 def _write_quota(ws: Worksheet, quota: list[Any] | None) -> None:
     """Quota compliance per tenant × pool, a breach in red."""
-    if quota is None:
-        not_available(ws, 1, "quota_compliance")
-        return
     cols = [
         Column("Tenant ID"),
         Column("Pool"),
@@ -696,12 +678,11 @@ def _write_quota(ws: Worksheet, quota: list[Any] | None) -> None:
          q.minutes_above_limit, share_of(q.quota_use_pct), q.borrowing_days, q.days,
          _yes_no(q.breach), _yes_no(q.idle_quota), _yes_no(q.chronic_borrowing))
         for q in quota
-    ]  # fmt: skip
-    write_main_table(ws, cols, rows)
-    for row, q in enumerate(quota, start=2):
+    ] if quota is not None else None  # fmt: skip
+    _write_mart_sheet(ws, "quota_compliance", cols, rows)
+    for row, q in enumerate(quota or [], start=2):
         if q.breach:
             ws.cell(row=row, column=18).fill = OVER_FILL
-    apply_widths(ws, fit_widths({}, cols, rows))
 
 
 def _write_budget(ws: Worksheet, tenants: list[Any], currency: str) -> None:
@@ -730,25 +711,30 @@ def _write_budget(ws: Worksheet, tenants: list[Any], currency: str) -> None:
     chart.type = "col"
     chart.grouping = "clustered"
     style_chart(chart, "Spend vs budget", currency or "amount")
-    data = Reference(ws, min_col=3, max_col=4, min_row=header_row, max_row=last)
-    chart.add_data(data, titles_from_data=True)
-    chart.set_categories(Reference(ws, min_col=2, min_row=header_row + 1, max_row=last))
-    add_chart(ws, chart, 1)
+    add_table_chart(ws, chart, 1, header_row, last, series=(3, 4), categories=2)
 
 
-def _write_titled_sheet(
-    ws: Worksheet, title: str, table: str, cols: list[Column], rows: list[Any] | None
+def _write_mart_sheet(
+    ws: Worksheet,
+    table: str,
+    cols: list[Column],
+    rows: list[Any] | None,
+    title: str | None = None,
+    totals: Mapping[int, str] | None = None,
 ) -> int:
-    """`title` on the sheet's first row, then `rows` under `cols` (the header frozen and
-    filtered, repeated on printed pages), or "not available" when the warehouse has no
-    `table` (rows None). Returns the header's row."""
-    header_row = section_below(ws, TOP, title)
+    """The sheet's one table: `rows` of the warehouse table `table` under `cols` (the header
+    frozen and filtered, repeated on printed pages), below `title` if given, with a TOTAL row
+    summing the `totals` columns (write_total_row); or "not available" when the warehouse has
+    no `table` (rows None). Returns the table's last row: its header's when it has no rows,
+    the "not available" row when there is no table."""
+    header_row = 1 if title is None else section_below(ws, TOP, title)
     if rows is None:
-        not_available(ws, header_row, table)
-        return header_row
-    write_main_table(ws, cols, rows, header_row=header_row)
+        return not_available(ws, header_row, table)
+    last = write_main_table(ws, cols, rows, header_row=header_row)
+    if totals is not None:
+        write_total_row(ws, last + 1, header_row + 1, last, totals)
     apply_widths(ws, fit_widths({}, cols, rows))
-    return header_row
+    return last
 
 
 def _write_quota_drift(ws: Worksheet, drift: list[Any] | None) -> None:
@@ -774,18 +760,15 @@ def _write_quota_drift(ws: Worksheet, drift: list[Any] | None) -> None:
         for d in drift
     ] if drift is not None else None  # fmt: skip
     title = "Quota drift: scheduler configuration vs catalog quotas"
-    header_row = _write_titled_sheet(ws, title, "quota_drift", cols, rows)
+    last = _write_mart_sheet(ws, "quota_drift", cols, rows, title)
     if rows == []:
         set_text(
-            ws.cell(row=header_row + 1, column=1),
+            ws.cell(row=last + 1, column=1),
             "none: every configured quota agrees with the catalog",
         )
 
 
 def _write_queue(ws: Worksheet, queue: list[Any] | None) -> None:
-    if queue is None:
-        not_available(ws, 1, "queue_stats")
-        return
     cols = [
         Column("Grouping set"),
         Column("Cluster"),
@@ -820,9 +803,8 @@ def _write_queue(ws: Worksheet, queue: list[Any] | None) -> None:
          q.node_fail_jobs, q.cancelled_jobs, q.preempted_jobs, share_of(q.success_rate_pct),
          q.kueue_waits)
         for q in queue
-    ]  # fmt: skip
-    write_main_table(ws, cols, rows)
-    apply_widths(ws, fit_widths({}, cols, rows))
+    ] if queue is not None else None  # fmt: skip
+    _write_mart_sheet(ws, "queue_stats", cols, rows)
 
 
 def _write_submissions(ws: Worksheet, submissions: list[Any] | None) -> None:
@@ -850,7 +832,7 @@ def _write_submissions(ws: Worksheet, submissions: list[Any] | None) -> None:
         for s in submissions
     ] if submissions is not None else None  # fmt: skip
     title = "Submissions: what became of the jobs submitted this month"
-    _write_titled_sheet(ws, title, "submission_stats", cols, rows)
+    _write_mart_sheet(ws, "submission_stats", cols, rows, title)
 
 
 _FAILURE_SECTIONS = (
@@ -913,9 +895,6 @@ INCIDENT_JOBS_SHOWN = 10
 
 def _write_reliability(ws: Worksheet, availability: list[Any] | None) -> None:
     """Availability, MTTR and MTBF per cluster, GPU model and node with incidents."""
-    if availability is None:
-        not_available(ws, 1, "availability")
-        return
     cols = [
         Column("Level"),
         Column("Cluster"),
@@ -937,9 +916,8 @@ def _write_reliability(ws: Worksheet, availability: list[Any] | None) -> None:
          share_of(a.availability_pct), a.incidents, a.recovered, a.mttr_hours, a.mtbf_hours,
          a.jobs_hit, a.inferred_incidents, a.silent_gpu_hours)
         for a in availability
-    ]  # fmt: skip
-    write_main_table(ws, cols, rows)
-    apply_widths(ws, fit_widths({}, cols, rows))
+    ] if availability is not None else None  # fmt: skip
+    _write_mart_sheet(ws, "availability", cols, rows)
 
 
 def _write_incidents(ws: Worksheet, incidents: list[Any] | None) -> None:
@@ -968,7 +946,7 @@ def _write_incidents(ws: Worksheet, incidents: list[Any] | None) -> None:
         for i in incidents
     ] if incidents is not None else None  # fmt: skip
     title = "Incidents: outages, node failures, telemetry silences"
-    _write_titled_sheet(ws, title, "incidents", cols, rows)
+    _write_mart_sheet(ws, "incidents", cols, rows, title)
 
 
 def _write_capacity(ws: Worksheet, capacity: list[Any] | None) -> None:
@@ -992,9 +970,6 @@ def _write_capacity(ws: Worksheet, capacity: list[Any] | None) -> None:
         Column("Availability", "share"),
         Column("Trend (GPU-hours a month)", "hours"),
     ]
-    if capacity is None:
-        not_available(ws, 1, "capacity_evidence")
-        return
     rows = [
         (c.cluster, c.gpu_model, c.verdict, c.verdict_rule, c.capacity_gpu_hours,
          c.allocated_gpu_hours, share_of(c.allocation_rate_pct),
@@ -1004,13 +979,12 @@ def _write_capacity(ws: Worksheet, capacity: list[Any] | None) -> None:
          share_of(c.idle_quota_share_pct), share_of(c.availability_pct),
          c.trend_gpu_hours_per_month)
         for c in capacity
-    ]  # fmt: skip
-    last = write_main_table(ws, cols, rows)
+    ] if capacity is not None else None  # fmt: skip
+    last = _write_mart_sheet(ws, "capacity_evidence", cols, rows)
     # the verdict and its reason are what the reader came for
     for r in range(2, last + 1):
         ws.cell(row=r, column=3).font = Font(bold=True, size=12)
         ws.cell(row=r, column=4).font = Font(bold=True)
-    apply_widths(ws, fit_widths({}, cols, rows))
 
 
 def _write_capacity_by_day(ws: Worksheet, daily: list[Any] | None) -> None:
@@ -1043,10 +1017,7 @@ def _write_capacity_by_day(ws: Worksheet, daily: list[Any] | None) -> None:
         return
     chart = LineChart()
     style_chart(chart, "Daily allocation vs capacity", "GPU-hours")
-    data = Reference(ws, min_col=2, max_col=3, min_row=header_row, max_row=last)
-    chart.add_data(data, titles_from_data=True)
-    chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=last))
-    add_chart(ws, chart, 1)
+    add_table_chart(ws, chart, 1, header_row, last, series=(2, 3))
 
 
 def _write_capacity_by_pool(ws: Worksheet, daily: list[Any] | None) -> None:
@@ -1059,7 +1030,7 @@ def _write_capacity_by_pool(ws: Worksheet, daily: list[Any] | None) -> None:
         Column("Capacity GPU-hours", "hours"),
     ]
     title = "Daily allocation and capacity by cluster × GPU model"
-    _write_titled_sheet(ws, title, "utilization_daily", cols, daily)
+    _write_mart_sheet(ws, "utilization_daily", cols, daily, title)
 
 
 def _write_trends(
@@ -1130,12 +1101,7 @@ def _months_by_series(
         return max(last, header_row + 1)  # "(none)" under the header
     chart = LineChart()
     style_chart(chart, title, y_title)
-    chart.add_data(
-        Reference(ws, min_col=2, max_col=len(cols), min_row=header_row, max_row=last),
-        titles_from_data=True,
-    )
-    chart.set_categories(Reference(ws, min_col=1, min_row=header_row + 1, max_row=last))
-    return add_chart(ws, chart, last + 2)
+    return add_table_chart(ws, chart, last + 2, header_row, last, series=(2, len(cols)))
 
 
 def _write_data_quality(
@@ -1189,9 +1155,9 @@ def _write_rejects(ws: Worksheet, rejects: list[Any], rejects_total: int) -> Non
         Column("Reason"),
         Column("Raw", width=80),
     ]
-    header_row = _write_titled_sheet(ws, title, "rejects", cols, rejects)
+    last = _write_mart_sheet(ws, "rejects", cols, rejects, title)
     if not rejects:
-        set_text(ws.cell(row=header_row + 1, column=1), "(none)")
+        set_text(ws.cell(row=last + 1, column=1), "(none)")
 
 
 def _write_definitions(

@@ -15,7 +15,7 @@ from typing import Any
 
 from openpyxl import Workbook
 from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
-from openpyxl.chart import BarChart, LineChart
+from openpyxl.chart import BarChart, LineChart, Reference
 from openpyxl.chart.text import RichText
 from openpyxl.drawing.text import CharacterProperties, Paragraph, ParagraphProperties
 from openpyxl.styles import Alignment, Font, NamedStyle, PatternFill
@@ -303,6 +303,25 @@ def add_chart(ws: Worksheet, chart: BarChart | LineChart, row: int) -> int:
     _layout(ws).charts.append(row)
     ws.add_chart(chart, f"A{row}")
     return row + CHART_ROWS - 1
+
+
+def add_table_chart(
+    ws: Worksheet,
+    chart: BarChart | LineChart,
+    row: int,
+    header_row: int,
+    last: int,
+    series: tuple[int, int],
+    categories: int = 1,
+) -> int:
+    """Place `chart` from `row` (add_chart) plotting the table with its header on `header_row`
+    and its last row on `last`: a series per column of `series` (first, last), named by its
+    header, over the values of column `categories`; returns the last row the chart covers."""
+    first_col, last_col = series
+    data = Reference(ws, min_col=first_col, max_col=last_col, min_row=header_row, max_row=last)
+    chart.add_data(data, titles_from_data=True)
+    chart.set_categories(Reference(ws, min_col=categories, min_row=header_row + 1, max_row=last))
+    return add_chart(ws, chart, row)
 
 
 # --------------------------------------------------------------------------------------------

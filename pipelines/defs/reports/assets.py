@@ -6,6 +6,7 @@ The report assets write into the run's staging folder of the month (`staged_repo
 publishes the folder as a whole (pipelines/commit.py, publish.py).
 """
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -30,7 +31,32 @@ from pipelines.version import code_version
 GROUP = "reports"
 
 
-@dg.asset(
+def report_asset(
+    deps: Sequence[str | dg.AssetsDefinition], kinds: set[str]
+) -> Callable[[Callable[..., dg.MaterializeResult]], dg.AssetsDefinition]:
+    """The decorator of a report asset: partitioned by billing month (a backfill's months in
+    one run), in the reports group."""
+    return dg.asset(
+        deps=deps,
+        partitions_def=monthly_partition,
+        backfill_policy=single_run,
+        group_name=GROUP,
+        kinds=kinds,
+    )
+
+
+def _landing_files(landing: Path) -> list[dict[str, str]]:
+    """Every scheduler and telemetry export in `landing`: its file name, cluster, format and
+    sha256."""
+    return [
+        {"file": export.name, "cluster": export.cluster, "format": export.format.name,
+         "sha256": export.sha256()}
+        for area in ("scheduler", "telemetry")
+        for export in discover(landing, area)
+    ]  # fmt: skip
+
+
+@report_asset(
     deps=[
         "charge_lines",
         "tenant_month",
@@ -50,9 +76,6 @@ GROUP = "reports"
         "month_trends",
         "demand_forecast",
     ],  # fmt: skip
-    partitions_def=monthly_partition,
-    backfill_policy=single_run,
-    group_name=GROUP,
     kinds={"excel"},
 )
 def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
@@ -73,16 +96,10 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
         )
         name = f"chargeback-{run.month.label}.xlsx"
         out = staged_report(context, run, name)
-        landing = run.folders.landing
-        inputs = [
-            {"file": export.name, "cluster": export.cluster, "format": export.format.name,
-             "sha256": export.sha256()}
-            for area in ("scheduler", "telemetry")
-            for export in discover(landing, area)
-        ]  # fmt: skip
         summary = write_chargeback_workbook(
             run.con, run.month.first_day, parameters, out,
-            inputs=inputs, catalog_version=catalog_version(run.folders.catalog),
+            inputs=_landing_files(run.folders.landing),
+            catalog_version=catalog_version(run.folders.catalog),
         )  # fmt: skip
         published = run.folders.reports / run.month.label / name
         context.add_output_metadata(
@@ -108,13 +125,7 @@ def staged_report(context: dg.AssetExecutionContext, run: MonthRun, name: str) -
     return month_staging(run.folders.reports, label, run.run_id) / name
 
 
-@dg.asset(
-    deps=["charge_lines"],
-    partitions_def=monthly_partition,
-    backfill_policy=single_run,
-    group_name=GROUP,
-    kinds={"csv"},
-)
+@report_asset(deps=["charge_lines"], kinds={"csv"})
 def focus_export(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """`<reports>/YYYY-MM/focus-YYYY-MM.csv`: one row per charge line in FinOps FOCUS columns
     (BilledCost, EffectiveCost, ListCost, ConsumedQuantity/Unit, Charge/BillingPeriodStart/End,
@@ -127,13 +138,7 @@ def focus_export(context: dg.AssetExecutionContext, chargeback: ChargebackResour
     return materialize_months(context, chargeback, step)
 
 
-@dg.asset(
-    deps=["user_efficiency", "catalog_tenants"],
-    partitions_def=monthly_partition,
-    backfill_policy=single_run,
-    group_name=GROUP,
-    kinds={"csv"},
-)
+@report_asset(deps=["user_efficiency", "catalog_tenants"], kinds={"csv"})
 def notices_export(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """`<reports>/YYYY-MM/notices-YYYY-MM.csv`: one row per user whose jobs held GPUs idle or
     zombie for more than settings.yaml notice_idle_gpu_hours in the month, with the address to
@@ -152,7 +157,7 @@ _MANIFEST_TABLES = (
 )  # fmt: skip
 
 
-@dg.asset(
+@report_asset(
     # every report of the month: they must be in the staging folder before it is published
     deps=[
         chargeback_workbook,
@@ -162,9 +167,6 @@ _MANIFEST_TABLES = (
         "organisation_page",
         "data_quality",
     ],  # fmt: skip
-    partitions_def=monthly_partition,
-    backfill_policy=single_run,
-    group_name=GROUP,
     kinds={"json"},
 )
 def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
@@ -188,13 +190,10 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
                 month,
             ).fetchall()
         }  # fmt: skip
-        landing = run.folders.landing
         inputs = [
-            {"file": export.name, "cluster": export.cluster, "format": export.format.name,
-             "sha256": export.sha256(), **counts.get(export.name, {})}
-            for area in ("scheduler", "telemetry")
-            for export in discover(landing, area)
-        ]  # fmt: skip
+            {**landed, **counts.get(landed["file"], {})}
+            for landed in _landing_files(run.folders.landing)
+        ]
         published = run.folders.reports / run.month.label
         folder = month_staging(run.folders.reports, run.month.label, context.run.run_id)
         carry_over(published, folder)

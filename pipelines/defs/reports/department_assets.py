@@ -4,14 +4,12 @@ billing month, and the organisation page over every department."""
 import dagster as dg
 
 from pipelines.defs.monthly import MonthRun, materialize_months
-from pipelines.defs.partitions import monthly_partition, single_run
-from pipelines.defs.reports.assets import staged_report
+from pipelines.defs.reports.assets import report_asset, staged_report
 from pipelines.defs.resources import ChargebackResource
 from pipelines.reports.department_reports import write_department_reports, write_organisation_page
 from pipelines.reports.exports import report_parameters
 from pipelines.reports.pdf import CHROMIUM_ENV, find_chromium
 
-GROUP = "reports"
 PAGE_TABLES = [
     "charge_lines", "tenant_month", "job_usage", "cost_views", "quota_compliance",
     "utilization_daily",
@@ -32,13 +30,7 @@ def _chromium(context: dg.AssetExecutionContext, run: MonthRun) -> str | None:
     return chromium
 
 
-@dg.asset(
-    deps=PAGE_TABLES,
-    partitions_def=monthly_partition,
-    backfill_policy=single_run,
-    group_name=GROUP,
-    kinds={"html", "pdf", "excel"},
-)
+@report_asset(deps=PAGE_TABLES, kinds={"html", "pdf", "excel"})
 def department_reports(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """One page and one workbook per department and billing month, for its business owner:
     `<reports>/YYYY-MM/departments/<slug>.html` (self-contained: spend vs budget, waste by
@@ -63,13 +55,7 @@ def department_reports(context: dg.AssetExecutionContext, chargeback: Chargeback
     return materialize_months(context, chargeback, step)
 
 
-@dg.asset(
-    deps=PAGE_TABLES,
-    partitions_def=monthly_partition,
-    backfill_policy=single_run,
-    group_name=GROUP,
-    kinds={"html", "pdf"},
-)
+@report_asset(deps=PAGE_TABLES, kinds={"html", "pdf"})
 def organisation_page(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """`<reports>/YYYY-MM/chargeback-YYYY-MM.html` (and `.pdf`): the department page over every
     department, summary first, with a table of the departments linking to their pages."""
