@@ -300,8 +300,8 @@ _HALVES = f"""{_series_points("series")}    where r.series_no % 2 = 0
 {_series_points("series")}    where r.series_no % 2 = 1
 """
 
-# The columns of the Parquet file, in order: a select of rows below may have more (`_copy`
-# writes these).
+# The columns of the Parquet file, in order: each select of rows below computes them (among
+# others it carries along), and `_copy` writes these.
 _ROW_COLUMNS = (
     "ts", "node", "gpu_index", "util_pct", "mem_used_mib", "power_w", "source_line", "job_id",
     "gpu_uuid", "gpu_model", "pod", "namespace", "util_metric", "gpu_instance",
