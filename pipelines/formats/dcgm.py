@@ -223,8 +223,11 @@ join series as b
     and a.first_s <= b.last_s and b.first_s <= a.last_s
 """
 
-# The points of the series, one row each (with the series' labels): unnested from raw_series.
-_SERIES_POINTS = """
+
+def _series_points(series: str) -> str:
+    """The points of the series, one row each with the columns of `series` (the table `series`,
+    or a select of it that adds some): unnested from raw_series."""
+    return f"""
     select
         m.* exclude (first_s, last_s),
         unnest(r.points) as point,
@@ -232,8 +235,9 @@ _SERIES_POINTS = """
         r.point_count,
         r.points as series_points
     from raw_series as r
-    join series as m using (series_no)
+    join {series} as m using (series_no)
 """
+
 
 # One row per point, typed: the start of every way to sample rows below; `{points}` is the
 # select of the points. Not materialized: a query reads its points straight from raw_series.
@@ -291,10 +295,18 @@ valued as not materialized (
 
 # The points in two halves of the series, each a pipeline of its own: two threads make and
 # write the rows (one scan of the file's series is one thread, whatever the cores).
-_HALVES = f"""{_SERIES_POINTS}    where r.series_no % 2 = 0
+_HALVES = f"""{_series_points("series")}    where r.series_no % 2 = 0
     union all
-{_SERIES_POINTS}    where r.series_no % 2 = 1
+{_series_points("series")}    where r.series_no % 2 = 1
 """
+
+# The columns of the Parquet file, in order: each select of rows below computes them (among
+# others it carries along), and `_copy` writes these.
+_ROW_COLUMNS = (
+    "ts", "node", "gpu_index", "util_pct", "mem_used_mib", "power_w", "source_line", "job_id",
+    "gpu_uuid", "gpu_model", "pod", "namespace", "util_metric", "gpu_instance",
+    "gpu_instance_slices", "parse_error",
+)  # fmt: skip
 
 # No two series of a GPU overlap in time: every point is a sample row of its own.
 _ROWS_PER_POINT = (
@@ -302,22 +314,10 @@ _ROWS_PER_POINT = (
     + _POINTS.replace("{points}", _HALVES)
     + """
 select
-    ts,
-    node,
-    gpu_index,
+    *,
     case when kind = 'util' then value end as util_pct,
     case when kind = 'mem' then value end as mem_used_mib,
-    case when kind = 'power' then value end as power_w,
-    source_line,
-    job_id,
-    gpu_uuid,
-    gpu_model,
-    pod,
-    namespace,
-    util_metric,
-    gpu_instance,
-    gpu_instance_slices,
-    parse_error
+    case when kind = 'power' then value end as power_w
 from valued
 """
 )
@@ -379,34 +379,20 @@ group by device_key, ts, copy_no
 # there, a row takes the line of its utilisation point and the least labels of its points,
 # which are its device's series' least.
 _ALIGNED_ROWS = (
-    """with devices as (
+    """with labelled_series as (
     select
-        device_key,
-        min(job_id) as least_job_id,
-        min(gpu_uuid) as least_gpu_uuid,
-        min(gpu_model) as least_gpu_model,
-        min(pod) as least_pod,
-        min(namespace) as least_namespace
+        *,
+        min(job_id) over device as least_job_id,
+        min(gpu_uuid) over device as least_gpu_uuid,
+        min(gpu_model) over device as least_gpu_model,
+        min(pod) over device as least_pod,
+        min(namespace) over device as least_namespace
     from series
-    group by device_key
+    window device as (partition by device_key)
 ),
 
 """
-    + _POINTS.replace(
-        "{points}",
-        """
-    select
-        d.* exclude (device_key),
-        m.* exclude (first_s, last_s),
-        unnest(r.points) as point,
-        generate_subscripts(r.points, 1) as point_no,
-        r.point_count,
-        r.points as series_points
-    from raw_series as r
-    join series as m using (series_no)
-    join devices as d using (device_key)
-""",
-    )
+    + _POINTS.replace("{points}", _series_points("labelled_series"))
     + """,
 
 util_points as (
@@ -454,21 +440,8 @@ side_by_side as (
 )
 
 select
+    *,
     make_timestamp(round(u_epoch_s * 1e6)::bigint) as ts,
-    node,
-    gpu_index,
-    util_pct,
-    mem_used_mib,
-    power_w,
-    source_line,
-    job_id,
-    gpu_uuid,
-    gpu_model,
-    pod,
-    namespace,
-    util_metric,
-    gpu_instance,
-    gpu_instance_slices,
     null::varchar as parse_error
 from side_by_side
 where
@@ -598,6 +571,7 @@ def to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
 
 def _copy(con: duckdb.DuckDBPyConnection, rows: str, mig: bool, out: Path, params: dict) -> int:
     """Write the sample rows of the select `rows` (of a MIG GPU: its GPU's rows) to `out`."""
+    rows = f"select {', '.join(_ROW_COLUMNS)} from ({rows})"
     sql = _MIG_GPU_ROWS.format(rows=rows) if mig else rows
     copy = f"copy ({sql}) to '{_quoted(out)}' (format parquet, compression snappy)"
     return con.execute(copy, bind(sql, params)).fetchone()[0]

@@ -27,10 +27,9 @@ from pathlib import Path
 
 from pipelines.catalog import ClusterSettings
 from pipelines.formats import ExportFormat
-from pipelines.formats.slurm import numbered_lines
+from pipelines.formats.slurm import mostly_fit, numbered_lines, sniffed_lines
 
 _COUNT = re.compile(r"[0-9]+")
-_SNIFF_LINES = 50
 
 
 def _names(text: str) -> list[str]:
@@ -134,16 +133,13 @@ def _rows(
 def sniff(path: Path, head: str) -> bool:
     """A `|`-separated file whose first line is sacctmgr's header of associations (Account,
     GrpTRES) or QOS (Name, GrpTRES), and whose other lines mostly have its width."""
-    lines = head.split("\n")
-    if len(lines) > 1 and not head.endswith("\n"):
-        lines = lines[:-1]  # cut off at 64 KiB: the last line is partial
-    sample = [line.rstrip("\r") for line in lines if line.strip()][:_SNIFF_LINES]
+    sample = sniffed_lines(head)
     if not sample or "|" not in sample[0] or _source(_names(sample[0])) is None:
         return False
     width = len(_names(sample[0]))
     records = [line.split("|") for line in sample[1:]]
     good = [f for f in records if len(f) == width or (len(f) == width + 1 and f[-1] == "")]
-    return len(good) * 2 > len(records) if records else True
+    return mostly_fit(len(good), len(records))
 
 
 FORMAT = ExportFormat(

@@ -288,10 +288,7 @@ def sniff(path: Path, head: str) -> bool:
     A headerless file's width is checked against the configured order line by line when it is
     read (a wrong width is a parse error per row), since the sniffer does not know the cluster.
     """
-    lines = head.split("\n")
-    if len(lines) > 1 and not head.endswith("\n"):
-        lines = lines[:-1]  # cut off at 64 KiB: the last line is partial
-    sample = [line.rstrip("\r").split("|") for line in lines if line.strip()][:_SNIFF_LINES]
+    sample = [line.split("|") for line in sniffed_lines(head)]
     if not sample:
         return False
     if _is_header(sample[0]):
@@ -306,13 +303,26 @@ def sniff(path: Path, head: str) -> bool:
         width, jobid, records = widths.most_common(1)[0][0], 0, sample
         if width < len(REQUIRED_FIELDS):
             return False
-    # a malformed line or two among them is a parse error of its own, not a reason to refuse
     good = [
         fields
         for fields in records
         if len(fields) == width and JOB_ID.fullmatch(fields[jobid].strip())
     ]
-    return len(good) * 2 > len(records) if records else True
+    return mostly_fit(len(good), len(records))
+
+
+def sniffed_lines(head: str) -> list[str]:
+    """The first _SNIFF_LINES non-blank lines of a sniffed head, without their carriage returns."""
+    lines = head.split("\n")
+    if len(lines) > 1 and not head.endswith("\n"):
+        lines = lines[:-1]  # cut off at 64 KiB: the last line is partial
+    return [line.rstrip("\r") for line in lines if line.strip()][:_SNIFF_LINES]
+
+
+def mostly_fit(fitting: int, records: int) -> bool:
+    """Whether more than half of a sniffed head's records fit the format (a header alone does):
+    a malformed line or two among them is a parse error of its own, not a reason to refuse."""
+    return fitting * 2 > records if records else True
 
 
 FORMAT = ExportFormat(
