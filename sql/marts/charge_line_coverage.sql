@@ -7,19 +7,7 @@
 -- now (it says what the figures rest on, not what was billed).
 --   measured_share_pct  100 × measured_gpu_hours / gpu_hours (NULL without GPU time)
 -- Parameters: $billing_month.
-with jobs as (
-    select
-        cluster,
-        job_id,
-        gpu_model,
-        sum(measured_units)::hugeint as measured_units,
-        sum(allocated_units)::hugeint as allocated_units
-    from job_time_buckets
-    where billing_month = $billing_month
-    group by all
-),
-
-billed as (
+with billed as (
     select
         c.tenant_id, c.cluster, c.gpu_model, c.unit_price, c.job_id, 'usage' as charge_type,
         c.gpu_units as units
@@ -39,7 +27,10 @@ measured as (
         coalesce(b.units::hugeint * j.measured_units // nullif(j.allocated_units, 0), 0)
             as measured_units
     from billed as b
-    left join jobs as j using (cluster, job_id, gpu_model)
+    -- job_time_buckets' grain is the job × GPU model of a month: nothing to sum
+    left join job_time_buckets as j
+        on j.billing_month = $billing_month and j.cluster = b.cluster and j.job_id = b.job_id
+        and j.gpu_model = b.gpu_model
 )
 
 select

@@ -1,16 +1,10 @@
 -- One row per exported GPU allocation record (job × node × GPU index), typed, with the reason it
 -- is rejected (NULL when valid). Grain: cluster × file × line.
 with typed as (
+    -- the raw row, gpu_index typed: its text stays for the reject reason
     select
-        cluster,
-        file,
-        line,
-        raw,
-        parse_error,
-        job_id,
-        node,
-        gpu_index as gpu_index_text,
-        try_cast(gpu_index as integer) as gpu_index
+        * replace (try_cast(gpu_index as integer) as gpu_index),
+        gpu_index as gpu_index_text
     from raw_allocations
 )
 

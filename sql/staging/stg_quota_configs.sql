@@ -12,36 +12,17 @@
 --                     configures none: an association listing QOS, a LocalQueue, ...)
 -- Workload times become naive UTC. Written as raw_quotas by pipelines/defs/ingest/loading.py.
 with typed as (
+    -- the raw row, GPU counts and times typed: their text stays for the reject reasons
     select
-        cluster,
-        file,
-        line,
-        raw,
-        parse_error,
-        source,
-        object_kind,
-        object_name,
-        account,
-        "user",
-        partition,
-        qos,
-        target,
-        cohort,
-        flavor,
-        gpu_model,
+        * replace (
+            try_cast(guaranteed_gpus as decimal(18, 3)) as guaranteed_gpus,
+            try_cast(limit_gpus as decimal(18, 3)) as limit_gpus
+        ),
         guaranteed_gpus as guaranteed_text,
         limit_gpus as limit_text,
-        try_cast(guaranteed_gpus as decimal(18, 3)) as guaranteed_gpus,
-        try_cast(limit_gpus as decimal(18, 3)) as limit_gpus,
-        created_time,
-        quota_reserved_time,
-        admitted_time,
         to_utc(created_time, 'UTC') as created_at,
         to_utc(quota_reserved_time, 'UTC') as quota_reserved_at,
-        to_utc(admitted_time, 'UTC') as admitted_at,
-        admitted_queue,
-        owner_kind,
-        owner_uid
+        to_utc(admitted_time, 'UTC') as admitted_at
     from raw_quotas
 ),
 
