@@ -484,6 +484,18 @@ def dataset(
     return root, summary
 
 
+def measured_dataset(args, days: int) -> tuple[Path, dict, dict]:
+    """The generated data of the command line's parameters over `days` (see `dataset`), its
+    size printed, and the settings every measurement on it takes."""
+    root, summary = dataset(args.work, args.gpus, days, args.interval_s, args.jobs)
+    print(
+        f"{args.gpus:,} GPUs x {days} days x {args.interval_s} s: "
+        f"{summary['telemetry_rows']:,} samples, {summary['jobs']:,} jobs",
+        flush=True,
+    )
+    return root, summary, {"root": str(root), "memory_limit": args.memory_limit}
+
+
 def compare_with_pandas(root: Path, pandas_out: Path) -> dict:
     """Per-job measured ms and util-weighted ms of the pipeline (job_sample_time) vs pandas."""
     import duckdb
@@ -572,14 +584,8 @@ def small_check(args) -> dict:
 def mode_month(args) -> dict:
     days = int(args.days)
     section: dict[str, Any] = {"small_check": small_check(args)} if not args.no_check else {}
-    root, summary = dataset(args.work, args.gpus, days, args.interval_s, args.jobs)
+    root, summary, cfg = measured_dataset(args, days)
     logs = root / "logs"
-    print(
-        f"{args.gpus} GPUs x {days} days x {args.interval_s} s: "
-        f"{summary['telemetry_rows']:,} samples, {summary['jobs']:,} jobs",
-        flush=True,
-    )
-    cfg = {"root": str(root), "memory_limit": args.memory_limit}
     month = measure("month", logs, **cfg, trace_sql=args.trace_sql)
     lower = measure("lower_bound", logs, **cfg)
     attribution = measure(
@@ -784,14 +790,8 @@ def _linearity(points: list[dict], key: str) -> dict:
 
 def mode_per_day(args) -> dict:
     days = int(args.days)
-    root, summary = dataset(args.work, args.gpus, days, args.interval_s, args.jobs)
+    root, summary, cfg = measured_dataset(args, days)
     logs = root / "logs"
-    print(
-        f"{args.gpus:,} GPUs x {days} days x {args.interval_s} s: "
-        f"{summary['telemetry_rows']:,} samples, {summary['jobs']:,} jobs",
-        flush=True,
-    )
-    cfg = {"root": str(root), "memory_limit": args.memory_limit}
     # --upstream-only: just what attribution needs (the telemetry rollup and job_gpu_hours)
     select = ["job_gpu_hours", "sample_file_counts"] if args.upstream_only else None
     month = measure(

@@ -167,6 +167,28 @@ def _kueue_labels(queue: str) -> dict[str, str]:
     return {"kueue.x-k8s.io/managed": "true", "kueue.x-k8s.io/queue-name": queue}
 
 
+def _training_pod(pod, names, namespace, submit, runtime, pool, job, **kw) -> Pod:
+    """The first pod of training ``job``, queued by Kueue in the namespace's LocalQueue; one
+    Kueue preempted names the pod that took its place."""
+    queue = f"lq-{namespace}"
+    labels = {**_kueue_labels(queue), **kw.pop("labels", {})}
+    return pod(
+        "train",
+        namespace,
+        submit,
+        runtime,
+        pool,
+        name=f"{job}-0-{names.suffix()}",
+        container="trainer",
+        queue=queue,
+        priority=100,
+        priority_class="training",
+        preemptor_uid=names.uid() if kw.get("reason") == "KueuePreempted" else "",
+        labels=labels,
+        **kw,
+    )
+
+
 TRAIN_NAMESPACES = (("genai-train", 45), ("fraud-ml", 30), ("nlp-finetune", 25))
 TRAIN_OUTCOMES = {
     # state, reason, exit code: weight
@@ -290,26 +312,22 @@ def _requests(rnd: random.Random, layout: Layout, kl: KubeLayout) -> list[Pod]:
         profile = UNDERUSED if whole >= 4 and draw < 0.05 else LOW if draw < 0.12 else PRODUCTIVE
         job = f"{namespace.split('-')[0]}-{rnd.choice(('pretrain', 'sft', 'eval', 'sweep'))}"
         job += f"-{names.suffix(4)}"
-        pod(
-            "train",
+        _training_pod(
+            pod,
+            names,
             namespace,
             submit,
             runtime,
             pool,
+            job,
             whole=whole,
             state=state,
             reason=reason,
             exit_code=exit_code,
             profile=profile,
             user=rnd.choice(users),
-            name=f"{job}-0-{names.suffix()}",
-            container="trainer",
             image=f"registry.example.com/{namespace}/trainer:1.{rnd.randint(0, 9)}",
-            queue=f"lq-{namespace}",
-            priority=100,
-            priority_class="training",
-            preemptor_uid=names.uid() if reason == "KueuePreempted" else "",
-            labels={**_kueue_labels(f"lq-{namespace}"), "app.kubernetes.io/name": job},
+            labels={"app.kubernetes.io/name": job},
         )
 
     if "MIG" in pools:
@@ -451,25 +469,20 @@ def _special_pods(pod, names, rnd, users, layout: Layout, kl: KubeLayout) -> Non
     m0, day = layout.month_start, 86400
 
     def train(submit, hours, whole, state="COMPLETED", reason=None, code=0, name="special"):
-        return pod(
-            "train",
+        return _training_pod(
+            pod,
+            names,
             "genai-train",
             submit,
             int(hours * 3600),
             "H100",
+            name,
             whole=whole,
             state=state,
             reason=reason,
             exit_code=code,
             user=users[0],
-            name=f"{name}-0-{names.suffix()}",
-            container="trainer",
             image="registry.example.com/genai-train/trainer:1.7",
-            queue="lq-genai-train",
-            priority=100,
-            priority_class="training",
-            preemptor_uid=names.uid() if reason == "KueuePreempted" else "",
-            labels=_kueue_labels("lq-genai-train"),
         )
 
     train(m0 + 2 * day + 9 * 3600, 5, 2, "OUT_OF_MEMORY", "OOMKilled", 137, "genai-sft-oom")

@@ -166,20 +166,32 @@ def _new_job(rnd: random.Random, submit: int, account: Account, users: dict, lay
     runtime, exit_code = _apply_outcome(rnd, state, runtime, limit)
     if state == "TIMEOUT" and profile == PRODUCTIVE and rnd.random() < 0.5:
         profile = HUNG  # most time-outs are jobs that stopped making progress
-    return Job(
+    return _drawn_job(
+        rnd,
+        users,
+        account.name,
+        queue,
         submit=submit,
-        account=account.name,
-        user=rnd.choice(users[account.name]),
-        queue=queue,
-        qos=_qos(rnd, queue),
         gpu_model=model,
         gpus=gpus,
         runtime=runtime,
         state=state,
         exit_code=exit_code,
         profile=profile,
-        patience=rnd.randint(600, 7200) if queue == "interactive" else None,
         time_limit=limit,
+    )
+
+
+def _drawn_job(rnd: random.Random, users: dict, account: str, queue: str, **request) -> Job:
+    """A job the account submits to the queue, drawn in this order: which of the account's
+    users, the QoS and, on the interactive queue, how long the user waits for it to start."""
+    return Job(
+        account=account,
+        user=rnd.choice(users[account]),
+        queue=queue,
+        qos=_qos(rnd, queue),
+        patience=rnd.randint(600, 7200) if queue == "interactive" else None,
+        **request,
     )
 
 
@@ -413,19 +425,18 @@ def _mig_jobs(rnd: random.Random, users: dict, layout: Layout) -> list[Job]:
                 profile_code = _profile(rnd, queue, 1, A100)
             runtime, exit_code = _apply_outcome(rnd, state, runtime, limit)
             jobs.append(
-                Job(
+                _drawn_job(
+                    rnd,
+                    users,
+                    account,
+                    queue,
                     submit=submit,
-                    account=account,
-                    user=rnd.choice(users[account]),
-                    queue=queue,
-                    qos=_qos(rnd, queue),
                     gpu_model=A100,
                     gpus=1,
                     runtime=runtime,
                     state=state,
                     exit_code=exit_code,
                     profile=profile_code,
-                    patience=rnd.randint(600, 7200) if queue == "interactive" else None,
                     time_limit=limit,
                     partition=partitions[profile],
                 )

@@ -44,11 +44,7 @@ def _check_rollup_format(con, files: list[str], label: str) -> None:
     """Days rolled up by an earlier release lack columns attribution reads (the join keys
     series_key and hour, the idle-run label run) and the sums per series-hour: name them,
     instead of a DuckDB binder error."""
-    old = [path for (path,) in con.execute(
-        "select file_name from parquet_schema($files) group by file_name "
-        "having count(*) filter (list_contains($columns, name)) < len($columns) order by 1",
-        {"files": files, "columns": list(ROLLUP_COLUMNS_ADDED)},
-    ).fetchall()]  # fmt: skip
+    old = _files_without(con, files, ROLLUP_COLUMNS_ADDED)
     if old:
         _stop_on_old_rollups(label, old, f"without the columns {', '.join(ROLLUP_COLUMNS_ADDED)}")
 
@@ -63,11 +59,7 @@ HOURS_COLUMNS_ADDED = (
 def _check_memory_power_sums(con, hour_files: list[str], label: str) -> None:
     """Days rolled up before the hours files carried memory and power sums would leave the
     whole hours of their jobs without memory or energy (too little, silently): name them."""
-    old = [path for (path,) in con.execute(
-        "select file_name from parquet_schema($files) group by file_name "
-        "having count(*) filter (list_contains($columns, name)) < len($columns) order by 1",
-        {"files": hour_files, "columns": list(HOURS_COLUMNS_ADDED)},
-    ).fetchall()]  # fmt: skip
+    old = _files_without(con, hour_files, HOURS_COLUMNS_ADDED)
     if old:
         _stop_on_old_rollups(label, old, "without the sums of memory and power per hour")
 
@@ -83,6 +75,15 @@ def _check_exact_hour_sums(con, hour_files: list[str], label: str) -> None:
     ).fetchall()]  # fmt: skip
     if old:
         _stop_on_old_rollups(label, old, "utilisation summed as a double")
+
+
+def _files_without(con, files: list[str], columns: tuple[str, ...]) -> list[str]:
+    """The Parquet files among `files` that lack one of `columns` or more, in path order."""
+    return [path for (path,) in con.execute(
+        "select file_name from parquet_schema($files) group by file_name "
+        "having count(*) filter (list_contains($columns, name)) < len($columns) order by 1",
+        {"files": files, "columns": list(columns)},
+    ).fetchall()]  # fmt: skip
 
 
 def _stop_on_old_rollups(label: str, paths: list[str], why: str) -> None:
