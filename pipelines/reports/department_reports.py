@@ -6,9 +6,8 @@ organisation page `chargeback-YYYY-MM.html` (and PDF) over every department.
 
 from __future__ import annotations
 
-import datetime as dt
 import pathlib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import duckdb
 
@@ -40,22 +39,28 @@ def write_department_reports(
     folder.mkdir(parents=True, exist_ok=True)
     written: set[str] = set()
     counts = {"departments": 0, "tenants": 0, "charge_lines": 0, "job_lines": 0, "pdfs": 0}
-    pages: list[tuple[str, pathlib.Path]] = []  # printed once all are written
-    for department in departments(con, month.first_day):
-        html_path = folder / f"{department.slug}.html"
-        page = _write_page(con, month, department, parameters, html_path, page_size)
-        written.add(html_path.name)
-        pages.append((page, html_path.with_suffix(".pdf")))
-        xlsx_path = folder / f"{department.slug}.xlsx"
-        summary = write_department_workbook(con, month, department, parameters, xlsx_path)
-        written.add(xlsx_path.name)
-        counts["departments"] += 1
-        counts["pdfs"] += int(chromium is not None)
-        counts["tenants"] += summary["tenants"]
-        counts["charge_lines"] += summary["charge_lines"]
-        counts["job_lines"] += summary["job_lines"]
-    if chromium is not None:
-        written |= {pdf.name for pdf in _print_pages(chromium, pages, period_end(month.first_day))}
+    stamp = period_end(month.first_day)
+    # Each page is printed while the next workbooks are written: a print is mostly Chromium
+    # starting up on one core, a workbook is Python on the other. Two prints at a time at most.
+    with ThreadPoolExecutor(max_workers=2) as printer:
+        printing: list[Future[pathlib.Path]] = []
+        for department in departments(con, month.first_day):
+            html_path = folder / f"{department.slug}.html"
+            page = _write_page(con, month, department, parameters, html_path, page_size)
+            written.add(html_path.name)
+            if chromium is not None:
+                pdf_path = html_path.with_suffix(".pdf")
+                printing.append(printer.submit(print_pdf, chromium, page, pdf_path, stamp))
+            xlsx_path = folder / f"{department.slug}.xlsx"
+            summary = write_department_workbook(con, month, department, parameters, xlsx_path)
+            written.add(xlsx_path.name)
+            counts["departments"] += 1
+            counts["pdfs"] += int(chromium is not None)
+            counts["tenants"] += summary["tenants"]
+            counts["charge_lines"] += summary["charge_lines"]
+            counts["job_lines"] += summary["job_lines"]
+        # the first page that failed, in the departments' order, stops the run
+        written |= {future.result().name for future in printing}
     # (a PDF of an earlier run when this one has no Chromium too: it would not match its page)
     for stale in sorted(folder.iterdir()):
         if (
@@ -82,15 +87,6 @@ def write_organisation_page(
         return [html_path.name]
     pdf = print_pdf(chromium, page, html_path.with_suffix(".pdf"), period_end(month.first_day))
     return sorted([html_path.name, pdf.name])
-
-
-def _print_pages(
-    chromium: str, pages: list[tuple[str, pathlib.Path]], stamp: dt.datetime
-) -> list[pathlib.Path]:
-    """Print each (page, PDF path), two Chromiums at a time: a print is mostly Chromium
-    starting up, on one core. The first page that fails stops it, as one by one."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(lambda job: print_pdf(chromium, job[0], job[1], stamp), pages))
 
 
 def _write_page(
