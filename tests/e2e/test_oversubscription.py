@@ -5,6 +5,7 @@ import datetime as dt
 import duckdb
 import pytest
 
+from pipelines.defs.resources import prepare_connection
 from pipelines.sql import run
 from tests.conftest import materialize_month, write
 from tests.e2e.test_tiny_month import ALLOCATIONS, build_tiny_month
@@ -36,7 +37,8 @@ def test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path):
     assert not (tmp_path / "reports/2026-11/chargeback-2026-11.xlsx").exists()
     # nor the warehouse committed: the failed run's tables are kept aside to look into
     assert not (tmp_path / "warehouse.duckdb").exists()
-    con = duckdb.connect(str(tmp_path / FAILED), read_only=True)
+    # the checks use the project's macros: each connection creates its own (temporary ones)
+    con = prepare_connection(duckdb.connect(str(tmp_path / FAILED), read_only=True))
     try:
         assert con.execute(
             "select subject, value from data_quality where category = 'overlapping_allocations'"
@@ -73,7 +75,8 @@ def test_a_table_rebuilt_on_its_own_checks_its_months(tmp_path):
 
 def test_the_check_names_the_gpu_and_the_jobs_that_overlapped(tmp_path):
     test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path)
-    con = duckdb.connect(str(tmp_path / FAILED), read_only=True)
+    # the checks use the project's macros: each connection creates its own (temporary ones)
+    con = prepare_connection(duckdb.connect(str(tmp_path / FAILED), read_only=True))
     try:
         rows = run(con, "checks/gpus_never_oversubscribed", {"billing_month": "2026-11-01"})
         assert rows.fetchall() == [
