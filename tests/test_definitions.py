@@ -132,6 +132,42 @@ def test_each_table_declares_exactly_the_tables_it_reads():
             assert {key.to_user_string() for key in parents} == expected, table.name
 
 
+# the sql/reports files each report asset's writer reads (pipelines/reports/)
+_PAGE_QUERIES = [
+    "departments", "department_tenants", "department_quota", "department_daily",
+    "department_daily_from_jobs", "department_top_jobs", "charge_lines", "job_lines",
+    "cost_views", "users", "telemetry_coverage", "currencies", "tenants",
+]  # fmt: skip
+REPORT_QUERIES = {
+    "chargeback_workbook": [
+        "data_quality", "charge_lines", "tenants", "job_lines", "capacity_buckets", "rejects",
+        "quota_compliance", "quota_drift", "queue_stats", "submission_stats", "failure_stats",
+        "availability", "incidents", "capacity_evidence", "daily_capacity", "cost_views",
+        "users", "month_trends", "demand_forecast", "amount_by_charge_type", "cluster_cost",
+        "telemetry_coverage", "currencies",
+    ],
+    "department_reports": _PAGE_QUERIES,
+    "organisation_page": _PAGE_QUERIES,
+    "focus_export": ["focus_charges"],
+    "notices_export": ["notices"],
+}  # fmt: skip
+
+
+def test_each_report_waits_for_every_table_its_queries_read():
+    """A report built before a table it reads, in the same run, would show that table's
+    previous run: every table its queries read is one of its asset's parents."""
+    from pipelines.reports.finance_workbook import AUDIT_TABLES
+
+    graph = defs.resolve_asset_graph()
+    for report, files in REPORT_QUERIES.items():
+        read = {name for file in files
+                for name in tables_read((SQL_DIR / f"reports/{file}.sql").read_text())}  # fmt: skip
+        if report == "chargeback_workbook":
+            read |= set(AUDIT_TABLES)  # the Audit sheet counts their rows
+        parents = {key.to_user_string() for key in graph.get(dg.AssetKey(report)).parent_keys}
+        assert (read & TABLES) - parents == set(), report
+
+
 def test_every_asset_is_monthly_but_the_telemetry_rollup_and_backfills_in_one_run():
     graph = defs.resolve_asset_graph()
     for key in graph.get_all_asset_keys():

@@ -75,6 +75,13 @@ def _landing_files(landing: Path) -> list[dict[str, str]]:
         "utilization_daily",
         "month_trends",
         "demand_forecast",
+        "charge_line_coverage",
+        "cost_pools",
+        "quota_drift",
+        "telemetry_coverage",
+        "user_efficiency",
+        "stg_jobs",  # the Audit sheet's row counts
+        "job_gpu_hours",
     ],  # fmt: skip
     kinds={"excel"},
 )
@@ -125,7 +132,7 @@ def staged_report(context: dg.AssetExecutionContext, run: MonthRun, name: str) -
     return month_staging(run.folders.reports, label, run.run_id) / name
 
 
-@report_asset(deps=["charge_lines"], kinds={"csv"})
+@report_asset(deps=["charge_lines", "charge_line_coverage"], kinds={"csv"})
 def focus_export(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """`<reports>/YYYY-MM/focus-YYYY-MM.csv`: one row per charge line in FinOps FOCUS columns
     (BilledCost, EffectiveCost, ListCost, ConsumedQuantity/Unit, Charge/BillingPeriodStart/End,

@@ -11,8 +11,8 @@ from pipelines.reports.exports import report_parameters
 from pipelines.reports.pdf import CHROMIUM_ENV, find_chromium
 
 PAGE_TABLES = [
-    "charge_lines", "tenant_month", "job_usage", "cost_views", "quota_compliance",
-    "utilization_daily",
+    "charge_lines", "charge_line_coverage", "tenant_month", "job_usage", "cost_views",
+    "quota_compliance", "utilization_daily", "telemetry_coverage", "user_efficiency",
 ]  # fmt: skip
 
 
