@@ -192,6 +192,12 @@ def _candidate_starts(
     return sorted(t + latency for t in times)
 
 
+# candidate instants tried one by one before the free gaps are worked out: any number gives
+# the same placements (1, 2, 4 and 8 took the same time on the demo's three months, within this
+# machine's noise)
+_TRIED_ONE_BY_ONE = 4
+
+
 def _fit_one_node(
     job: Job, gpus: dict, pool: Sequence[str], starts: list[int]
 ) -> tuple[int, list[tuple[str, int]]]:
@@ -216,12 +222,6 @@ def _fit_one_node(
     return start, [(node, i) for i in indices]
 
 
-# candidate instants tried one by one before the free gaps are worked out: any number gives
-# the same placements (1, 2, 4 and 8 took the same time on the demo's three months, within this
-# machine's noise)
-_TRIED_ONE_BY_ONE = 4
-
-
 def _fits_at(job: Job, devices: list, start: int) -> list[tuple[int, str, list[int]]]:
     """The nodes that can hold the job from ``start``: (free GPUs, node, the GPUs it takes)."""
     end = start + job.runtime
@@ -244,8 +244,6 @@ def _first_fit(job: Job, node_gpus: list[_Gpu], starts: list[int]) -> int | None
     one of its gaps [end of an interval, start of the next - runtime]: each gap is a run of
     candidate indices, and the answer is the first index that enough runs cover."""
     runtime = job.runtime
-    if runtime <= 0:  # the gaps below need a run of some length; a zero run: one by one
-        return next((k for k, s in enumerate(starts) if _fits_at(job, [("", node_gpus)], s)), None)
     first_start, last = starts[0], len(starts) - 1
     events = []  # (candidate index, +1 a gap begins / -1 it has ended)
     for gpu in node_gpus:

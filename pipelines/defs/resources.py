@@ -63,8 +63,9 @@ def prepare_connection(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnect
     """UTC session time and the project's SQL macros: what every SQL file expects.
 
     The macros are temporary, the connection's own: created in the warehouse they were
-    rewritten to its file at each of a run's ~50 connections (0.2 s a connection on the demo
-    warehouse against 0.07 s), and a warehouse of an earlier release would keep old ones."""
+    rewritten to its file at each of a run's ~50 connections (0.20-0.24 s a connection on the
+    demo warehouse against 0.09-0.11 s, connecting included), and a warehouse of an earlier
+    release would keep old ones."""
     con.execute("set TimeZone = 'UTC'")
     # a table missing from the warehouse is an error naming it, not a Python variable of the
     # calling module that happens to have its name (DuckDB's replacement scans)
