@@ -4,7 +4,8 @@ Generates a month of DCGM exporter data for `--gpus` GPUs (8 per node) sampled e
 seconds as Prometheus would return it, one `/api/v1/query_range` body per day and metric
 (`per-metric`, the usual export: one query per metric) or per day with all four metrics
 (`combined`), then converts every file with `pipelines.formats.dcgm.to_parquet` as the
-pipeline does (one file after the other, in one process) and prints, per layout:
+pipeline does (in one process, CONVERSION_THREADS files at once: DuckDB parses one JSON body on
+one thread; `--threads 1` gives one file after the other) and prints, per layout:
 
     samples/s   GPU-timestamps converted per second (a sample: one GPU at one timestamp with
                 its four metrics, whichever layout carries them): the issue's measure
@@ -19,6 +20,7 @@ time. The figures are merged into benchmarks/results/latest.json under `dcgm_loa
     .venv/bin/python benchmarks/dcgm_load.py                      # 256 GPUs, 30 days, 60 s
     .venv/bin/python benchmarks/dcgm_load.py --layout combined --days 7
     .venv/bin/python benchmarks/dcgm_load.py --baseline /tmp/old/dcgm.py
+    .venv/bin/python benchmarks/dcgm_load.py --threads 1          # one file after the other
 
 `--baseline FILE` times another copy of the converter module (a dcgm.py of an earlier commit:
 `git show main:pipelines/formats/dcgm.py > /tmp/old/dcgm.py`) on the same files, right before
@@ -37,6 +39,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,6 +50,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 from pipelines.catalog import ClusterSettings  # noqa: E402
+from pipelines.defs.ingest.telemetry import CONVERSION_THREADS  # noqa: E402
 from pipelines.formats import dcgm  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results" / "latest.json"
@@ -157,9 +161,10 @@ def peak_rss_mib() -> int:
     return round(kib / 1024)
 
 
-def convert_all(folder: Path, converter: str | None) -> dict:
+def convert_all(folder: Path, converter: str | None, threads: int) -> dict:
     """In a child process: convert every file of `folder` with `to_parquet` of the current
-    module, or of the module file `converter`."""
+    module, or of the module file `converter`, `threads` files at once (the pipeline converts
+    CONVERSION_THREADS at once)."""
     module = dcgm
     if converter:
         spec = importlib.util.spec_from_file_location("dcgm_baseline", converter)
@@ -168,10 +173,13 @@ def convert_all(folder: Path, converter: str | None) -> dict:
     out = folder / "converted"
     out.mkdir(exist_ok=True)
     files = sorted(folder.glob("dcgm_*.json"))
-    rows = 0
     started, cpu_started = time.perf_counter(), time.process_time()
-    for path in files:
-        rows += module.to_parquet(path, out / f"{path.stem}.parquet", ClusterSettings())
+
+    def convert(path: Path) -> int:
+        return module.to_parquet(path, out / f"{path.stem}.parquet", ClusterSettings())
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        rows = sum(pool.map(convert, files))
     return {
         "seconds": time.perf_counter() - started,
         "cpu_s": time.process_time() - cpu_started,  # all threads of this process
@@ -180,11 +188,11 @@ def convert_all(folder: Path, converter: str | None) -> dict:
     }
 
 
-def measure(folder: Path, info: dict, converter: str | None) -> dict:
+def measure(folder: Path, info: dict, converter: str | None, threads: int) -> dict:
     """Convert the layout's files in a fresh process; its figures."""
     load = os.getloadavg()[0]
     proc = subprocess.run(
-        [sys.executable, __file__, "_convert", str(folder), converter or ""],
+        [sys.executable, __file__, "_convert", str(folder), converter or "", str(threads)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -241,6 +249,12 @@ def main() -> None:
     )
     parser.add_argument("--baseline", type=Path, help="a converter module file to compare with")
     parser.add_argument("--no-save", action="store_true", help="do not write latest.json")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=CONVERSION_THREADS,
+        help=f"files converted at once (default: the pipeline's, {CONVERSION_THREADS} here)",
+    )
     args = parser.parse_args()
 
     layouts = LAYOUTS if args.layout == "both" else (args.layout,)
@@ -254,9 +268,9 @@ def main() -> None:
         )
         result = {**info}
         if args.baseline:
-            result["baseline"] = measure(folder, info, str(args.baseline.resolve()))
+            result["baseline"] = measure(folder, info, str(args.baseline.resolve()), args.threads)
             show("baseline", layout, result["baseline"])
-        result["current"] = measure(folder, info, None)
+        result["current"] = measure(folder, info, None, args.threads)
         show("current", layout, result["current"])
         if args.baseline:
             result["speedup_x"] = round(
@@ -273,6 +287,7 @@ def main() -> None:
                 "gpus": args.gpus,
                 "days": args.days,
                 "step_s": args.step,
+                "threads": args.threads,
                 "target_samples_per_s": 1_000_000,
                 "layouts": results,
             }
@@ -281,7 +296,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_convert":
-        result = convert_all(Path(sys.argv[2]), sys.argv[3] or None)
+        result = convert_all(Path(sys.argv[2]), sys.argv[3] or None, int(sys.argv[4]))
         print("RESULT " + json.dumps(result), flush=True)
     else:
         main()

@@ -23,6 +23,7 @@ import duckdb
 import pytest
 
 from pipelines.catalog import ClusterSettings
+from pipelines.defs.ingest.telemetry import readable_sample_files
 from pipelines.formats import dcgm
 from pipelines.landing import LandingError, discover
 from tests.conftest import materialize_month, query, write
@@ -40,15 +41,21 @@ def at(minute: int) -> dt.datetime:
     return dt.datetime(2026, 11, 1, 0, minute)
 
 
+def samples(out: Path, tmp_path: Path) -> str:
+    """A converted file read as the pipeline reads it: with an empty file of every samples
+    column (a column no series fills is not written)."""
+    files = readable_sample_files(tmp_path / "telemetry", [str(out)])
+    return f"read_parquet({files!r}, union_by_name = true)"
+
+
 def rows_of(path: Path, tmp_path: Path) -> list[tuple]:
     """The converted rows, sorted, and checks the count to_parquet returns."""
     out = tmp_path / "out.partial"  # the pipeline's name for a conversion in progress
     written = dcgm.to_parquet(path, out, UTC)
     rows = duckdb.execute(
         "select ts, node, gpu_index, util_pct, mem_used_mib, power_w, source_line, job_id, "
-        "gpu_uuid, gpu_model, pod, namespace, util_metric from read_parquet(?) "
-        "order by node, gpu_index, ts, source_line",
-        [str(out)],
+        f"gpu_uuid, gpu_model, pod, namespace, util_metric from {samples(out, tmp_path)} "
+        "order by node, gpu_index, ts, source_line"
     ).fetchall()
     assert written == len(rows)
     return rows
@@ -123,6 +130,26 @@ def test_a_memory_only_export_keeps_its_duplicate_and_marks_no_utilisation(tmp_p
         (at(15), "gpu-a01", 0, None, 40961.0, None, 2_000_001, *none),
         (at(30), "gpu-a01", 0, None, None, None, 2_000_002, *none),  # "+Inf" MiB
     ]
+
+
+def test_columns_no_series_fills_are_not_written(tmp_path):
+    """A memory-only file has no utilisation or power column, nor columns of labels it lacks
+    (UUID, model);
+    the combined fixture has the three metrics and its labels, and no MIG instance's."""
+    columns = {}
+    for path in (MEMORY_ONLY, COMBINED):
+        out = tmp_path / f"{path.stem}.parquet"
+        dcgm.to_parquet(path, out, UTC)
+        columns[path] = [name for (name, *_) in duckdb.execute(
+            "describe select * from read_parquet(?)", [str(out)]
+        ).fetchall()]  # fmt: skip
+    assert columns[MEMORY_ONLY] == [
+        "ts", "node", "gpu_index", "mem_used_mib", "source_line", "util_metric", "parse_error",
+    ]  # fmt: skip
+    assert columns[COMBINED] == [
+        "ts", "node", "gpu_index", "util_pct", "mem_used_mib", "power_w", "source_line",
+        "job_id", "gpu_uuid", "gpu_model", "pod", "namespace", "util_metric", "parse_error",
+    ]  # fmt: skip
 
 
 def _mig_series(name: str, gpu: str, values: str, instance: str | None = None,
@@ -253,8 +280,7 @@ def test_points_stamped_before_1970_after_2099_or_in_another_unit_name_their_val
     out = tmp_path / "out.partial"
     dcgm.to_parquet(path, out, UTC)
     rows = duckdb.execute(
-        "select source_line, ts, parse_error from read_parquet(?) order by source_line",
-        [str(out)],
+        f"select source_line, ts, parse_error from {samples(out, tmp_path)} order by source_line"
     ).fetchall()
     assert rows == [
         (1_000_001, at(0), None),

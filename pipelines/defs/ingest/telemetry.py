@@ -352,6 +352,10 @@ def readable_sample_files(telemetry_dir: Path, paths: list[str]) -> list[str]:
     return [*paths, str(_empty_parquet(telemetry_dir / "schema", SAMPLE_SCHEMA))]
 
 
+# Telemetry exports converted at once (`sample_sources`; benchmarks/dcgm_load.py likewise)
+CONVERSION_THREADS = min(4, os.cpu_count() or 1)
+
+
 def sample_sources(landing_dir: Path, telemetry_dir: Path, catalog: Catalog) -> list[dict]:
     """Every telemetry export as a canonical samples file: path, landing file, cluster, and
     file_id, the rollup's integer name for the file, numbered in landing file name order (of
@@ -366,7 +370,7 @@ def sample_sources(landing_dir: Path, telemetry_dir: Path, catalog: Catalog) -> 
     def convert(export: ExportFile) -> Path:
         return _canonical_samples_file(export, telemetry_dir, catalog)
 
-    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=CONVERSION_THREADS) as pool:
         paths = list(pool.map(convert, exports))
     return [
         {
