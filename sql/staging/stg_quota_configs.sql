@@ -29,24 +29,17 @@ with typed as (
 checked as (
     select
         *,
-        case
-            when parse_error is not null then parse_error
-            when guaranteed_text is not null and guaranteed_gpus is null
-                then format('field guaranteed_gpus: ''{}'' is not a GPU count', guaranteed_text)
-            when limit_text is not null and limit_gpus is null
-                then format('field limit_gpus: ''{}'' is not a GPU count', limit_text)
-            when created_time is not null and created_at is null
-                then format('field creationTimestamp: ''{}'' is not a timestamp', created_time)
-            when quota_reserved_time is not null and quota_reserved_at is null
-                then format(
-                    'field QuotaReserved lastTransitionTime: ''{}'' is not a timestamp',
-                    quota_reserved_time
-                )
-            when admitted_time is not null and admitted_at is null
-                then format(
-                    'field Admitted lastTransitionTime: ''{}'' is not a timestamp', admitted_time
-                )
-        end as reject_reason
+        coalesce(
+            parse_error,
+            unparsed('guaranteed_gpus', guaranteed_text, guaranteed_gpus, 'GPU count'),
+            unparsed('limit_gpus', limit_text, limit_gpus, 'GPU count'),
+            unparsed('creationTimestamp', created_time, created_at, 'timestamp'),
+            unparsed(
+                'QuotaReserved lastTransitionTime', quota_reserved_time, quota_reserved_at,
+                'timestamp'
+            ),
+            unparsed('Admitted lastTransitionTime', admitted_time, admitted_at, 'timestamp')
+        ) as reject_reason
     from typed
 ),
 

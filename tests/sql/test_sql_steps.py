@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.defs.ingest.loading import write_node_lists
+from pipelines.defs.ingest.loading import RAW_COLUMNS, write_node_lists
 from pipelines.defs.ingest.telemetry import readable_sample_files, sample_file_spans
 from pipelines.defs.resources import prepare_connection
 from pipelines.sql import bind, create_table, replace_month, run, sql_text
@@ -167,6 +167,44 @@ class TestStgJobRecords:
             ("dump-3", "80_[1-3]", None, 1),
             ("dump-3", "80_2", None, 1),
         ]
+
+
+def test_stg_quota_configs_rejects_the_first_field_that_does_not_type(con):
+    def raw_quota(line, error=None, guaranteed="4", limit="8", created="2026-11-02T09:00:00Z",
+                  reserved=None, admitted=None):  # fmt: skip
+        quota = dict.fromkeys(RAW_COLUMNS["quotas"]) | {
+            "source": "kueue", "guaranteed_gpus": guaranteed, "limit_gpus": limit,
+            "created_time": created, "quota_reserved_time": reserved,
+            "admitted_time": admitted,
+        }  # fmt: skip
+        return {"cluster": "c1", "file": "kueue.json", "line": line, "raw": "raw",
+                "parse_error": error} | quota  # fmt: skip
+
+    rows = [
+        raw_quota(2),
+        raw_quota(3, guaranteed="four", created="yesterday"),  # the guarantee is checked first
+        raw_quota(4, limit="lots"),
+        raw_quota(5, created="yesterday"),
+        raw_quota(6, reserved="2026-11-02T09:00:00Z", admitted="later"),
+        raw_quota(7, reserved="soon"),
+        raw_quota(8, error="field grptres: missing", guaranteed="four"),  # the reader's first
+        raw_quota(9, guaranteed=None, limit=None, created=None),  # nothing given: nothing wrong
+    ]
+    con.register("quota_rows", pa.Table.from_pylist(rows))
+    con.execute("create table raw_quotas as from quota_rows")
+    reasons = con.execute(
+        "select line, reject_reason from (" + _sql("staging/stg_quota_configs") + ") order by 1"
+    ).fetchall()
+    assert reasons == [
+        (2, None),
+        (3, "field guaranteed_gpus: 'four' is not a GPU count"),
+        (4, "field limit_gpus: 'lots' is not a GPU count"),
+        (5, "field creationTimestamp: 'yesterday' is not a timestamp"),
+        (6, "field Admitted lastTransitionTime: 'later' is not a timestamp"),
+        (7, "field QuotaReserved lastTransitionTime: 'soon' is not a timestamp"),
+        (8, "field grptres: missing"),
+        (9, None),
+    ]
 
 
 def _sql(name: str) -> str:
