@@ -65,11 +65,16 @@ def header_of(path: Path) -> list[str]:
     return [name.strip().lower() for name in next(csv.reader([first]), [])]
 
 
-def _has_columns(required: set[str], forbidden: frozenset[str] = frozenset()):
-    """A sniffer: a CSV or Parquet file whose header has `required` and none of `forbidden`."""
+def _has_columns(
+    required: set[str],
+    forbidden: frozenset[str] = frozenset(),
+    suffixes: tuple[str, ...] = (".csv", ".parquet"),
+):
+    """A sniffer: a file named with one of `suffixes` (CSV, Parquet; `.gz` aside) whose header
+    has `required` and none of `forbidden`."""
 
     def sniff(path: Path, head: str) -> bool:
-        if without_gz(path).suffix not in (".csv", ".parquet"):
+        if without_gz(path).suffix not in suffixes:
             return False
         try:
             columns = set(header_of(path))
@@ -369,9 +374,7 @@ FORMATS = [
         area="telemetry",
         kind="samples",
         expected="canonical GPU samples Parquet (ts, node, gpu_index, util_pct, ...)",
-        sniff=lambda path, head: (
-            path.suffix == ".parquet" and _has_columns(_REQUIRED_SAMPLE_COLUMNS)(path, head)
-        ),
+        sniff=_has_columns(_REQUIRED_SAMPLE_COLUMNS, suffixes=(".parquet",)),
         util_metric=CANONICAL_UTIL_METRIC,
     ),
     ExportFormat(
@@ -379,9 +382,7 @@ FORMATS = [
         area="telemetry",
         kind="samples",
         expected="canonical GPU samples CSV (ts, node, gpu_index, util_pct, ...)",
-        sniff=lambda path, head: (
-            without_gz(path).suffix == ".csv" and _has_columns(_REQUIRED_SAMPLE_COLUMNS)(path, head)
-        ),
+        sniff=_has_columns(_REQUIRED_SAMPLE_COLUMNS, suffixes=(".csv",)),
         to_parquet=samples_to_parquet,
         util_metric=CANONICAL_UTIL_METRIC,
     ),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pathlib
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import duckdb
 
@@ -20,16 +21,22 @@ from pipelines.reports.pdf import print_pdf
 from pipelines.reports.period import period_end
 
 
-def write_department_reports(
-    con: duckdb.DuckDBPyConnection,
-    month: BillingMonth,
-    parameters: dict[str, str],
-    folder: pathlib.Path,
-    page_size: str = "A4",
-    chromium: str | None = None,
-) -> dict[str, int]:
-    """Write the page, its PDF (with `chromium`) and the workbook of every department of
-    `month` into `folder`.
+@dataclass(frozen=True)
+class MonthPages:
+    """What a month's pages are rendered from and how they are printed: the warehouse (`con`),
+    the month, the Definitions' `parameters`, the paper (`page_size`: A4, Letter) and the
+    Chromium that prints each page to PDF (None: no PDFs)."""
+
+    con: duckdb.DuckDBPyConnection
+    month: BillingMonth
+    parameters: dict[str, str]
+    page_size: str = "A4"
+    chromium: str | None = None
+
+
+def write_department_reports(pages: MonthPages, folder: pathlib.Path) -> dict[str, int]:
+    """Write the page, its PDF (with `pages.chromium`) and the workbook of every department of
+    `pages.month` into `folder`.
 
     Files of departments that no longer exist in the month are removed, so the folder always
     matches the tables. Returns counts for run metadata: `departments`, `tenants`,
@@ -39,23 +46,25 @@ def write_department_reports(
     folder.mkdir(parents=True, exist_ok=True)
     written: set[str] = set()
     counts = {"departments": 0, "tenants": 0, "charge_lines": 0, "job_lines": 0, "pdfs": 0}
-    stamp = period_end(month.first_day)
+    stamp = period_end(pages.month.first_day)
     # Each page is printed while the next workbooks are written: a print is mostly Chromium
     # starting up on one core, a workbook is Python on the other. Two prints at a time at most.
     with ThreadPoolExecutor(max_workers=2) as printer:
         printing: list[Future[pathlib.Path]] = []
-        for department in departments(con, month.first_day):
+        for department in departments(pages.con, pages.month.first_day):
             html_path = folder / f"{department.slug}.html"
-            page = _write_page(con, month, department, parameters, html_path, page_size)
+            page = _write_page(pages, department, html_path)
             written.add(html_path.name)
-            if chromium is not None:
+            if pages.chromium is not None:
                 pdf_path = html_path.with_suffix(".pdf")
-                printing.append(printer.submit(print_pdf, chromium, page, pdf_path, stamp))
+                printing.append(printer.submit(print_pdf, pages.chromium, page, pdf_path, stamp))
             xlsx_path = folder / f"{department.slug}.xlsx"
-            summary = write_department_workbook(con, month, department, parameters, xlsx_path)
+            summary = write_department_workbook(
+                pages.con, pages.month, department, pages.parameters, xlsx_path
+            )
             written.add(xlsx_path.name)
             counts["departments"] += 1
-            counts["pdfs"] += int(chromium is not None)
+            counts["pdfs"] += int(pages.chromium is not None)
             counts["tenants"] += summary["tenants"]
             counts["charge_lines"] += summary["charge_lines"]
             counts["job_lines"] += summary["job_lines"]
@@ -72,32 +81,21 @@ def write_department_reports(
     return counts
 
 
-def write_organisation_page(
-    con: duckdb.DuckDBPyConnection,
-    month: BillingMonth,
-    parameters: dict[str, str],
-    html_path: pathlib.Path,
-    page_size: str = "A4",
-    chromium: str | None = None,
-) -> list[str]:
+def write_organisation_page(pages: MonthPages, html_path: pathlib.Path) -> list[str]:
     """The organisation page at `html_path` (its departments link to `departments/<slug>.html`
-    beside it) and its PDF with `chromium`; returns the names written."""
-    page = _write_page(con, month, ORGANISATION, parameters, html_path, page_size)
-    if chromium is None:
+    beside it) and its PDF with `pages.chromium`; returns the names written."""
+    page = _write_page(pages, ORGANISATION, html_path)
+    if pages.chromium is None:
         return [html_path.name]
-    pdf = print_pdf(chromium, page, html_path.with_suffix(".pdf"), period_end(month.first_day))
+    stamp = period_end(pages.month.first_day)
+    pdf = print_pdf(pages.chromium, page, html_path.with_suffix(".pdf"), stamp)
     return sorted([html_path.name, pdf.name])
 
 
-def _write_page(
-    con: duckdb.DuckDBPyConnection,
-    month: BillingMonth,
-    department: Department,
-    parameters: dict[str, str],
-    html_path: pathlib.Path,
-    page_size: str,
-) -> str:
+def _write_page(pages: MonthPages, department: Department, html_path: pathlib.Path) -> str:
     """The page of `department` written at `html_path`; returns its HTML (to print)."""
-    page = render_department_page(con, month, department, parameters, page_size)
+    page = render_department_page(
+        pages.con, pages.month, department, pages.parameters, pages.page_size
+    )
     write_atomically(page.encode("utf-8"), html_path)
     return page

@@ -567,16 +567,12 @@ def _write_waste_by_model(ws: Worksheet, buckets: list[Any]) -> None:
         for (cluster, model), by_bucket in hours.items()
     ]
     header_row = section_below_chart(ws, "Waste by cluster × GPU model (GPU-hours)", bool(rows))
-    last = write_table(ws, header_row, cols, rows, table_name="WasteByModel")
-    apply_widths(ws, fit_widths({}, cols, rows))
-    if not rows:
-        return
     chart = BarChart()
     chart.type = "col"
     chart.grouping = "stacked"
     chart.overlap = 100
     style_chart(chart, "Waste by bucket", "GPU-hours")
-    add_table_chart(ws, chart, 1, header_row, last, series=(2, len(cols)))
+    _write_charted_table(ws, header_row, cols, rows, "WasteByModel", chart, series=(2, len(cols)))
 
 
 def _write_cost_views(ws: Worksheet, views: list[Any] | None, currency: str) -> None:
@@ -702,16 +698,34 @@ def _write_budget(ws: Worksheet, tenants: list[Any], currency: str) -> None:
         used = f"=C{r}/D{r}" if t.amount is not None and t.budget else None
         rows.append((t.tenant_id, t.tenant_name or t.tenant_id, t.amount, t.budget, used,
                      t.budget_status))  # fmt: skip
-    last = write_table(ws, header_row, cols, rows, table_name="BudgetVsActual")
-    fill_status_rows(ws, header_row + 1, [t.budget_status for t in tenants], len(cols))
-    apply_widths(ws, fit_widths({}, cols, rows))
-    if not rows:
-        return
     chart = BarChart()
     chart.type = "col"
     chart.grouping = "clustered"
     style_chart(chart, "Spend vs budget", currency or "amount")
-    add_table_chart(ws, chart, 1, header_row, last, series=(3, 4), categories=2)
+    _write_charted_table(
+        ws, header_row, cols, rows, "BudgetVsActual", chart, series=(3, 4), categories=2
+    )
+    fill_status_rows(ws, header_row + 1, [t.budget_status for t in tenants], len(cols))
+
+
+def _write_charted_table(
+    ws: Worksheet,
+    header_row: int,
+    cols: list[Column],
+    rows: list[tuple],
+    table_name: str,
+    chart: BarChart | LineChart,
+    series: tuple[int, int],
+    categories: int = 1,
+) -> None:
+    """The table of a sheet headed by its chart: `rows` under `cols` from `header_row`
+    (section_below_chart), the sheet's widths fitted to it, and `chart` (styled) at the top
+    plotting its columns `series` over column `categories` (add_table_chart); no chart when
+    the table has no rows."""
+    last = write_table(ws, header_row, cols, rows, table_name=table_name)
+    apply_widths(ws, fit_widths({}, cols, rows))
+    if rows:
+        add_table_chart(ws, chart, 1, header_row, last, series=series, categories=categories)
 
 
 def _write_mart_sheet(
@@ -1011,13 +1025,9 @@ def _write_capacity_by_day(ws: Worksheet, daily: list[Any] | None) -> None:
     for r, (day, allocated) in enumerate(allocated_of.items(), start=header_row + 1):
         cap = capacity_of[day]
         rows.append((day, allocated, cap, f"=B{r}/C{r}" if cap else None))
-    last = write_table(ws, header_row, cols, rows, table_name="DailyCapacity")
-    apply_widths(ws, fit_widths({}, cols, rows))
-    if not rows:
-        return
     chart = LineChart()
     style_chart(chart, "Daily allocation vs capacity", "GPU-hours")
-    add_table_chart(ws, chart, 1, header_row, last, series=(2, 3))
+    _write_charted_table(ws, header_row, cols, rows, "DailyCapacity", chart, series=(2, 3))
 
 
 def _write_capacity_by_pool(ws: Worksheet, daily: list[Any] | None) -> None:

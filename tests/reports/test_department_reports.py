@@ -21,7 +21,11 @@ from openpyxl.utils.cell import range_boundaries
 from pipelines.defs.resources import prepare_connection
 from pipelines.months import BillingMonth
 from pipelines.reports.department_page import DAILY_FALLBACK, render_department_page
-from pipelines.reports.department_reports import write_department_reports, write_organisation_page
+from pipelines.reports.department_reports import (
+    MonthPages,
+    write_department_reports,
+    write_organisation_page,
+)
 from pipelines.reports.department_workbook import write_department_workbook
 from pipelines.reports.departments import Department, department_slugs, departments, slugify
 from tests.conftest import require_tool
@@ -276,6 +280,12 @@ def kpis(doc: Node) -> dict[str, str]:
 
 
 @pytest.fixture
+def pages(con) -> MonthPages:
+    """The month's pages of `con` on A4, without PDFs."""
+    return MonthPages(con, MONTH, PARAMETERS)
+
+
+@pytest.fixture
 def physics(con) -> Node:
     return parse(render_department_page(con, MONTH, PHYSICS, PARAMETERS))
 
@@ -489,9 +499,9 @@ def test_page_is_readable_on_a_phone_and_printable(physics, con):
     assert set(expected) <= set(terms)
 
 
-def test_same_tables_give_the_same_bytes(con, tmp_path):
-    first = write_department_reports(con, MONTH, PARAMETERS, tmp_path / "a")
-    second = write_department_reports(con, MONTH, PARAMETERS, tmp_path / "b")
+def test_same_tables_give_the_same_bytes(pages, tmp_path):
+    first = write_department_reports(pages, tmp_path / "a")
+    second = write_department_reports(pages, tmp_path / "b")
     assert first == second == {"departments": 2, "tenants": 3, "charge_lines": 5,
                                "job_lines": 6, "pdfs": 0}  # fmt: skip
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
@@ -501,21 +511,21 @@ def test_same_tables_give_the_same_bytes(con, tmp_path):
         assert hashlib.sha256(a.read_bytes()).digest() == hashlib.sha256(b.read_bytes()).digest()
 
 
-def test_stale_department_files_are_removed_and_others_kept(con, tmp_path):
+def test_stale_department_files_are_removed_and_others_kept(pages, tmp_path):
     folder = tmp_path / "departments"
     folder.mkdir()
     (folder / "gone.html").write_text("old")
     (folder / "gone.xlsx").write_text("old")
     (folder / "README.txt").write_text("keep")
-    write_department_reports(con, MONTH, PARAMETERS, folder)
+    write_department_reports(pages, folder)
     assert sorted(p.name for p in folder.iterdir()) == [
         "README.txt", "bio-chem.html", "bio-chem.xlsx", "physics.html", "physics.xlsx",
     ]  # fmt: skip
 
 
-def test_a_failed_write_leaves_the_earlier_files(con, tmp_path, monkeypatch):
+def test_a_failed_write_leaves_the_earlier_files(con, pages, tmp_path, monkeypatch):
     folder = tmp_path / "departments"
-    write_department_reports(con, MONTH, PARAMETERS, folder)
+    write_department_reports(pages, folder)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     con.execute("update charge_lines set amount = amount + 1")
 
@@ -524,7 +534,7 @@ def test_a_failed_write_leaves_the_earlier_files(con, tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", broken)
     with pytest.raises(OSError, match="disk full"):
-        write_department_reports(con, MONTH, PARAMETERS, folder)
+        write_department_reports(pages, folder)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
 
 
@@ -713,7 +723,7 @@ TELEMETRY_TERMS = (
 )
 
 
-def test_telemetry_section_shows_the_clusters_of_the_departments_jobs(con, tmp_path):
+def test_telemetry_section_shows_the_clusters_of_the_departments_jobs(con, pages, tmp_path):
     # a warehouse built before telemetry_coverage: no section, no source named
     before = parse(render_department_page(con, MONTH, PHYSICS, PARAMETERS))
     assert [n for n in before.iter() if n.attrs.get("id") == "telemetry"] == []
@@ -738,7 +748,7 @@ def test_telemetry_section_shows_the_clusters_of_the_departments_jobs(con, tmp_p
     assert [term for term in terms if term in TELEMETRY_TERMS] == list(TELEMETRY_TERMS)
     biology = parse(render_department_page(con, MONTH, BIOLOGY, PARAMETERS))
     assert rows(table_in(biology, "telemetry")) == [c2]
-    write_organisation_page(con, MONTH, PARAMETERS, tmp_path / "chargeback-2026-11.html")
+    write_organisation_page(pages, tmp_path / "chargeback-2026-11.html")
     organisation = parse((tmp_path / "chargeback-2026-11.html").read_text(encoding="utf-8"))
     # every cluster, c3 without telemetry among them
     assert rows(table_in(organisation, "telemetry")) == [
@@ -776,8 +786,8 @@ def test_users_section_lists_the_departments_users(con):
     assert "idle + zombie above 24 GPU-hours" in doc.by_id("users").text
 
 
-def test_the_organisation_page_is_every_department_with_links_to_theirs(con, tmp_path):
-    written = write_organisation_page(con, MONTH, PARAMETERS, tmp_path / "chargeback-2026-11.html")
+def test_the_organisation_page_is_every_department_with_links_to_theirs(con, pages, tmp_path):
+    written = write_organisation_page(pages, tmp_path / "chargeback-2026-11.html")
     assert written == ["chargeback-2026-11.html"]  # no Chromium given: no PDF
     doc = parse((tmp_path / "chargeback-2026-11.html").read_text(encoding="utf-8"))
     assert doc.find_all("h1")[0].text == "All departments"
@@ -806,10 +816,8 @@ def _media_box(pdf: bytes) -> tuple[float, float]:
 @pytest.mark.parametrize(("page_size", "points"), [("A4", (595, 842)), ("Letter", (612, 792))])
 def test_pages_print_to_reproducible_pdfs_on_the_settings_paper(con, tmp_path, page_size, points):
     chromium = require_tool("chromium", "chromium")
-    counts = [
-        write_department_reports(con, MONTH, PARAMETERS, tmp_path / run, page_size, chromium)
-        for run in ("a", "b")
-    ]
+    printed = MonthPages(con, MONTH, PARAMETERS, page_size, chromium)
+    counts = [write_department_reports(printed, tmp_path / run) for run in ("a", "b")]
     assert counts[0]["pdfs"] == 2
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert names == [
@@ -825,26 +833,21 @@ def test_pages_print_to_reproducible_pdfs_on_the_settings_paper(con, tmp_path, p
         assert (round(width), round(height)) in {points, (points[0] - 1, points[1] - 1)}
     # the organisation page's links to the department pages print as text: an absolute
     # file:// address of the folder it was printed in would differ from run to run
-    org = [
-        write_organisation_page(
-            con, MONTH, PARAMETERS, tmp_path / run / "org.html", page_size, chromium
-        )  # fmt: skip
-        for run in ("a", "b")
-    ]
+    org = [write_organisation_page(printed, tmp_path / run / "org.html") for run in ("a", "b")]
     assert org[0] == ["org.html", "org.pdf"]
     pdf = (tmp_path / "a" / "org.pdf").read_bytes()
     assert pdf == (tmp_path / "b" / "org.pdf").read_bytes() and b"file:" not in pdf
     (tmp_path / "a" / "org.html").unlink()
     (tmp_path / "a" / "org.pdf").unlink()
     # a run without Chromium removes the PDFs of an earlier one: they would not match the pages
-    write_department_reports(con, MONTH, PARAMETERS, tmp_path / "a", page_size, None)
+    write_department_reports(MonthPages(con, MONTH, PARAMETERS, page_size), tmp_path / "a")
     assert not list((tmp_path / "a").glob("*.pdf"))
 
 
 @pytest.mark.browser
-def test_page_renders_in_headless_chromium(con, tmp_path):
+def test_page_renders_in_headless_chromium(pages, tmp_path):
     chromium = require_tool("chromium", "chromium")
-    write_department_reports(con, MONTH, PARAMETERS, tmp_path / "departments")
+    write_department_reports(pages, tmp_path / "departments")
     page = (tmp_path / "departments" / "physics.html").resolve()
     common = [
         chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",

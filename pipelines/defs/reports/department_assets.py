@@ -6,7 +6,11 @@ import dagster as dg
 from pipelines.defs.monthly import MonthRun, materialize_months
 from pipelines.defs.reports.assets import report_asset, staged_report
 from pipelines.defs.resources import ChargebackResource
-from pipelines.reports.department_reports import write_department_reports, write_organisation_page
+from pipelines.reports.department_reports import (
+    MonthPages,
+    write_department_reports,
+    write_organisation_page,
+)
 from pipelines.reports.exports import report_parameters
 from pipelines.reports.pdf import CHROMIUM_ENV, find_chromium
 
@@ -30,6 +34,13 @@ def _chromium(context: dg.AssetExecutionContext, run: MonthRun) -> str | None:
     return chromium
 
 
+def _month_pages(context: dg.AssetExecutionContext, run: MonthRun) -> MonthPages:
+    """The month's pages, on the settings' paper, printed by `_chromium`."""
+    parameters = report_parameters(run.month, run.catalog)
+    page_size = run.catalog.settings.page_size
+    return MonthPages(run.con, run.month, parameters, page_size, _chromium(context, run))
+
+
 @report_asset(deps=PAGE_TABLES, kinds={"html", "pdf", "excel"})
 def department_reports(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """One page and one workbook per department and billing month, for its business owner:
@@ -40,12 +51,8 @@ def department_reports(context: dg.AssetExecutionContext, chargeback: Chargeback
     staging folder of the month, published with the others."""
 
     def step(run: MonthRun) -> dict[str, int]:
-        parameters = report_parameters(run.month, run.catalog)
         folder = staged_report(context, run, "departments")
-        page_size = run.catalog.settings.page_size
-        counts = write_department_reports(
-            run.con, run.month, parameters, folder, page_size, _chromium(context, run)
-        )
+        counts = write_department_reports(_month_pages(context, run), folder)
         published = run.folders.reports / run.month.label / "departments"
         context.add_output_metadata(
             {f"path_{run.month.label}": dg.MetadataValue.path(str(published))}
@@ -61,12 +68,9 @@ def organisation_page(context: dg.AssetExecutionContext, chargeback: ChargebackR
     department, summary first, with a table of the departments linking to their pages."""
 
     def step(run: MonthRun) -> dict[str, int]:
-        parameters = report_parameters(run.month, run.catalog)
         name = f"chargeback-{run.month.label}.html"
-        written = write_organisation_page(
-            run.con, run.month, parameters, staged_report(context, run, name),
-            run.catalog.settings.page_size, _chromium(context, run),
-        )  # fmt: skip
+        html_path = staged_report(context, run, name)
+        written = write_organisation_page(_month_pages(context, run), html_path)
         published = run.folders.reports / run.month.label / name
         context.add_output_metadata(
             {f"path_{run.month.label}": dg.MetadataValue.path(str(published))}
