@@ -2,16 +2,17 @@
 warehouse table is the asset of its name, built from sql/<layer>/<table>.sql."""
 
 import datetime as dt
-import json
 import re
+from graphlib import TopologicalSorter
 
 import dagster as dg
-import duckdb
+import pytest
 
 from pipelines.definitions import TABLE_STEPS, all_assets, defs
 from pipelines.defs.partitions import window_months
 from pipelines.defs.resources import ENVIRONMENT, ChargebackResource
-from pipelines.sql import SQL_DIR
+from pipelines.defs.warehouse import in_flow_order, warehouse_tables
+from pipelines.sql import SQL_DIR, sql_text, tables_read
 
 # Every table the warehouse holds after a month's run (a test of the demo month checks the
 # warehouse holds exactly these), each the asset of its name
@@ -72,6 +73,8 @@ def test_assets_and_checks():
 def test_every_table_is_built_from_the_sql_file_of_its_name():
     built = {table.name: table for step in TABLE_STEPS for table in step.tables}
     assert set(built) == TABLES - CLOSE_TABLES
+    # the tables a table's upstream ones are taken from (its SQL reads temporary ones too)
+    assert warehouse_tables() == TABLES
     for name in TABLES:
         # one file of that name among the table layers (rollup: the daily Parquet files;
         # checks: one row per violation; reports: the rows of a sheet or page)
@@ -81,55 +84,48 @@ def test_every_table_is_built_from_the_sql_file_of_its_name():
             assert built[name].sql_name == f"{path.parent.name}/{name}"
 
 
-def tables_read(sql: str) -> set[str]:
-    """The tables a SQL file's statement reads (DuckDB's own parser; CTE names included)."""
-    statement = re.sub(r"\$[a-z_]+", "?", sql)  # parameters, as the parser takes them
-    [(tree,)] = duckdb.execute("select json_serialize_sql($sql)", {"sql": statement}).fetchall()
-    found: set[str] = set()
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "BASE_TABLE":
-                found.add(node["table_name"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(json.loads(tree))
-    return found
+def tables_named(sql: str) -> set[str]:
+    """The warehouse tables a SQL file names after FROM or JOIN, but those it declares as CTEs:
+    a plain text scan, cruder than the parser the graph's lines come from (pipelines.sql) and
+    independent of it (on this repository's files, the two agree)."""
+    text = re.sub(r"--[^\n]*", "", sql)
+    named = set(re.findall(r"\b(?:from|join)\s+([a-z_][a-z0-9_]*)\b(?!\s*\()", text))
+    ctes = set(re.findall(r"\b([a-z_][a-z0-9_]*)\s+as\s+(?:materialized\s+)?\(", text))
+    return (named - ctes) & TABLES
 
 
-# What a step reads besides its SQL file and its checks' files: in Python, or the files a
-# temporary table of its own is made from
-READ_BY_PYTHON = {
-    # the accounts and namespaces seen, mapped in Python
-    "catalog_account_tenants": {"stg_job_records", "stg_quota_configs"},
-    # exported_job_gpus.sql and the GPU index assignment (loading.py)
-    "job_gpus": {"stg_jobs", "stg_allocation_records", "catalog_nodes"},
-    "sample_sources": {"catalog_clusters"},  # a cluster's settings convert its telemetry
-    # the daily rollup files of the month's UTC days (after the catalog, which says which)
-    "sample_rejects": {"gpu_sample_rollup", "catalog_clusters"},
-    "sample_file_counts": {"gpu_sample_rollup", "catalog_clusters"},
-    "sample_series": {"gpu_sample_rollup", "catalog_clusters"},
-    "job_sample_time": {"gpu_sample_rollup", "sample_file_counts"},
-    "incidents": {"gpu_sample_rollup"},  # the rollup's samples: when each node reported
-}
-
-
-def test_each_table_declares_exactly_the_tables_it_reads():
-    """The asset graph's lines are the SQL's: a table read but not declared would be built
-    after its reader in some run; one declared but not read is a line to nowhere."""
+def test_each_table_waits_for_exactly_the_tables_it_reads():
+    """The asset graph's lines are the SQL's: a table read but not a parent would be built
+    after its reader in some run; a parent not read is a line to nowhere. A table's parents
+    are the tables its SQL file and its checks' files name, and what its step reads besides
+    (in Python, or from files an upstream asset wrote), which alone is declared by hand."""
     graph = defs.resolve_asset_graph()
     for step in TABLE_STEPS:
         for table in step.tables:
             files = [table.sql_name, *(f"checks/{check.name}" for check in table.checks)]
-            read = {name for file in files
-                    for name in tables_read((SQL_DIR / f"{file}.sql").read_text())}  # fmt: skip
-            expected = ((read & TABLES) | READ_BY_PYTHON.get(table.name, set())) - {table.name}
+            named = {name for file in files for name in tables_named(sql_text(file))}
+            by_hand = {dep if isinstance(dep, str) else dep.asset_key.to_user_string()
+                       for dep in table.also_reads}  # fmt: skip
             parents = graph.get(dg.AssetKey(table.name)).parent_keys
+            expected = (named | by_hand) - {table.name}
             assert {key.to_user_string() for key in parents} == expected, table.name
+            # by hand only what the SQL does not say (an AssetDep: for its partition mapping)
+            plain = {dep for dep in table.also_reads if isinstance(dep, str)}
+            assert plain & named == set(), table.name
+
+
+def test_the_graph_has_no_cycle_and_each_step_comes_after_what_it_reads():
+    graph = defs.resolve_asset_graph()
+    parents = {key: graph.get(key).parent_keys for key in graph.get_all_asset_keys()}
+    assert len(list(TopologicalSorter(parents).static_order())) == len(EXPECTED_ASSETS)
+    # TABLE_STEPS passed in_flow_order (the order a month is built in outside Dagster): it
+    # refuses a step put before one whose table it reads
+    steps = {step.name: step for step in TABLE_STEPS}
+    with pytest.raises(ValueError, match="job_usage reads job_time_buckets, which is built after"):
+        in_flow_order([steps["job_usage"], steps["job_time_buckets"]])
+    in_flow_order([steps["job_time_buckets"], steps["job_usage"]])
+    with pytest.raises(ValueError, match="built after it"):
+        in_flow_order(TABLE_STEPS[::-1])
 
 
 # the sql/reports files each report asset's writer reads (pipelines/reports/)
@@ -160,8 +156,7 @@ def test_each_report_waits_for_every_table_its_queries_read():
 
     graph = defs.resolve_asset_graph()
     for report, files in REPORT_QUERIES.items():
-        read = {name for file in files
-                for name in tables_read((SQL_DIR / f"reports/{file}.sql").read_text())}  # fmt: skip
+        read = {name for file in files for name in tables_read(f"reports/{file}")}
         if report == "chargeback_workbook":
             read |= set(AUDIT_TABLES)  # the Audit sheet counts their rows
         parents = {key.to_user_string() for key in graph.get(dg.AssetKey(report)).parent_keys}

@@ -3,7 +3,10 @@
 Every warehouse table `<name>` is the select in `sql/<layer>/<name>.sql` (layers: staging,
 facts, marts), built by the asset `<name>` for each billing month of the run: its rows of the
 month are replaced (`replace_month`), or, for a `whole` table that holds every month (the
-catalog, the export records), the table is replaced once per run.
+catalog, the export records), the table is replaced once per run. Its upstream tables are those
+its SQL file and its checks' files read (`tables_read`): the dependency list is written once, in
+the SQL; only what a step reads in Python (or from files an upstream asset wrote) is declared
+by hand, as `also_reads`.
 
 A `TableStep` is one Dagster step: usually one table; several when they come from one read of
 the same input (the catalog's seven tables, the scheduler exports' three), which `prepare`
@@ -16,6 +19,7 @@ fails the step, so nothing downstream runs and the run commits nothing.
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import dagster as dg
@@ -23,7 +27,14 @@ import dagster as dg
 from pipelines.defs.monthly import MonthRun, run_months
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.resources import ChargebackResource
-from pipelines.sql import create_table, replace_month, run, sql_text
+from pipelines.sql import SQL_DIR, create_table, replace_month, run, sql_text, tables_read
+
+# The folders of sql/ whose files build warehouse tables (the others: checks, reports, the
+# daily Parquet rollup, macros)
+TABLE_LAYERS = ("staging", "facts", "marts")
+# The one select there that a step runs into a temporary table of its own, not a warehouse
+# table (job_gpus reads it: the GPUs the exports name, pipelines/defs/ingest/loading.py)
+TEMPORARY_SELECTS = frozenset({"exported_job_gpus"})
 
 # Work before a step's SQL: stop on a problem, write temporary inputs; returns parameters the
 # SQL files need beyond the month's (or None).
@@ -80,18 +91,30 @@ class Check:
 
 @dataclass(frozen=True)
 class Table:
-    """A warehouse table: the select in `sql/<layer>/<name>.sql`, its upstream tables (asset
-    keys) and its checks. `whole`: the table holds every month and is replaced once per run."""
+    """A warehouse table: the select in `sql/<layer>/<name>.sql` and its checks. `whole`: the
+    table holds every month and is replaced once per run. `also_reads`: upstream assets the
+    step reads besides what its SQL files do (in Python, or files an upstream asset wrote), or
+    a dependency that needs a `dg.AssetDep` (a partition mapping)."""
 
     name: str
     layer: str
-    deps: Sequence[str | dg.AssetDep] = ()
     checks: Sequence[Check] = ()
     whole: bool = False
+    also_reads: Sequence[str | dg.AssetDep] = ()
 
     @property
     def sql_name(self) -> str:
         return f"{self.layer}/{self.name}"
+
+    @property
+    def deps(self) -> list[str | dg.AssetDep]:
+        """The upstream assets: the warehouse tables its SQL file and its checks' files read
+        (not itself, which its checks read), then `also_reads` (which wins for a table named in
+        both)."""
+        files = [self.sql_name, *(f"checks/{check.name}" for check in self.checks)]
+        read = {table for file in files for table in tables_read(file)} & warehouse_tables()
+        declared = {_key(dep) for dep in self.also_reads}
+        return [*sorted(read - declared - {self.name}), *self.also_reads]
 
     def build(self, month: MonthRun, params: Mapping[str, Any]) -> int:
         """Build the table (its month, or all of it); returns the rows written."""
@@ -189,12 +212,20 @@ def sql_table(
     name: str,
     layer: str,
     group: str,
-    deps: Sequence[str | dg.AssetDep] = (),
+    *,
     checks: Sequence[Check] = (),
     prepare: Prepare | None = None,
+    also_reads: Sequence[str | dg.AssetDep] = (),
 ) -> TableStep:
     """The step of one monthly table, `sql/<layer>/<name>.sql`."""
-    return TableStep(name, group, [Table(name, layer, deps, checks)], prepare)
+    return TableStep(name, group, [Table(name, layer, checks, also_reads=also_reads)], prepare)
+
+
+@cache
+def warehouse_tables() -> frozenset[str]:
+    """Every warehouse table: the files of the table layers (`sql/<layer>/<table>.sql`)."""
+    files = {path.stem for layer in TABLE_LAYERS for path in (SQL_DIR / layer).glob("*.sql")}
+    return frozenset(files - TEMPORARY_SELECTS)
 
 
 def sql_description(sql_name: str) -> str:
@@ -214,8 +245,7 @@ def in_flow_order(steps: Sequence[TableStep]) -> list[TableStep]:
     names = {table.name for step in steps for table in step.tables}
     for step in steps:
         for table in step.tables:
-            for dep in table.deps:
-                key = dep if isinstance(dep, str) else dep.asset_key.to_user_string()
+            for key in map(_key, table.deps):
                 if key in names and key not in built and key not in _names(step):
                     raise ValueError(f"{table.name} reads {key}, which is built after it")
         built |= _names(step)
@@ -224,3 +254,7 @@ def in_flow_order(steps: Sequence[TableStep]) -> list[TableStep]:
 
 def _names(step: TableStep) -> set[str]:
     return {table.name for table in step.tables}
+
+
+def _key(dep: str | dg.AssetDep) -> str:
+    return dep if isinstance(dep, str) else dep.asset_key.to_user_string()

@@ -6,10 +6,7 @@ from pipelines.defs.warehouse import Check, sql_table
 
 GROUP = "attribution"
 
-job_gpu_hours = sql_table(
-    "job_gpu_hours", "facts", GROUP,
-    ["stg_jobs", "job_gpus", "catalog_nodes", "catalog_outage_windows"],
-)  # fmt: skip
+job_gpu_hours = sql_table("job_gpu_hours", "facts", GROUP)
 
 
 def _rollup_files(run: MonthRun) -> dict[str, list[str]]:
@@ -24,16 +21,14 @@ def _rollup_files(run: MonthRun) -> dict[str, list[str]]:
     return {"sample_files": files, "hour_files": hour_files}
 
 
-# the samples of the month's UTC days, read in place from the daily rollups (sample_quality
-# has checked that each day is rolled up)
+# the samples of the month's UTC days, read in place from the daily rollups (after
+# sample_quality, which has checked that each day is rolled up)
 job_sample_time = sql_table(
     "job_sample_time", "facts", GROUP,
-    ["job_gpu_hours", "job_gpus", "gpu_sample_rollup", "sample_file_counts"],
     prepare=_rollup_files,
+    also_reads=["gpu_sample_rollup", "sample_file_counts"],
 )  # fmt: skip
-job_time_buckets = sql_table(
-    "job_time_buckets", "facts", GROUP, ["job_sample_time", "job_gpu_hours", "stg_jobs"]
-)
+job_time_buckets = sql_table("job_time_buckets", "facts", GROUP)
 
 
 # The rollup columns attribution reads that earlier releases did not write
@@ -111,17 +106,13 @@ def _check_idle_threshold(con, files: list[str], threshold: float, label: str) -
 
 gpu_capacity = sql_table(
     "gpu_capacity", "facts", GROUP,
-    ["job_gpus", "stg_jobs", "catalog_nodes", "catalog_outage_windows"],
     # the GPUs where undeclared overlap happens are listed (their excess also breaks
     # capacity_buckets_sum_to_capacity, which blocks the reports)
     checks=[Check("gpus_never_oversubscribed", blocking=False)],
 )  # fmt: skip
 # priced at the pools' charges or costs: built in the costing stage, after job_gpu_charges
 capacity_buckets = sql_table(
-    "capacity_buckets", "marts", GROUP,
-    ["job_time_buckets", "gpu_capacity", "catalog_nodes", "cost_pools", "job_gpu_charges",
-     "catalog_rates"],
-    checks=[Check("capacity_buckets_sum_to_capacity")],
-)  # fmt: skip
+    "capacity_buckets", "marts", GROUP, checks=[Check("capacity_buckets_sum_to_capacity")]
+)
 
 STEPS = [job_gpu_hours, job_sample_time, job_time_buckets, gpu_capacity]

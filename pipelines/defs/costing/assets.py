@@ -16,21 +16,14 @@ from pipelines.sql import run as run_sql
 GROUP = "costing"
 
 # in full_recovery the rates derived from each pool's cost (empty in rate_card)
-cost_pools = sql_table(
-    "cost_pools", "facts", GROUP, ["gpu_capacity", "catalog_clusters", "catalog_nodes"]
-)
+cost_pools = sql_table("cost_pools", "facts", GROUP)
 
 
 def _priced_job_time(run: MonthRun) -> None:
     stop_on_unpriced_job_time(run.con, run.params, run.catalog)
 
 
-job_gpu_charges = sql_table(
-    "job_gpu_charges", "facts", GROUP,
-    ["job_gpu_hours", "cost_pools", "stg_jobs", "catalog_rates", "catalog_price_tiers",
-     "catalog_account_tenants"],
-    prepare=_priced_job_time,
-)  # fmt: skip
+job_gpu_charges = sql_table("job_gpu_charges", "facts", GROUP, prepare=_priced_job_time)
 
 
 def _unmapped_accounts(found: list[dict]) -> dict[str, str]:
@@ -39,20 +32,13 @@ def _unmapped_accounts(found: list[dict]) -> dict[str, str]:
 
 job_usage = sql_table(
     "job_usage", "marts", GROUP,
-    ["job_time_buckets", "job_gpu_charges", "stg_jobs", "catalog_account_tenants"],
     # a warning: the usage of an unmapped account is billed to the 'unmapped' tenant
     checks=[Check("every_account_mapped", warn=True, summary=_unmapped_accounts)],
 )  # fmt: skip
 # the concurrency timeline of tenants on pools: reserved quotas are charged from it here, and
 # quota_compliance (governance) reports on it
-quota_steps = sql_table(
-    "quota_steps", "facts", GROUP, ["job_usage", "job_gpu_hours", "catalog_quotas", "catalog_rates"]
-)
-reserved_quota_unused = sql_table(
-    "reserved_quota_unused", "facts", GROUP,
-    ["quota_steps", "job_usage", "job_gpu_hours", "gpu_capacity", "cost_pools", "catalog_nodes",
-     "catalog_rates"],
-)  # fmt: skip
+quota_steps = sql_table("quota_steps", "facts", GROUP)
+reserved_quota_unused = sql_table("reserved_quota_unused", "facts", GROUP)
 
 
 def _priced_reservations(run: MonthRun) -> None:
@@ -60,10 +46,8 @@ def _priced_reservations(run: MonthRun) -> None:
 
 
 computed_charge_lines = sql_table(
-    "computed_charge_lines", "marts", GROUP,
-    ["job_gpu_charges", "reserved_quota_unused", "cost_pools", "catalog_tenants"],
-    prepare=_priced_reservations,
-)  # fmt: skip
+    "computed_charge_lines", "marts", GROUP, prepare=_priced_reservations
+)
 
 
 def _ledger_tables(run: MonthRun) -> None:
@@ -75,7 +59,6 @@ def _ledger_tables(run: MonthRun) -> None:
 # a closed month keeps its issued lines; a re-run adds corrections
 charge_lines = sql_table(
     "charge_lines", "marts", GROUP,
-    ["computed_charge_lines", "issued_charge_lines", "closed_months", "cost_pools"],
     checks=[Check("cluster_cost_recovered")],
     prepare=_ledger_tables,
 )  # fmt: skip
@@ -125,22 +108,13 @@ def _rates_file(catalog: Catalog) -> Path:
     return Path(catalog.source or ".") / "rates.yaml"
 
 
-tenant_month = sql_table(
-    "tenant_month", "marts", GROUP,
-    ["job_usage", "job_time_buckets", "charge_lines", "quota_compliance", "catalog_tenants",
-     "catalog_budgets", "job_gpu_charges", "computed_charge_lines", "reserved_quota_unused"],
-    checks=[Check("charges_tie_out")],
-)  # fmt: skip
+tenant_month = sql_table("tenant_month", "marts", GROUP, checks=[Check("charges_tie_out")])
 
 # what share of each line's GPU time rests on telemetry (the Charges sheet, FOCUS)
-charge_line_coverage = sql_table(
-    "charge_line_coverage", "marts", GROUP, ["job_gpu_charges", "job_time_buckets"]
-)
+charge_line_coverage = sql_table("charge_line_coverage", "marts", GROUP)
 
 # the allocation-based charge of each job beside a utilisation-based one (a showback)
-cost_views = sql_table(
-    "cost_views", "marts", GROUP, ["job_usage", "job_time_buckets", "job_gpu_charges"]
-)
+cost_views = sql_table("cost_views", "marts", GROUP)
 
 STEPS = [
     cost_pools, job_gpu_charges, capacity_buckets, job_usage, cost_views, quota_steps,

@@ -9,29 +9,15 @@ from pipelines.defs.warehouse import Check, sql_table
 GROUP = "governance"
 
 quota_compliance = sql_table(
-    "quota_compliance", "marts", GROUP, ["quota_steps", "job_gpu_hours"],
-    checks=[Check("quota_compliance_ties_out")],
-)  # fmt: skip
-queue_stats = sql_table(
-    "queue_stats", "marts", GROUP,
-    ["job_usage", "job_gpu_hours", "kueue_workload_waits", "stg_jobs"],
-)  # fmt: skip
-failure_stats = sql_table(
-    "failure_stats", "marts", GROUP, ["stg_jobs", "job_gpus", "job_gpu_hours", "catalog_nodes"]
+    "quota_compliance", "marts", GROUP, checks=[Check("quota_compliance_ties_out")]
 )
+queue_stats = sql_table("queue_stats", "marts", GROUP)
+failure_stats = sql_table("failure_stats", "marts", GROUP)
 # how long each Kueue Workload of the month waited for admission, or still waits
-kueue_workload_waits = sql_table(
-    "kueue_workload_waits", "facts", GROUP, ["stg_quota_configs", "catalog_account_tenants"]
-)
-submission_stats = sql_table(
-    "submission_stats", "marts", GROUP, ["job_usage", "kueue_workload_waits", "stg_jobs"]
-)
+kueue_workload_waits = sql_table("kueue_workload_waits", "facts", GROUP)
+submission_stats = sql_table("submission_stats", "marts", GROUP)
 # the GPU quotas configured in the schedulers (sacctmgr, Kueue) against the catalog's
-quota_drift = sql_table(
-    "quota_drift", "marts", GROUP,
-    ["stg_quota_configs", "catalog_quotas", "catalog_account_tenants", "catalog_nodes",
-     "job_usage"],
-)  # fmt: skip
+quota_drift = sql_table("quota_drift", "marts", GROUP)
 
 
 def _sample_files(run: MonthRun) -> dict[str, list[str]]:
@@ -41,31 +27,20 @@ def _sample_files(run: MonthRun) -> dict[str, list[str]]:
 
 # incidents of the month (outage windows, node failures, telemetry silences) and what they
 # did to availability
-node_service = sql_table("node_service", "facts", GROUP, ["catalog_nodes"])
+node_service = sql_table("node_service", "facts", GROUP)
 incidents = sql_table(
     "incidents", "marts", GROUP,
-    ["node_service", "catalog_outage_windows", "stg_jobs", "job_gpus", "gpu_sample_rollup"],
     prepare=_sample_files,
+    also_reads=["gpu_sample_rollup"],  # the rollup's samples: when each node reported
 )  # fmt: skip
-availability = sql_table("availability", "marts", GROUP, ["incidents", "node_service"])
-capacity_evidence = sql_table(
-    "capacity_evidence", "marts", GROUP,
-    ["capacity_buckets", "queue_stats", "quota_compliance", "availability"],
-)  # fmt: skip
+availability = sql_table("availability", "marts", GROUP)
+capacity_evidence = sql_table("capacity_evidence", "marts", GROUP)
 # per job, then per user: waste, memory use and energy (issue 18 item 6, Jobstats-style)
-job_efficiency = sql_table(
-    "job_efficiency", "facts", GROUP,
-    ["job_usage", "job_time_buckets", "job_sample_time", "catalog_gpu_models"],
-)  # fmt: skip
-user_efficiency = sql_table(
-    "user_efficiency", "marts", GROUP, ["job_efficiency", "catalog_tenants"]
-)
+job_efficiency = sql_table("job_efficiency", "facts", GROUP)
+user_efficiency = sql_table("user_efficiency", "marts", GROUP)
 utilization_daily = sql_table(
-    "utilization_daily", "marts", GROUP,
-    ["job_gpu_hours", "job_sample_time", "job_usage", "catalog_nodes", "job_time_buckets",
-     "gpu_capacity"],
-    checks=[Check("utilization_daily_ties_out")],
-)  # fmt: skip
+    "utilization_daily", "marts", GROUP, checks=[Check("utilization_daily_ties_out")]
+)
 
 
 def _label_files(run: MonthRun) -> dict[str, list[str]]:
@@ -86,7 +61,6 @@ def _hours_by_kind(found: list[dict]) -> dict[str, dict[str, float]]:
 # Do DCGM's hpc_job / pod / namespace labels name the job the scheduler says held each GPU?
 telemetry_label_checks = sql_table(
     "telemetry_label_checks", "marts", GROUP,
-    ["sample_sources", "stg_jobs", "stg_job_records", "job_gpu_hours"],
     # a warning: attribution follows the scheduler; the labels are evidence that its GPU
     # placement may be wrong
     checks=[Check("telemetry_labels_agree_with_scheduler", warn=True, summary=_hours_by_kind)],

@@ -54,7 +54,7 @@ scheduler_exports = TableStep(
     GROUP,
     [
         Table("stg_scheduler_files", "staging", whole=True),
-        Table("stg_job_records", "staging", ["catalog_clusters", "catalog_nodes"], whole=True),
+        Table("stg_job_records", "staging", whole=True),
         Table("stg_allocation_records", "staging", whole=True),
         Table("stg_quota_configs", "staging", whole=True),
     ],
@@ -73,14 +73,15 @@ catalog_account_tenants = TableStep(
         Table(
             "catalog_account_tenants",
             "staging",
-            ["stg_job_records", "stg_quota_configs"],
             whole=True,
+            # the accounts and namespaces seen, mapped in Python
+            also_reads=["stg_job_records", "stg_quota_configs"],
         )
     ],
     _account_rows,
 )
 
-stg_jobs = sql_table("stg_jobs", "staging", GROUP, ["stg_job_records"])
+stg_jobs = sql_table("stg_jobs", "staging", GROUP)
 
 
 def _month_job_gpus(run: MonthRun) -> None:
@@ -88,8 +89,10 @@ def _month_job_gpus(run: MonthRun) -> None:
 
 
 job_gpus = sql_table(
-    "job_gpus", "staging", GROUP, ["stg_jobs", "stg_allocation_records", "catalog_nodes"],
+    "job_gpus", "staging", GROUP,
     prepare=_month_job_gpus,
+    # exported_job_gpus.sql and the GPU index assignment (loading.py)
+    also_reads=["stg_allocation_records", "catalog_nodes"],
 )  # fmt: skip
 
 
@@ -151,8 +154,9 @@ telemetry_files = TableStep(
     "telemetry_files",
     GROUP,
     [
-        Table("sample_sources", "staging", ["catalog_clusters"], whole=True),
-        Table("stg_telemetry_files", "staging", ["sample_sources"], whole=True),
+        # a cluster's settings convert its telemetry
+        Table("sample_sources", "staging", whole=True, also_reads=["catalog_clusters"]),
+        Table("stg_telemetry_files", "staging", whole=True),
     ],
     _sample_files,
 )
@@ -170,9 +174,8 @@ sample_quality = TableStep(
     "sample_quality",
     GROUP,
     [
-        Table("sample_rejects", "staging", ["gpu_sample_rollup", "catalog_clusters"]),
-        Table("sample_file_counts", "staging", ["gpu_sample_rollup", "catalog_clusters"]),
-        Table("sample_series", "staging", ["gpu_sample_rollup", "catalog_clusters"]),
+        Table(name, "staging", also_reads=["gpu_sample_rollup", "catalog_clusters"])
+        for name in ("sample_rejects", "sample_file_counts", "sample_series")
     ],
     _quality_files,
 )

@@ -5,18 +5,7 @@ from pipelines.defs.warehouse import Table, TableStep, sql_table
 GROUP = "trends"
 
 # every month's figures, rebuilt whole by each run (a restated month changes its trend)
-month_trends = TableStep(
-    "month_trends",
-    GROUP,
-    [
-        Table(
-            "month_trends",
-            "marts",
-            ["capacity_evidence", "availability", "tenant_month"],
-            whole=True,
-        )
-    ],
-)
-demand_forecast = sql_table("demand_forecast", "marts", GROUP, ["month_trends"])
+month_trends = TableStep("month_trends", GROUP, [Table("month_trends", "marts", whole=True)])
+demand_forecast = sql_table("demand_forecast", "marts", GROUP)
 
 STEPS = [month_trends, demand_forecast]
