@@ -313,11 +313,11 @@ _OPTIONAL_LABELS = (
     "job_id", "gpu_uuid", "gpu_model", "pod", "namespace", "gpu_instance", "gpu_instance_slices",
 )  # fmt: skip
 
-# What the choice of rows and columns needs to know of the file's series: MIG instances, the
-# roles of their points, one series per device and role, and the optional labels present.
+# What the choice of rows and columns needs to know of the file's series: the roles of their
+# points, one series per device and role, and the optional labels present (a MIG instance's
+# among them).
 _SERIES_FACTS = f"""
 select
-    count(gpu_instance),
     coalesce(list(distinct kind), []),
     count(*) = count(distinct (device_key, kind)),
     {", ".join(f"count({label})" for label in _OPTIONAL_LABELS)}
@@ -564,14 +564,14 @@ def to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
         con.execute(_SERIES, bind(_SERIES, _PARAMS))
         overlaps = con.execute(_OVERLAPS).fetchall()
         repeating = sorted({n for a, b, same_kind in overlaps if same_kind for n in (a, b)})
-        instances, roles, one_per_role, *label_counts = con.execute(_SERIES_FACTS).fetchone()
+        roles, one_per_role, *label_counts = con.execute(_SERIES_FACTS).fetchone()
         labelled = {label for label, n in zip(_OPTIONAL_LABELS, label_counts, strict=True) if n}
         params = {
             **_PARAMS,
             "repeating": repeating,
             "roles": len(roles),
         }
-        mig = instances > 0
+        mig = "gpu_instance" in labelled
         columns = _ROW_COLUMNS if mig else _written_columns(set(roles), labelled)
         if overlaps and not repeating and one_per_role and "util" in roles:
             try:
