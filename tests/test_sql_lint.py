@@ -3,6 +3,7 @@
 `make lint` runs the same check; CI runs the suite, so a file that breaks the rules fails there.
 """
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ def test_sql_files_follow_the_house_rules(monkeypatch):
     # sqlfluff reads the config files from the working folder down to each file
     monkeypatch.chdir(ROOT)
     linter = Linter(config=FluffConfig.from_path(str(ROOT)))
-    records = linter.lint_paths((str(SQL),), processes=1).as_records()
+    records = linter.lint_paths((str(SQL),), processes=os.cpu_count()).as_records()
     linted = sorted(Path(record["filepath"]).resolve() for record in records)
     assert linted == sorted(SQL.rglob("*.sql")), "sqlfluff skipped a file"
     found = [

@@ -38,8 +38,7 @@ SampleConverter = Callable[[Path, Path, ClusterSettings], int]
 @dataclass(frozen=True)
 class ExportFormat:
     name: str
-    area: str  # scheduler | telemetry
-    kind: str  # jobs | allocations | quotas | samples
+    kind: str  # jobs | allocations | quotas (scheduler exports) | samples (telemetry)
     expected: str  # what a file of this format looks like, for the error message
     # (path, first 64 KiB as text: decompressed when gzip, byte order mark dropped) -> is it?
     sniff: Callable[[Path, str], bool]
@@ -49,6 +48,11 @@ class ExportFormat:
     # samples: the utilisation metric util_pct comes from, unless a row names DCGM's
     # GR_ENGINE_ACTIVE (the reports name each cluster's metrics by it)
     util_metric: str | None = None
+
+    @property
+    def area(self) -> str:
+        """The landing folder its files come in: telemetry for samples, else scheduler."""
+        return "telemetry" if self.kind == "samples" else "scheduler"
 
 
 GZIP_MAGIC = b"\x1f\x8b"

@@ -352,7 +352,6 @@ def _text(value: object) -> str | None:
 FORMATS = [
     ExportFormat(
         name="canonical_jobs",
-        area="scheduler",
         kind="jobs",
         expected="canonical jobs CSV/Parquet (job_id, account, gpus, start_time, end_time, state)",
         sniff=_has_columns(_REQUIRED_JOB_COLUMNS),
@@ -361,7 +360,6 @@ FORMATS = [
     ),
     ExportFormat(
         name="canonical_allocations",
-        area="scheduler",
         kind="allocations",
         expected="canonical allocations CSV/Parquet (job_id, node, gpu_index)",
         # `state`: a jobs file; `ts`, `util_pct`: GPU samples (which may name job_id too)
@@ -371,7 +369,6 @@ FORMATS = [
     ),
     ExportFormat(
         name="canonical_samples",
-        area="telemetry",
         kind="samples",
         expected="canonical GPU samples Parquet (ts, node, gpu_index, util_pct, ...)",
         sniff=_has_columns(_REQUIRED_SAMPLE_COLUMNS, suffixes=(".parquet",)),
@@ -379,7 +376,6 @@ FORMATS = [
     ),
     ExportFormat(
         name="canonical_samples_csv",
-        area="telemetry",
         kind="samples",
         expected="canonical GPU samples CSV (ts, node, gpu_index, util_pct, ...)",
         sniff=_has_columns(_REQUIRED_SAMPLE_COLUMNS, suffixes=(".csv",)),

@@ -775,7 +775,6 @@ def _sniff(path: Path, head: str) -> bool:
 
 FORMAT = ExportFormat(
     name="dcgm_prometheus",
-    area="telemetry",
     kind="samples",
     expected="DCGM metrics as a Prometheus /api/v1/query_range JSON body (resultType matrix)",
     sniff=_sniff,

@@ -54,7 +54,6 @@ _EXPECTED = "an empty file (no bytes, or blank lines only)"
 FORMATS = {
     "scheduler": ExportFormat(
         name="empty",
-        area="scheduler",
         kind="jobs",  # of no rows: no job comes from it
         expected=_EXPECTED,
         sniff=_sniff,
@@ -62,7 +61,6 @@ FORMATS = {
     ),
     "telemetry": ExportFormat(
         name="empty",
-        area="telemetry",
         kind="samples",
         expected=_EXPECTED,
         sniff=_sniff,

@@ -547,7 +547,6 @@ def sniff(path: Path, head: str) -> bool:
 
 FORMAT = ExportFormat(
     name="kubernetes_podlist",
-    area="scheduler",
     kind="jobs",
     expected="Kubernetes pod list JSON (`kubectl get pods -A -o json`: a List of Pod items)",
     sniff=sniff,

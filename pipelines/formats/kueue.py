@@ -185,7 +185,6 @@ _FIRST_API_VERSION = re.compile(r'"items"\s*:\s*\[\s*\{[^{]*?"apiVersion"\s*:\s*
 
 FORMAT = ExportFormat(
     name="kueue_objects",
-    area="scheduler",
     kind="quotas",
     expected=(
         "Kueue objects JSON (`kubectl get clusterqueues,localqueues,resourceflavors,workloads "

@@ -305,7 +305,6 @@ def _sniff(path: Path, head: str) -> bool:
 
 FORMAT = ExportFormat(
     name="nvidia_smi",
-    area="telemetry",
     kind="samples",
     expected=(
         "nvidia-smi --query-gpu=timestamp,index,uuid,name,utilization.gpu,memory.used,"

@@ -144,7 +144,6 @@ def sniff(path: Path, head: str) -> bool:
 
 FORMAT = ExportFormat(
     name="slurm_sacctmgr",
-    area="scheduler",
     kind="quotas",
     expected=(
         "Slurm `sacctmgr show assoc|qos --parsable2` ('|'-separated, a header naming GrpTRES "

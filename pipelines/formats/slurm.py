@@ -327,7 +327,6 @@ def mostly_fit(fitting: int, records: int) -> bool:
 
 FORMAT = ExportFormat(
     name="slurm_sacct",
-    area="scheduler",
     kind="jobs",
     expected=(
         "Slurm `sacct --parsable2` ('|'-separated, a header naming "

@@ -1,6 +1,7 @@
 -- One row per canonical samples file of $files that has rows: the window of its plausible
--- timestamps [ts_from, ts_until), its first and last timestamp in it (NULL when it has none)
--- and its rows without one (no readable timestamp, or one outside the window).
+-- timestamps [ts_from, ts_until), its first and last timestamp in it (NULL when it has none),
+-- its rows with one (plausible_rows) and without one (unreadable_rows: no readable timestamp,
+-- or one outside the window).
 -- A timestamp is plausible from 1970 to before 2100 and within 365 days of the file's median
 -- sample day (the first UTC day by which half its rows in that range are seen): a point
 -- stamped in milliseconds, before 1970 or years ahead is a clock or unit error, rejected by the
@@ -48,6 +49,8 @@ final as (
         d.path,
         min(d.first_ts) filter (d.day >= w.ts_from and d.day < w.ts_until) as first_ts,
         max(d.last_ts) filter (d.day >= w.ts_from and d.day < w.ts_until) as last_ts,
+        coalesce(sum(d.n_rows) filter (d.day >= w.ts_from and d.day < w.ts_until), 0)::bigint
+            as plausible_rows,
         coalesce(
             sum(d.n_rows) filter (d.day is null or d.day < w.ts_from or d.day >= w.ts_until),
             0

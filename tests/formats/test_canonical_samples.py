@@ -239,3 +239,31 @@ def test_csv_samples_roll_up_exactly_as_the_same_parquet(tmp_path, demo_parquet)
     ]
     renamed = {f"telemetry/atlas/{old}": f"telemetry/atlas/{new}" for old, new, _ in files}
     assert [(*r[:2], renamed[r[2]], *r[3:]) for r in parquet["file_counts"]] == csv["file_counts"]
+
+
+def test_days_rolled_up_two_at_once_equal_days_rolled_up_one_by_one(
+    tmp_path, demo_parquet, monkeypatch
+):
+    from pipelines.defs.ingest import telemetry
+
+    files = {f"nov-0{day}.parquet": source for day, source in enumerate(demo_parquet, start=1)}
+
+    def copied(source: Path, target: Path) -> None:
+        target.write_bytes(source.read_bytes())
+
+    assert telemetry.days_at_once(_spans(demo_parquet), DAYS) == 2  # 11,520 samples a day
+    two_at_once = _rolled_up(tmp_path / "two", files, copied)
+    monkeypatch.setattr(telemetry, "SMALL_DAY_SAMPLES", 11_519)
+    assert telemetry.days_at_once(_spans(demo_parquet), DAYS) == 1
+    one_by_one = _rolled_up(tmp_path / "one", files, copied)
+    assert two_at_once == one_by_one
+    assert two_at_once["counts"] == {
+        "2026-11-01": {"samples": 11520, "rejected": 0, "files": 1},
+        "2026-11-02": {"samples": 11520, "rejected": 0, "files": 1},
+    }
+
+
+def _spans(paths: list[Path]) -> dict:
+    from pipelines.defs.ingest.telemetry import sample_file_spans
+
+    return sample_file_spans(duckdb.connect(), [str(path) for path in paths])

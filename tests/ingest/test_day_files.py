@@ -22,11 +22,29 @@ def test_spans_give_first_and_last_readable_timestamp_and_the_unreadable_rows(tm
     broken = _samples(tmp_path / "b.parquet", ["not a time", None, "2026-11-03 10:00:00"])
     unreadable = _samples(tmp_path / "c.parquet", ["never"])
     spans = sample_file_spans(duckdb.connect(), [nov1, broken, unreadable])
-    assert {path: (s.first_ts, s.last_ts, s.unreadable_rows) for path, s in spans.items()} == {
-        nov1: (dt.datetime(2026, 11, 1), dt.datetime(2026, 11, 1, 23, 59), 0),
-        broken: (dt.datetime(2026, 11, 3, 10), dt.datetime(2026, 11, 3, 10), 2),
-        unreadable: (None, None, 1),
+    assert spans == {
+        nov1: FileSpan(dt.datetime(2026, 11, 1), dt.datetime(2026, 11, 1, 23, 59), 0, 2),
+        broken: FileSpan(dt.datetime(2026, 11, 3, 10), dt.datetime(2026, 11, 3, 10), 2, 1),
+        unreadable: FileSpan(None, None, 1, 0),
     }
+
+
+def test_small_days_are_rolled_up_two_at_once_and_large_ones_one_by_one(monkeypatch):
+    from pipelines.defs.ingest import telemetry
+
+    monkeypatch.setattr(telemetry, "SMALL_DAY_SAMPLES", 100)
+    nov1, nov2, nov3 = (dt.date(2026, 11, d) for d in (1, 2, 3))
+    spans = {
+        # 100 rows a day over 1-2 November, 50 on the 3rd; a file without timestamps
+        "week": FileSpan(dt.datetime(2026, 11, 1), dt.datetime(2026, 11, 2, 23), 0, 200),
+        "nov3": FileSpan(dt.datetime(2026, 11, 3), dt.datetime(2026, 11, 3, 1), 0, 50),
+        "none": FileSpan(None, None, 7, 0),
+    }
+    assert telemetry.days_at_once(spans, [nov1, nov2, nov3]) == 2
+    assert telemetry.days_at_once(spans, [nov3]) == 1  # one day: nothing to overlap
+    spans["nov3"] = FileSpan(dt.datetime(2026, 11, 3), dt.datetime(2026, 11, 3, 1), 0, 101)
+    assert telemetry.days_at_once(spans, [nov1, nov2, nov3]) == 1
+    assert telemetry.days_at_once(spans, [nov1, nov2]) == 2
 
 
 def test_a_day_reads_its_files_the_next_days_files_and_the_files_it_owns(tmp_path):
@@ -178,7 +196,7 @@ def test_timestamps_far_from_the_files_median_day_are_unreadable_rows(tmp_path):
     con = duckdb.connect()
     spans = sample_file_spans(con, [clock, schema])
     assert spans == {
-        clock: FileSpan(dt.datetime(2025, 11, 3), dt.datetime(2027, 11, 3, 23, 59, 59), 6)
+        clock: FileSpan(dt.datetime(2025, 11, 3), dt.datetime(2027, 11, 3, 23, 59, 59), 6, 5)
     }
     assert con.execute(
         "select median_day, ts_from, ts_until from sample_file_spans"
@@ -223,9 +241,20 @@ def test_a_day_owns_the_rows_stamped_outside_every_month_and_rejects_them(tmp_pa
     ]  # fmt: skip
 
 
-def test_a_failed_day_stops_the_rollup_before_the_next_day_starts(tmp_path, monkeypatch):
-    # a failure is not followed by the days after it (were the days run ahead on a pool, they
-    # would be); the day's failure is injected here, the days before it are rolled up for real
+@pytest.mark.parametrize(
+    ("small_day_samples", "failing", "started", "reported", "published"),
+    [
+        # one by one: the day after the failed one never starts
+        (0, 1, [0, 1], [(1, 0)], [0]),
+        # two at once: the day beside the failed one finishes; none is started after it
+        (1_000_000, 0, [0, 1], [], [1]),
+    ],
+    ids=["one-by-one", "two-at-once"],
+)
+def test_a_failed_day_stops_the_rollup_before_the_next_day_starts(
+    tmp_path, monkeypatch, small_day_samples, failing, started, reported, published
+):
+    # the day's failure is injected here, the other days are rolled up for real
     from pipelines.catalog import load_catalog
     from pipelines.defs.ingest import telemetry
     from tests.conftest import resource_for
@@ -242,24 +271,26 @@ def test_a_failed_day_stops_the_rollup_before_the_next_day_starts(tmp_path, monk
         }),
         folder / "samples.parquet",
     )  # fmt: skip
-    started, reported = [], []
+    monkeypatch.setattr(telemetry, "SMALL_DAY_SAMPLES", small_day_samples)
+    days_started, days_reported = [], []
     roll_up_day = telemetry._roll_up_day
 
-    def failing_on_the_second(con, telemetry_dir, day, *rest):
-        started.append(day)
-        if day == days[1]:
+    def failing_day(con, telemetry_dir, day, *rest):
+        days_started.append(day)
+        if day == days[failing]:
             raise RuntimeError("disk full")
         return roll_up_day(con, telemetry_dir, day, *rest)
 
-    monkeypatch.setattr(telemetry, "_roll_up_day", failing_on_the_second)
+    monkeypatch.setattr(telemetry, "_roll_up_day", failing_day)
     chargeback = resource_for(tmp_path)
     with pytest.raises(RuntimeError, match="disk full"):
         telemetry.roll_up_days(
             chargeback, load_catalog(catalog_dir(tmp_path)), days,
-            lambda k, day, counts, seconds: reported.append((k, day, counts)),
+            lambda k, day, counts, seconds: days_reported.append((k, day, counts)),
         )  # fmt: skip
-    assert started == days[:2]
-    assert reported == [(1, days[0], {"samples": 1, "rejected": 0, "files": 1})]
+    one_sample = {"samples": 1, "rejected": 0, "files": 1}
+    assert sorted(days_started) == [days[i] for i in started]
+    assert days_reported == [(k, days[i], one_sample) for k, i in reported]
     assert [p.name for p in sorted(chargeback.telemetry_dir.glob("cluster=c1/day=*"))] == [
-        "day=2026-11-01"
+        f"day={days[i].isoformat()}" for i in published
     ]

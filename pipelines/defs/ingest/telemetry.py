@@ -20,12 +20,15 @@ each rollup run first removes those of dead runs, e.g. of a rollup killed mid-da
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import functools
 import hashlib
 import inspect
+import itertools
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -42,7 +45,7 @@ from pipelines.catalog import Catalog
 from pipelines.checkpoints import checkpoint
 from pipelines.defs.ingest.tables import write_rows, write_table
 from pipelines.defs.partitions import FIRST_DAY
-from pipelines.defs.resources import ChargebackResource
+from pipelines.defs.resources import ChargebackResource, prepare_connection
 from pipelines.landing import ExportFile, decompression_errors, discover
 from pipelines.leftovers import owned_name
 from pipelines.months import BillingMonth
@@ -116,20 +119,69 @@ def roll_up_days(
         write_table(con, "declared_steps", declared_steps(sources, catalog), DECLARED_STEPS_SCHEMA)
         spans = sample_file_spans(con, files)
         owners = unreadable_row_owners(spans, landing_dir, sources)
-        # One day at a time. Two at once, each on a cursor of its own, were measured: the demo's
-        # 91 days 45.6 -> 38 s (a 5-minute history day is mostly DuckDB's fixed cost per
-        # statement), but the bench month's rollup peak RSS 1,018 -> 1,498 MiB, past issue 20's
-        # 1 GiB target.
-        for k, day in enumerate(days, start=1):
+        at_once = days_at_once(spans, days)
+        cursors: list[duckdb.DuckDBPyConnection] = []
+        local = threading.local()
+
+        def roll_up(day: dt.date) -> tuple[dict[str, int], float]:
+            # each thread its own cursor: a day's temporary tables and the macros are the
+            # connection's own
+            if not hasattr(local, "con"):
+                local.con = prepare_connection(con.cursor())
+                cursors.append(local.con)
             started = time.perf_counter()
             owned = sorted(path for path, owner in owners.items() if owner == day)
             day_files = files_of_day(files, spans, day, owned)
-            per_day[day.isoformat()] = _roll_up_day(
-                con, telemetry_dir, day, day_files, owned, catalog
-            )
-            if on_day is not None:
-                on_day(k, day, per_day[day.isoformat()], time.perf_counter() - started)
+            counts = _roll_up_day(local.con, telemetry_dir, day, day_files, owned, catalog)
+            return counts, time.perf_counter() - started
+
+        try:
+            with ThreadPoolExecutor(max_workers=at_once) as pool:
+                # at most `at_once` days submitted ahead: a failed day stops the rollup with
+                # only the days already running left to finish
+                waiting = iter(days)
+                running = collections.deque(
+                    (day, pool.submit(roll_up, day)) for day in itertools.islice(waiting, at_once)
+                )
+                k = 0
+                while running:
+                    day, future = running.popleft()
+                    counts, seconds = future.result()
+                    if (following := next(waiting, None)) is not None:
+                        running.append((following, pool.submit(roll_up, following)))
+                    k += 1
+                    per_day[day.isoformat()] = counts
+                    if on_day is not None:
+                        on_day(k, day, counts, seconds)
+        finally:
+            for cursor in cursors:
+                cursor.close()
     return per_day
+
+
+# Days of at most this many samples (estimated from the files' spans) are rolled up two at once,
+# each on a cursor of its own: such a day is largely DuckDB's fixed cost per statement, which
+# a second day overlaps (the demo's 91 days: 45.6 -> 38 s). Larger days run one at a time: two
+# 1.44 M-sample days of the bench month at once took the rollup's peak RSS from 1,018 to
+# 1,498 MiB for no gain in time.
+SMALL_DAY_SAMPLES = 1_000_000
+
+
+def days_at_once(spans: dict[str, FileSpan], days: list[dt.date]) -> int:
+    """How many of `days` to roll up at once: two when each is small (SMALL_DAY_SAMPLES),
+    else one. A day's samples are estimated as its files' plausible rows spread evenly over
+    the UTC days each file spans."""
+    per_day: collections.Counter[dt.date] = collections.Counter()
+    for span in spans.values():
+        if span.first_ts is None or span.last_ts is None:
+            continue
+        first, last = span.first_ts.date(), span.last_ts.date()
+        share = span.plausible_rows / ((last - first).days + 1)
+        for day in days:
+            if first <= day <= last:
+                per_day[day] += share
+    small = all(per_day[day] <= SMALL_DAY_SAMPLES for day in days)
+    return 2 if small and len(days) > 1 else 1
 
 
 def declared_steps(sources: list[dict], catalog: Catalog) -> list[dict]:
@@ -152,18 +204,20 @@ class FileSpan:
     first_ts: dt.datetime | None
     last_ts: dt.datetime | None
     unreadable_rows: int
+    plausible_rows: int  # the rows with a plausible timestamp
 
 
 def sample_file_spans(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, FileSpan]:
     """The span of every file of `files` that has rows, in one read of their timestamp column
-    (a file without rows has no span, and no day reads it). Leaves the temporary table
-    sample_file_spans, whose windows of plausible timestamps day_samples.sql reads."""
-    create_table(con, "sample_file_spans", "rollup/sample_file_spans", {"files": files},
-                 temporary=True)  # fmt: skip
+    (a file without rows has no span, and no day reads it). Leaves the table
+    sample_file_spans (of the connection's database, not temporary: every day's cursor
+    reads it), whose windows of plausible timestamps day_samples.sql reads."""
+    create_table(con, "sample_file_spans", "rollup/sample_file_spans", {"files": files})
     rows = con.execute(
-        "select path, first_ts, last_ts, unreadable_rows from sample_file_spans order by path"
+        "select path, first_ts, last_ts, unreadable_rows, plausible_rows from sample_file_spans "
+        "order by path"
     ).fetchall()
-    return {path: FileSpan(first, last, unreadable) for path, first, last, unreadable in rows}
+    return {path: FileSpan(*span) for path, *span in rows}
 
 
 def files_of_day(
