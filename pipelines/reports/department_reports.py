@@ -6,6 +6,7 @@ organisation page `chargeback-YYYY-MM.html` (and PDF) over every department.
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from pipelines.reports.department_page import render_department_page
 from pipelines.reports.department_workbook import write_department_workbook
 from pipelines.reports.departments import ORGANISATION, Department, departments
 from pipelines.reports.files import write_atomically
-from pipelines.reports.pdf import print_pdf
+from pipelines.reports.pdf import PagePrinter
 from pipelines.reports.period import period_end
 
 
@@ -47,17 +48,19 @@ def write_department_reports(pages: MonthPages, folder: pathlib.Path) -> dict[st
     written: set[str] = set()
     counts = {"departments": 0, "tenants": 0, "charge_lines": 0, "job_lines": 0, "pdfs": 0}
     stamp = period_end(pages.month.first_day)
-    # Each page is printed while the next workbooks are written: a print is mostly Chromium
-    # starting up on one core, a workbook is Python on the other. Two prints at a time at most.
-    with ThreadPoolExecutor(max_workers=2) as printer:
+    # Each page is printed while the next workbooks are written: a print is mostly Chromium's
+    # work, on one core, a workbook is Python on the other. One browser, a page at a time.
+    with contextlib.ExitStack() as stack:
+        printer = _printer(stack, pages)
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=1))
         printing: list[Future[pathlib.Path]] = []
         for department in departments(pages.con, pages.month.first_day):
             html_path = folder / f"{department.slug}.html"
             page = _write_page(pages, department, html_path)
             written.add(html_path.name)
-            if pages.chromium is not None:
+            if printer is not None:
                 pdf_path = html_path.with_suffix(".pdf")
-                printing.append(printer.submit(print_pdf, pages.chromium, page, pdf_path, stamp))
+                printing.append(pool.submit(printer.print_pdf, page, pdf_path, stamp))
             xlsx_path = folder / f"{department.slug}.xlsx"
             summary = write_department_workbook(
                 pages.con, pages.month, department, pages.parameters, xlsx_path
@@ -88,8 +91,14 @@ def write_organisation_page(pages: MonthPages, html_path: pathlib.Path) -> list[
     if pages.chromium is None:
         return [html_path.name]
     stamp = period_end(pages.month.first_day)
-    pdf = print_pdf(pages.chromium, page, html_path.with_suffix(".pdf"), stamp)
+    with PagePrinter(pages.chromium) as printer:
+        pdf = printer.print_pdf(page, html_path.with_suffix(".pdf"), stamp)
     return sorted([html_path.name, pdf.name])
+
+
+def _printer(stack: contextlib.ExitStack, pages: MonthPages) -> PagePrinter | None:
+    """The browser that prints the pages (closed with `stack`), None without Chromium."""
+    return None if pages.chromium is None else stack.enter_context(PagePrinter(pages.chromium))
 
 
 def _write_page(pages: MonthPages, department: Department, html_path: pathlib.Path) -> str:
