@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SQL = ROOT / "sql"
 
 
+@pytest.mark.slow
 def test_sql_files_follow_the_house_rules(monkeypatch):
     # sqlfluff reads the config files from the working folder down to each file
     monkeypatch.chdir(ROOT)

@@ -814,6 +814,7 @@ def _media_box(pdf: bytes) -> tuple[float, float]:
 
 @pytest.mark.browser
 @pytest.mark.parametrize(("page_size", "points"), [("A4", (595, 842)), ("Letter", (612, 792))])
+@pytest.mark.slow
 def test_pages_print_to_reproducible_pdfs_on_the_settings_paper(con, tmp_path, page_size, points):
     chromium = require_tool("chromium", "chromium")
     printed = MonthPages(con, MONTH, PARAMETERS, page_size, chromium)
@@ -845,6 +846,7 @@ def test_pages_print_to_reproducible_pdfs_on_the_settings_paper(con, tmp_path, p
 
 
 @pytest.mark.browser
+@pytest.mark.slow
 def test_page_renders_in_headless_chromium(pages, tmp_path):
     chromium = require_tool("chromium", "chromium")
     write_department_reports(pages, tmp_path / "departments")

@@ -30,6 +30,7 @@ def _without_stamps(data: bytes) -> bytes:
 
 
 @pytest.mark.browser
+@pytest.mark.slow
 def test_pages_print_as_chromium_prints_them_one_by_one(tmp_path):
     chromium = require_tool("chromium", "chromium")
     pages = {"a": _page("First"), "b": _page("Second", "Letter", rows=300)}

@@ -1024,6 +1024,7 @@ def test_mixed_currencies_are_refused(con, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_opens_in_libreoffice(written, tmp_path):
     soffice = require_tool("soffice", "libreoffice-calc-nogui")
     out, _, _ = written
@@ -1649,6 +1650,7 @@ def _pdf_pages(pdf):
     return pages
 
 
+@pytest.mark.slow
 def test_prints_to_pdf_readable_with_each_table_on_its_own_pages(written, tmp_path):
     soffice = require_tool("soffice", "libreoffice-calc-nogui")
     out, _, _ = written
@@ -1684,6 +1686,7 @@ def test_prints_to_pdf_readable_with_each_table_on_its_own_pages(written, tmp_pa
     assert any("Daily allocation vs capacity" in t and "Day " not in t for t in capacity)
 
 
+@pytest.mark.slow
 def test_a_long_last_table_repeats_its_header_on_each_of_its_printed_pages(con, tmp_path):
     # 150 input files: the Audit's last table runs over several pages, each with its title and
     # header on top; the run's identity and table rows above it keep their own headers
