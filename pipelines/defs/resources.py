@@ -266,14 +266,15 @@ class ChargebackResource(dg.ConfigurableResource):
     def remove_dead_leftovers(self) -> list[Path]:
         """Remove the staging folders and temporary files of dead runs (pipelines/leftovers.py):
         the reports' staging folders, the warehouse's working copies, the telemetry's day
-        staging and DuckDB spill folders and the partial conversions. Returns what was
-        removed."""
+        staging and DuckDB spill folders, the partial conversions and the partial entries of
+        the conversions seen and spans found (telemetry.py). Returns what was removed."""
         telemetry = self.telemetry_dir
         warehouse = Path(self.warehouse)
         candidates = [
             *telemetry.glob(".staging/*"),
             *self.spill_root.glob("*"),
             *telemetry.glob("converted/*/*.partial"),
+            *telemetry.glob("converted/*/seen/*.partial"),
             *telemetry.glob("*/*.partial"),
             *working_copies(warehouse),
             *warehouse.parent.glob(f"{record_path(warehouse).name}@*.partial"),

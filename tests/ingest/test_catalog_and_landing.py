@@ -213,9 +213,35 @@ def test_telemetry_conversions_are_cached_by_content_converter_and_settings(tmp_
     assert converted("clusters:\n  lab: {telemetry: {step_s: 30}}\n") == first
     renamed = converted("clusters:\n  lab: {gpu_models: {a100: A100-80GB}}\n")
     assert renamed != first  # another setting of the cluster: converted anew
-    assert sorted(p.name for p in (telemetry / "converted/lab").iterdir()) == sorted(
+    assert sorted(p.name for p in (telemetry / "converted/lab").glob("*.parquet")) == sorted(
         [Path(first).name, Path(renamed).name]
     )
+
+
+def test_an_export_seen_before_as_it_is_is_not_hashed_again(tmp_path, monkeypatch):
+    from pipelines.defs.ingest.telemetry import sample_sources
+    from pipelines.landing import ExportFile
+
+    fixture = Path(__file__).parents[1] / "fixtures/nvidia-smi/d04-samples_2026-11.csv"
+    export = tmp_path / "landing/telemetry/lab" / fixture.name
+    export.parent.mkdir(parents=True)
+    export.write_bytes(fixture.read_bytes())
+    catalog = load_catalog(catalog_dir(tmp_path))
+
+    def converted() -> str:
+        [source] = sample_sources(tmp_path / "landing", tmp_path / "telemetry", catalog)
+        return source["path"]
+
+    first = converted()
+    hashed = []
+    monkeypatch.setattr(ExportFile, "sha256", lambda self: hashed.append(self.name) or "00")
+    assert converted() == first
+    assert hashed == []  # known by its path, size, modification time and inode
+    # written anew (another modification time and inode): hashed, and converted anew
+    export.unlink()
+    export.write_bytes(fixture.read_bytes().replace(b"\n", b"\n", 1))
+    assert converted() != first
+    assert hashed == ["telemetry/lab/" + fixture.name]
 
 
 def test_mig_profiles_of_rates_yaml_under_a_clusters_own(tmp_path):

@@ -29,6 +29,40 @@ def test_spans_give_first_and_last_readable_timestamp_and_the_unreadable_rows(tm
     }
 
 
+def test_a_files_span_is_found_once_and_again_when_the_file_is_written_anew(tmp_path, monkeypatch):
+    from pipelines.defs.ingest import telemetry
+
+    nov1 = _samples(tmp_path / "a.parquet", ["2026-11-01 23:59:00", "2026-11-01 00:00:00"])
+    broken = _samples(tmp_path / "b.parquet", ["not a time", None, "2026-11-03 10:00:00"])
+    read = []
+    create_table = telemetry.create_table
+
+    def reading(con, table, name, params=None, **kwargs):
+        read.append(sorted(params["files"]))
+        return create_table(con, table, name, params, **kwargs)
+
+    monkeypatch.setattr(telemetry, "create_table", reading)
+    cache = tmp_path / "spans"
+
+    def spans() -> tuple[dict, list]:
+        con = duckdb.connect()
+        found = sample_file_spans(con, [nov1, broken], cache)
+        return found, con.execute("select * from sample_file_spans order by path").fetchall()
+
+    first = spans()
+    assert first[0] == {
+        nov1: FileSpan(dt.datetime(2026, 11, 1), dt.datetime(2026, 11, 1, 23, 59), 0, 2),
+        broken: FileSpan(dt.datetime(2026, 11, 3, 10), dt.datetime(2026, 11, 3, 10), 2, 1),
+    }
+    assert spans() == first  # the whole table, windows included, from the cache
+    assert read == [[nov1, broken]] and len(list(cache.glob("*.json"))) == 2
+    (tmp_path / "a.parquet").unlink()
+    _samples(tmp_path / "a.parquet", ["2026-11-02 08:00:00"])
+    again, _ = spans()
+    assert read[1:] == [[nov1]]
+    assert again[nov1] == FileSpan(dt.datetime(2026, 11, 2, 8), dt.datetime(2026, 11, 2, 8), 0, 1)
+
+
 def test_small_days_are_rolled_up_two_at_once_and_large_ones_one_by_one(monkeypatch):
     from pipelines.defs.ingest import telemetry
 

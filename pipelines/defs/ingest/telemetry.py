@@ -26,6 +26,7 @@ import functools
 import hashlib
 import inspect
 import itertools
+import json
 import os
 import shutil
 import threading
@@ -43,7 +44,7 @@ import pyarrow.parquet as pq
 
 from pipelines.catalog import Catalog
 from pipelines.checkpoints import checkpoint
-from pipelines.defs.ingest.tables import write_rows, write_table
+from pipelines.defs.ingest.tables import write_arrow, write_rows, write_table
 from pipelines.defs.partitions import FIRST_DAY
 from pipelines.defs.resources import ChargebackResource, prepare_connection
 from pipelines.landing import ExportFile, decompression_errors, discover
@@ -117,7 +118,7 @@ def roll_up_days(
     with chargeback.scratch() as con:
         write_table(con, "sample_sources", sources, SOURCES_SCHEMA)
         write_table(con, "declared_steps", declared_steps(sources, catalog), DECLARED_STEPS_SCHEMA)
-        spans = sample_file_spans(con, files)
+        spans = sample_file_spans(con, files, cache=telemetry_dir / "spans")
         owners = unreadable_row_owners(spans, landing_dir, sources)
         at_once = days_at_once(spans, days)
         cursors: list[duckdb.DuckDBPyConnection] = []
@@ -207,17 +208,88 @@ class FileSpan:
     plausible_rows: int  # the rows with a plausible timestamp
 
 
-def sample_file_spans(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, FileSpan]:
+def sample_file_spans(
+    con: duckdb.DuckDBPyConnection, files: list[str], cache: Path | None = None
+) -> dict[str, FileSpan]:
     """The span of every file of `files` that has rows, in one read of their timestamp column
     (a file without rows has no span, and no day reads it). Leaves the table
     sample_file_spans (of the connection's database, not temporary: every day's cursor
-    reads it), whose windows of plausible timestamps day_samples.sql reads."""
-    create_table(con, "sample_file_spans", "rollup/sample_file_spans", {"files": files})
+    reads it), whose windows of plausible timestamps day_samples.sql reads.
+
+    `cache`: a folder of the spans found before, one small file per samples file as it was
+    then (`_file_key`: its path, size, modification time and inode, and the SQL that found
+    it), so that a file's span is found once, not by every run (a daily run would otherwise
+    read the timestamps of every file of the landing folder again)."""
+    sql_key = sql_text("rollup/sample_file_spans").encode()
+    keys = {path: _file_key(Path(path), sql_key) for path in files} if cache else {}
+    known = {
+        path: _span_from_json(found.read_text())
+        for path, key in keys.items()
+        if (found := cache / f"{key}.json").is_file()
+    }
+    unknown = [path for path in files if path not in known]
+    if unknown:
+        create_table(con, "sample_file_spans", "rollup/sample_file_spans", {"files": unknown})
+    else:
+        write_arrow(con, "sample_file_spans", SPANS_SCHEMA.empty_table())
+    if known:
+        rows = [{"path": path, **span} for path, span in known.items()]
+        con.register("known_spans", pa.Table.from_pylist(rows, schema=SPANS_SCHEMA))
+        try:
+            con.execute("insert into sample_file_spans by name select * from known_spans")
+        finally:
+            con.unregister("known_spans")
+    if cache and unknown:
+        found_now = con.execute(
+            "select * from sample_file_spans where list_contains($unknown, path)",
+            {"unknown": unknown},
+        )
+        names = [column[0] for column in found_now.description]
+        cache.mkdir(parents=True, exist_ok=True)
+        for values in found_now.fetchall():
+            span = dict(zip(names, values, strict=True))
+            entry = cache / f"{keys[span.pop('path')]}.json"
+            partial = entry.with_name(owned_name(entry.name, ".partial"))
+            partial.write_text(json.dumps(span, default=lambda value: value.isoformat()))
+            partial.replace(entry)
     rows = con.execute(
         "select path, first_ts, last_ts, unreadable_rows, plausible_rows from sample_file_spans "
         "order by path"
     ).fetchall()
     return {path: FileSpan(*span) for path, *span in rows}
+
+
+# The columns of sample_file_spans (sql/rollup/sample_file_spans.sql), for the cached spans
+SPANS_SCHEMA = pa.schema([
+    ("path", pa.string()), ("first_ts", pa.timestamp("us")), ("last_ts", pa.timestamp("us")),
+    ("plausible_rows", pa.int64()), ("unreadable_rows", pa.int64()),
+    ("median_day", pa.date32()), ("ts_from", pa.timestamp("us")),
+    ("ts_until", pa.timestamp("us")),
+])  # fmt: skip
+
+
+def _span_from_json(text: str) -> dict[str, Any]:
+    """A cached span (a row of sample_file_spans but its path), its times typed again."""
+    span = json.loads(text)
+    for name in ("first_ts", "last_ts", "ts_from", "ts_until"):
+        if span[name] is not None:
+            span[name] = dt.datetime.fromisoformat(span[name])
+    if span["median_day"] is not None:
+        span["median_day"] = dt.date.fromisoformat(span["median_day"])
+    return span
+
+
+def _file_key(path: Path, *extra: bytes) -> str:
+    """A name for a file as it is now: its path, size, modification time and inode (a file
+    written anew, or replaced by a rename, gets another), and `extra`. As git's index does, a
+    file is taken to be unchanged while these are."""
+    stat = path.stat()
+    digest = hashlib.sha256(
+        f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{stat.st_ino}".encode()
+    )
+    for part in extra:
+        digest.update(b"\0" + part)
+    return digest.hexdigest()[:32]
 
 
 def files_of_day(
@@ -443,16 +515,25 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
 
     Conversions are cached by the hash of what makes them: the file's content, the converter's
     code and the cluster's settings; a re-run converts nothing again, a changed converter or
-    setting converts anew.
+    setting converts anew. Which conversion an export has is remembered per export as it is
+    now (`_file_key`), so a re-run does not hash the export again either.
     """
     if export.format.to_parquet is None:
         return export.path
     settings = catalog.cluster(export.cluster)
-    digest = hashlib.sha256(bytes.fromhex(export.sha256()))
-    digest.update(_converter_code(export.format.to_parquet))
+    code = _converter_code(export.format.to_parquet)
     # the declared step is the rollup's, not the converter's: changing it converts nothing anew
-    digest.update(settings.model_dump_json(exclude={"telemetry"}).encode())
-    converted = telemetry_dir / "converted" / export.cluster / f"{digest.hexdigest()[:20]}.parquet"
+    made_with = settings.model_dump_json(exclude={"telemetry"}).encode()
+    folder = telemetry_dir / "converted" / export.cluster
+    # which conversion the export had when it was last seen as it is now: a run does not hash
+    # every landing file again (the demo's 783 MB took 0.5 s a run, and a year's landing more)
+    seen = folder / "seen" / _file_key(export.path, code, made_with)
+    if seen.is_file() and (converted := folder / seen.read_text()).is_file():
+        return converted
+    digest = hashlib.sha256(bytes.fromhex(export.sha256()))
+    digest.update(code)
+    digest.update(made_with)
+    converted = folder / f"{digest.hexdigest()[:20]}.parquet"
     if not converted.exists():
         converted.parent.mkdir(parents=True, exist_ok=True)
         # a name of its own: days rolled up in parallel may convert the same file at once
@@ -460,6 +541,10 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
         with decompression_errors(export.path):
             export.format.to_parquet(export.path, partial, settings)
         partial.replace(converted)
+    seen.parent.mkdir(parents=True, exist_ok=True)
+    partial = seen.with_name(owned_name(seen.name, ".partial"))
+    partial.write_text(converted.name)
+    partial.replace(seen)
     return converted
 
 
