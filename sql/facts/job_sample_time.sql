@@ -25,7 +25,7 @@
 -- time or energy.
 -- Parameters: $billing_month, $month_start, $sample_files, $hour_files (the daily rollup's
 -- samples and sums per series-hour), $zombie_min_ms.
-with job_gpus as (
+with numbered_job_gpus as (
     -- one integer per job GPU: the samples (tens of millions of rows) carry integers through
     -- the join and the sums instead of four names, which come back on the summed rows
     select row_number() over () as job_gpu, *
@@ -39,7 +39,7 @@ with job_gpus as (
 
 series as (
     select *, series_key(cluster, node, gpu_index) as series_key
-    from (select distinct cluster, node, gpu_index from job_gpus)
+    from (select distinct cluster, node, gpu_index from numbered_job_gpus)
 ),
 
 parts as (
@@ -62,7 +62,7 @@ parts as (
                     (epoch_ms(g.seg_to) - 1 - epoch_ms($month_start::timestamp)) // ms_per_day() + 1
                 )) as day_index
             from job_gpu_hours as g
-            join job_gpus as k using (cluster, job_id, node, gpu_index)
+            join numbered_job_gpus as k using (cluster, job_id, node, gpu_index)
             join series as s using (cluster, node, gpu_index)
             where g.billing_month = $billing_month
         )
@@ -326,7 +326,7 @@ final as (
         sum(d.power_units)::bigint as power_units,
         sum(d.energy_mw_units)::hugeint as energy_mw_units
     from job_gpu_days as d
-    join job_gpus as k using (job_gpu)
+    join numbered_job_gpus as k using (job_gpu)
     group by all
 )
 
