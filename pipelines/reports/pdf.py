@@ -1,7 +1,7 @@
 """PDFs of the report pages, printed by headless Chromium with the pages' own print CSS (page
 size from settings.yaml `page_size`, A4 or Letter; margins, no browser header or footer).
 
-Chromium is a program of the machine, not a Python package: `CHROMIUM_ENV` names it,
+Chromium is a program of the machine, not a Python package: `CHARGEBACK_CHROMIUM` names it,
 else the first of `chromium`, `chromium-browser`, `google-chrome` on the PATH. Without one the
 pages are still written and their PDFs are not (the run says so). Chromium stamps each PDF with
 the time it printed it: the stamps become the billing period's end, so the same page gives the

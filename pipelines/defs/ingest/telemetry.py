@@ -162,9 +162,10 @@ def roll_up_days(
 
 # Days of at most this many samples (estimated from the files' spans) are rolled up two at once,
 # each on a cursor of its own: such a day is largely DuckDB's fixed cost per statement, which
-# a second day overlaps (the demo's 91 days: 45.6 -> 38 s). Larger days run one at a time: two
-# 1.44 M-sample days of the bench month at once took the rollup's peak RSS from 1,018 to
-# 1,498 MiB for no gain in time.
+# a second day overlaps (the demo's 91 days: 42-43.5 -> 31-33 s in paired runs). Larger days
+# run one at a time: two 1.44 M-sample days of the bench month at once took the rollup's peak
+# RSS from 1,018 to 1,498 MiB for no gain in time. Both share the scratch database's memory
+# limit.
 SMALL_DAY_SAMPLES = 1_000_000
 
 
