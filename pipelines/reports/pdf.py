@@ -9,9 +9,10 @@ same bytes.
 
 One Chromium prints all the pages of a report step (`PagePrinter`), driven over its DevTools
 pipe (`--remote-debugging-pipe`: JSON messages, each ended by a NUL byte, written to its file
-descriptor 3 and read from its 4). Measured on the demo's November: five pages 4.8 s as one
-`chromium --print-to-pdf` each, 2.5 s through one browser, with the same bytes but the
-stamps (the parameters below are those of `--print-to-pdf --no-pdf-header-footer`).
+descriptor 3 and read from its 4). Measured on the demo's November, two paired runs: its five
+pages took 6.4 and 6.0 s as one `chromium --print-to-pdf` each, 3.7 and 3.4 s through one
+browser, with the same bytes but the stamps (the parameters below are those of
+`--print-to-pdf --no-pdf-header-footer`).
 """
 
 from __future__ import annotations
