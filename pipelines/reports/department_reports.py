@@ -50,9 +50,9 @@ def write_department_reports(pages: MonthPages, folder: pathlib.Path) -> dict[st
     stamp = period_end(pages.month.first_day)
     # Each page is printed while the next workbooks are written: a print is mostly Chromium's
     # work, on one core, a workbook is Python on the other. One browser, a page at a time.
-    with contextlib.ExitStack() as stack:
-        printer = _printer(stack, pages)
-        pool = stack.enter_context(ThreadPoolExecutor(max_workers=1))
+    browser = contextlib.nullcontext() if pages.chromium is None else PagePrinter(pages.chromium)
+    # (the pool closes first: the browser stays up until every print has finished)
+    with browser as printer, ThreadPoolExecutor(max_workers=1) as pool:
         printing: list[Future[pathlib.Path]] = []
         for department in departments(pages.con, pages.month.first_day):
             html_path = folder / f"{department.slug}.html"
@@ -67,7 +67,7 @@ def write_department_reports(pages: MonthPages, folder: pathlib.Path) -> dict[st
             )
             written.add(xlsx_path.name)
             counts["departments"] += 1
-            counts["pdfs"] += int(pages.chromium is not None)
+            counts["pdfs"] += int(printer is not None)
             counts["tenants"] += summary["tenants"]
             counts["charge_lines"] += summary["charge_lines"]
             counts["job_lines"] += summary["job_lines"]
@@ -94,11 +94,6 @@ def write_organisation_page(pages: MonthPages, html_path: pathlib.Path) -> list[
     with PagePrinter(pages.chromium) as printer:
         pdf = printer.print_pdf(page, html_path.with_suffix(".pdf"), stamp)
     return sorted([html_path.name, pdf.name])
-
-
-def _printer(stack: contextlib.ExitStack, pages: MonthPages) -> PagePrinter | None:
-    """The browser that prints the pages (closed with `stack`), None without Chromium."""
-    return None if pages.chromium is None else stack.enter_context(PagePrinter(pages.chromium))
 
 
 def _write_page(pages: MonthPages, department: Department, html_path: pathlib.Path) -> str:
