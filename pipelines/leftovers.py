@@ -31,6 +31,14 @@ def owned_name(stem: str, suffix: str = "") -> str:
     return f"{stem}@{HOST}@{os.getpid()}{suffix}"
 
 
+def replace_text(path: Path, text: str) -> None:
+    """Write `text` to `path` through an owned partial file renamed into place: a reader sees
+    the old file or the new one, and a killed writer's partial is a dead leftover."""
+    partial = path.with_name(owned_name(path.name, ".partial"))
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
 def owned_stem(path: Path) -> str | None:
     """The stem of an owned name (None: not an owned name)."""
     owned = _OWNED.fullmatch(path.name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -232,16 +233,29 @@ def test_an_export_seen_before_as_it_is_is_not_hashed_again(tmp_path, monkeypatc
         [source] = sample_sources(tmp_path / "landing", tmp_path / "telemetry", catalog)
         return source["path"]
 
-    first = converted()
     hashed = []
-    monkeypatch.setattr(ExportFile, "sha256", lambda self: hashed.append(self.name) or "00")
+    sha256 = ExportFile.sha256
+
+    def hashing(self) -> str:
+        hashed.append(self.name)
+        return sha256(self)
+
+    monkeypatch.setattr(ExportFile, "sha256", hashing)
+    name = "telemetry/lab/" + fixture.name
+    first = converted()
+    assert hashed == [name]
     assert converted() == first
-    assert hashed == []  # known by its path, size, modification time and inode
-    # written anew (another modification time and inode): hashed, and converted anew
-    export.unlink()
-    export.write_bytes(fixture.read_bytes().replace(b"\n", b"\n", 1))
+    assert hashed == [name]  # known by its path, size, modification time and inode
+    # written again, the same bytes a second later: hashed again, its conversion reused
+    stat = export.stat()
+    export.write_bytes(fixture.read_bytes())
+    os.utime(export, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert converted() == first
+    assert hashed == [name, name]
+    # other bytes: hashed, and converted anew
+    export.write_bytes(fixture.read_bytes() + fixture.read_bytes().splitlines(keepends=True)[-1])
     assert converted() != first
-    assert hashed == ["telemetry/lab/" + fixture.name]
+    assert hashed == [name, name, name]
 
 
 def test_mig_profiles_of_rates_yaml_under_a_clusters_own(tmp_path):

@@ -328,3 +328,22 @@ def test_a_failed_day_stops_the_rollup_before_the_next_day_starts(
     assert [p.name for p in sorted(chargeback.telemetry_dir.glob("cluster=c1/day=*"))] == [
         f"day={days[i].isoformat()}" for i in published
     ]
+
+
+def test_a_killed_runs_partial_cache_entries_are_removed_and_the_live_ones_kept(tmp_path):
+    from pipelines.leftovers import HOST, replace_text
+    from tests.conftest import resource_for
+    from tests.reports.test_publish import dead_pid
+
+    telemetry = resource_for(tmp_path).telemetry_dir
+    pid = dead_pid()
+    seen, spans = telemetry / "converted/c1/seen", telemetry / "spans"
+    for folder in (seen, spans):
+        folder.mkdir(parents=True)
+    replace_text(seen / "a1", "x.parquet")  # written whole by this process
+    replace_text(spans / "b2.json", "{}")
+    dead = [seen / f"a3@{HOST}@{pid}.partial", spans / f"b4.json@{HOST}@{pid}.partial"]
+    for path in dead:
+        path.write_text("half")
+    assert sorted(resource_for(tmp_path).remove_dead_leftovers()) == sorted(dead)
+    assert sorted(p.name for p in [*seen.iterdir(), *spans.iterdir()]) == ["a1", "b2.json"]

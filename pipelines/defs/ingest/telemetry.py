@@ -48,7 +48,7 @@ from pipelines.defs.ingest.tables import write_arrow, write_rows, write_table
 from pipelines.defs.partitions import FIRST_DAY
 from pipelines.defs.resources import ChargebackResource, prepare_connection
 from pipelines.landing import ExportFile, decompression_errors, discover
-from pipelines.leftovers import owned_name
+from pipelines.leftovers import owned_name, replace_text
 from pipelines.months import BillingMonth
 from pipelines.sql import bind, create_table, sql_text
 
@@ -224,7 +224,7 @@ def sample_file_spans(
     sql_key = sql_text("rollup/sample_file_spans").encode()
     keys = {path: _file_key(Path(path), sql_key) for path in files} if cache else {}
     known = {
-        path: _span_from_json(found.read_text())
+        path: _span_from_json(found.read_text(encoding="utf-8"))
         for path, key in keys.items()
         if (found := cache / f"{key}.json").is_file()
     }
@@ -250,9 +250,7 @@ def sample_file_spans(
         for values in found_now.fetchall():
             span = dict(zip(names, values, strict=True))
             entry = cache / f"{keys[span.pop('path')]}.json"
-            partial = entry.with_name(owned_name(entry.name, ".partial"))
-            partial.write_text(json.dumps(span, default=lambda value: value.isoformat()))
-            partial.replace(entry)
+            replace_text(entry, json.dumps(span, default=lambda value: value.isoformat()))
     rows = con.execute(
         "select path, first_ts, last_ts, unreadable_rows, plausible_rows from sample_file_spans "
         "order by path"
@@ -533,7 +531,7 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
     # which conversion the export had when it was last seen as it is now: a run does not hash
     # every landing file again (the demo's 783 MB took 0.5 s a run, and a year's landing more)
     seen = folder / "seen" / _file_key(export.path, code, made_with)
-    if seen.is_file() and (converted := folder / seen.read_text()).is_file():
+    if seen.is_file() and (converted := folder / seen.read_text(encoding="utf-8")).is_file():
         return converted
     digest = hashlib.sha256(bytes.fromhex(export.sha256()))
     digest.update(code)
@@ -547,9 +545,7 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
             export.format.to_parquet(export.path, partial, settings)
         partial.replace(converted)
     seen.parent.mkdir(parents=True, exist_ok=True)
-    partial = seen.with_name(owned_name(seen.name, ".partial"))
-    partial.write_text(converted.name)
-    partial.replace(seen)
+    replace_text(seen, converted.name)
     return converted
 
 
