@@ -266,6 +266,19 @@ def test_settings_are_read_by_the_process_that_runs(tmp_path, monkeypatch):
     }
 
 
+def test_every_setting_is_described_where_the_ui_shows_it():
+    """The resource's config schema (its page and the launchpad in the Dagster UI) describes
+    each setting, and each has its environment variable."""
+    fields = ChargebackResource.to_config_schema().as_field().config_type.fields
+    assert set(fields) == set(ENVIRONMENT)
+    assert [name for name, field in fields.items() if not field.description] == []
+    assert fields["warehouse"].description == "The DuckDB warehouse file."
+    assert fields["spill_dir"].description == (
+        "DuckDB's spill folder of the daily rollups, on the local disk of the process's own "
+        "machine. Unset: `<warehouse stem>_spill` beside the warehouse."
+    )
+
+
 def test_a_partition_window_is_its_billing_months():
     window = dg.TimeWindow(
         dt.datetime(2026, 12, 1, tzinfo=dt.UTC), dt.datetime(2027, 2, 1, tzinfo=dt.UTC)

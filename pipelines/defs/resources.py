@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
-from pydantic import PrivateAttr
+from pydantic import Field, PrivateAttr
 
 from pipelines.catalog import Catalog, load_catalog
 from pipelines.commit import (
@@ -110,26 +110,40 @@ class ChargebackResource(dg.ConfigurableResource):
     (pipelines/commit.py).
     """
 
-    landing_dir: str = "data/landing"
-    catalog_dir: str = "data/catalog"
-    warehouse: str = "data/warehouse.duckdb"
-    reports_dir: str = "data/reports"
-    # Under the 2 GiB a run may use: DuckDB spills to disk past it, and Python, Arrow and
-    # Dagster need the rest.
-    duckdb_memory_limit: str = "1.5GB"
-    # How long a run waits for another run or a writer holding the warehouse before it stops:
-    # long enough for a monthly run ahead of it to finish. Whole seconds: Dagster reads an
+    # The descriptions show in the Dagster UI beside each setting (the resource's page and the
+    # launchpad's config schema); ENVIRONMENT names each one's variable.
+    landing_dir: str = Field(
+        "data/landing", description="The scheduler and telemetry exports, one folder per area."
+    )
+    catalog_dir: str = Field(
+        "data/catalog", description="Tenants, rates, quotas, budgets, nodes and settings."
+    )
+    warehouse: str = Field("data/warehouse.duckdb", description="The DuckDB warehouse file.")
+    reports_dir: str = Field("data/reports", description="Each month's published reports.")
+    # Under the 2 GiB a run may use: Python, Arrow and Dagster need the rest.
+    duckdb_memory_limit: str = Field(
+        "1.5GB", description="DuckDB's memory limit per connection: it spills to disk past it."
+    )
+    # Long enough for a monthly run ahead of it to finish. Whole seconds: Dagster reads an
     # integer from an environment variable, not a float.
-    lock_wait_s: int = 300
-    # The telemetry's daily rollups (and the conversions and staging folders they come from):
-    # the storage every rollup worker writes and the monthly run reads, so a shared file
-    # system when days run on several machines. Unset: `<warehouse stem>_telemetry` beside
-    # the warehouse, which suits one machine.
-    rollup_dir: str | None = None
-    # DuckDB's spill folder of the daily rollups: local disk of the process's own machine,
-    # never the shared rollup folder (a day's sorts may spill gigabytes). Unset:
-    # `<warehouse stem>_spill` beside the warehouse, the local disk of a one-machine setup.
-    spill_dir: str | None = None
+    lock_wait_s: int = Field(
+        300,
+        description="How long a run waits for another run or a writer holding the warehouse "
+        "before it stops, in seconds.",
+    )
+    # A shared file system when days run on several machines; the default suits one machine.
+    rollup_dir: str | None = Field(
+        None,
+        description="The telemetry's daily rollups (and the conversions and staging folders "
+        "they come from): the storage every rollup worker writes and the monthly run reads. "
+        "Unset: `<warehouse stem>_telemetry` beside the warehouse.",
+    )
+    # Never the shared rollup folder: a day's sorts may spill gigabytes.
+    spill_dir: str | None = Field(
+        None,
+        description="DuckDB's spill folder of the daily rollups, on the local disk of the "
+        "process's own machine. Unset: `<warehouse stem>_spill` beside the warehouse.",
+    )
 
     _run_id: str | None = PrivateAttr(default=None)
     _working_copy: Path | None = PrivateAttr(default=None)

@@ -367,19 +367,19 @@ FORMATS = [
         read_rows=_read_allocations,
         read_table=_read_allocations_table,
     ),
-    ExportFormat(
-        name="canonical_samples",
-        kind="samples",
-        expected="canonical GPU samples Parquet (ts, node, gpu_index, util_pct, ...)",
-        sniff=_has_columns(_REQUIRED_SAMPLE_COLUMNS, suffixes=(".parquet",)),
-        util_metric=CANONICAL_UTIL_METRIC,
-    ),
-    ExportFormat(
-        name="canonical_samples_csv",
-        kind="samples",
-        expected="canonical GPU samples CSV (ts, node, gpu_index, util_pct, ...)",
-        sniff=_has_columns(_REQUIRED_SAMPLE_COLUMNS, suffixes=(".csv",)),
-        to_parquet=samples_to_parquet,
-        util_metric=CANONICAL_UTIL_METRIC,
+    # GPU samples as Parquet, read in place, or as CSV, converted once to the same Parquet
+    *(
+        ExportFormat(
+            name=name,
+            kind="samples",
+            expected=f"canonical GPU samples {encoding} (ts, node, gpu_index, util_pct, ...)",
+            sniff=_has_columns(_REQUIRED_SAMPLE_COLUMNS, suffixes=(suffix,)),
+            to_parquet=converter,
+            util_metric=CANONICAL_UTIL_METRIC,
+        )
+        for name, encoding, suffix, converter in (
+            ("canonical_samples", "Parquet", ".parquet", None),
+            ("canonical_samples_csv", "CSV", ".csv", samples_to_parquet),
+        )
     ),
 ]

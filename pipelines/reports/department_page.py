@@ -36,7 +36,7 @@ from pipelines.reports.departments import (
     quota_flags,
 )
 from pipelines.reports.period import month_name, period_end
-from pipelines.reports.telemetry import ClusterTelemetry, cluster_telemetry
+from pipelines.reports.telemetry import cluster_telemetry
 
 TEMPLATES_DIR = pathlib.Path(__file__).resolve().parents[2] / "reports" / "templates"
 TEMPLATE_NAME = "department.html"
@@ -155,10 +155,11 @@ def render_department_page(
         "daily_chart": _daily_chart(days),
         "daily": [{"day": f"{d:%Y-%m-%d}", "hours": _hours(h)} for d, h in days],
         "daily_source": daily_source,
-        "top_jobs": [_job_view(j) for j in top_jobs],
-        "cost_views": None if cost_views is None else [_cost_view(v) for v in cost_views],
-        "telemetry": None if telemetry is None else [_telemetry_view(t) for t in telemetry],
-        "users": None if users is None else [_user_view(u) for u in users],
+        # rows as the queries give them: the template formats their figures (the filters)
+        "top_jobs": top_jobs,
+        "cost_views": cost_views,
+        "telemetry": telemetry,
+        "users": users,
         "notice_threshold": parameters.get("notice_idle_gpu_hours") or "24",
         "has_quota": has_quota,
         "sources": [*sources, *(["quota_compliance"] if has_quota else [])],
@@ -177,14 +178,14 @@ def render_department_page(
 
 
 # --------------------------------------------------------------------------------------------
-# Page pieces: figures formatted once here, so the template only places text.
+# Page pieces: figures formatted here, by the functions the template's filters are too.
 # --------------------------------------------------------------------------------------------
 
 
 @cache
 def _environment() -> jinja2.Environment:
     # autoescape=True for every template: a tenant name is data, never markup.
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
@@ -192,6 +193,8 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    environment.filters.update(FILTERS)
+    return environment
 
 
 def _swatch(label: str, colour: str) -> dict[str, Any]:
@@ -229,6 +232,27 @@ def _percent(part: Decimal, whole: Decimal | None) -> str:
 
 def _timestamp(value: dt.datetime | None) -> str:
     return "—" if value is None else f"{value:%Y-%m-%d %H:%M}"
+
+
+def _integer(value: int) -> str:
+    return f"{value:,}"
+
+
+def _percent_of(pct: float | None) -> str:
+    """A mart's percentage (0-100) as the page shows shares."""
+    return _share(None if pct is None else pct / 100)
+
+
+# The template's filters: a row's figures as the page prints them (`{{ j.idle_gpu_hours|hours }}`).
+FILTERS = {
+    "money": _money,
+    "hours": _hours,
+    "number": _number,
+    "integer": _integer,
+    "share": _share,
+    "percent_of": _percent_of,
+    "timestamp": _timestamp,
+}
 
 
 def _tenant_view(t: Any, flags: list[str]) -> dict[str, Any]:
@@ -276,70 +300,6 @@ def _department_rows(
             "idle_zombie": _hours(sum(t.idle_gpu_hours + t.zombie_gpu_hours for t in members)),
         })  # fmt: skip
     return rows
-
-
-def _cost_view(v: Any) -> dict[str, str]:
-    return {
-        "tenant": v.tenant_name,
-        "allocation": _money(v.allocation_amount),
-        "idle_zombie": _money(v.idle_zombie_amount),
-        "utilisation": _money(v.utilisation_amount),
-        "idle_zombie_hours": _hours(v.idle_zombie_gpu_hours),
-        "failed_job_hours": _hours(v.failed_job_gpu_hours),
-        "failed_job": _money(v.failed_job_amount),
-    }
-
-
-def _telemetry_view(t: ClusterTelemetry) -> dict[str, str]:
-    return {
-        "cluster": t.cluster,
-        "metrics": t.metrics,
-        "interval": t.interval,
-        "allocated": _hours(t.allocated_gpu_hours),
-        "measured": _hours(t.measured_gpu_hours),
-        "measured_share": _share(t.measured_share),
-    }
-
-
-def _user_view(u: Any) -> dict[str, str]:
-    return {
-        "user": u.user or "—",
-        "tenant": u.tenant_name,
-        "jobs": f"{u.jobs:,}",
-        "allocated": _hours(u.allocated_gpu_hours),
-        "productive_share": _percent_of(u.productive_share_pct),
-        "idle_zombie": _hours(u.idle_zombie_gpu_hours),
-        "mean_util": _number(u.mean_util_pct),
-        "mean_memory": _percent_of(u.mean_memory_pct),
-        "peak_memory": _percent_of(u.peak_memory_pct),
-        "energy": _number(u.energy_kwh, 1),
-        "notice": "yes" if u.is_notified else "",
-        "idlest_jobs": u.idlest_jobs or "",
-    }
-
-
-def _percent_of(pct: float | None) -> str:
-    """A mart's percentage (0-100) as the page shows shares."""
-    return _share(None if pct is None else pct / 100)
-
-
-def _job_view(j: Any) -> dict[str, str]:
-    return {
-        "tenant": j.tenant_name or j.tenant_id,
-        "cluster": j.cluster,
-        "job_id": j.job_id,
-        "user": j.user or "",
-        "gpu_model": j.gpu_model or "",
-        "state": j.state or "",
-        "gpus": _number(j.gpus, 2),
-        "start": _timestamp(j.start_at),
-        "end": _timestamp(j.end_at),
-        "allocated": _hours(j.allocated_gpu_hours),
-        "mean_util": _number(j.mean_util_pct),
-        "idle": _hours(j.idle_gpu_hours),
-        "zombie": _hours(j.zombie_gpu_hours),
-        "wasted": _hours(j.wasted_gpu_hours),
-    }
 
 
 def _quota_view(q: Any) -> dict[str, Any]:

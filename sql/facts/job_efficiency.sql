@@ -17,12 +17,9 @@ with buckets as (
     select
         cluster,
         job_id,
-        sum(allocated_units)::bigint as allocated_units,
-        sum(measured_units)::bigint as measured_units,
-        sum(util_weighted_units) as util_weighted_units,
-        sum(productive_units)::bigint as productive_units,
-        sum(idle_units)::bigint as idle_units,
-        sum(zombie_units)::bigint as zombie_units
+        -- each keeping its name; whole units, a job's well within bigint
+        sum(columns('^(allocated|measured|productive|idle|zombie)_units$'))::bigint,
+        sum(util_weighted_units) as util_weighted_units
     from job_time_buckets
     where billing_month = $billing_month
     group by all

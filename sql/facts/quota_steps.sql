@@ -20,13 +20,9 @@
 -- and rate changes (catalog_rates), so each lies in one day and one rate period.
 -- Parameters: $billing_month, $month_start, $month_end.
 with quotas as (
-    -- quota versions in force during the month, clipped to it
+    -- quota versions in force during the month, their validity clipped to it
     select
-        tenant_id,
-        pool,
-        guaranteed_gpus,
-        limit_gpus,
-        reserved,
+        * exclude (valid_from, valid_to),
         greatest(valid_from, $month_start::timestamp) as quota_from,
         least(valid_to, $month_end::timestamp) as quota_to
     from catalog_quotas

@@ -44,22 +44,28 @@ with thresholds as (
         97.0 as expand_availability_min_pct
 ),
 
+bucket_columns as (
+    -- a column per bucket, named <bucket>_gpu_hours, in this order
+    pivot (from capacity_buckets where billing_month = $billing_month)
+    on bucket in (
+        'capacity', 'productive', 'idle', 'zombie', 'failed_job', 'failed_infra',
+        'unmeasured', 'down', 'unallocated'
+    )
+    using sum(gpu_hours) as gpu_hours
+    group by cluster, gpu_model
+),
+
 buckets as (
+    -- job time missing from a bucket is none of it; capacity, down and unallocated stay NULL
+    -- without an inventory
     select
         cluster,
         gpu_model,
-        sum(gpu_hours) filter (bucket = 'capacity') as capacity_gpu_hours,
-        coalesce(sum(gpu_hours) filter (bucket = 'productive'), 0) as productive_gpu_hours,
-        coalesce(sum(gpu_hours) filter (bucket = 'idle'), 0) as idle_gpu_hours,
-        coalesce(sum(gpu_hours) filter (bucket = 'zombie'), 0) as zombie_gpu_hours,
-        coalesce(sum(gpu_hours) filter (bucket = 'failed_job'), 0) as failed_job_gpu_hours,
-        coalesce(sum(gpu_hours) filter (bucket = 'failed_infra'), 0) as failed_infra_gpu_hours,
-        coalesce(sum(gpu_hours) filter (bucket = 'unmeasured'), 0) as unmeasured_gpu_hours,
-        sum(gpu_hours) filter (bucket = 'down') as down_gpu_hours,
-        sum(gpu_hours) filter (bucket = 'unallocated') as unallocated_gpu_hours
-    from capacity_buckets
-    where billing_month = $billing_month
-    group by all
+        capacity_gpu_hours,
+        coalesce(columns('^(productive|idle|zombie|failed_job|failed_infra|unmeasured)_gpu'), 0),
+        down_gpu_hours,
+        unallocated_gpu_hours
+    from bucket_columns
 ),
 
 history as (

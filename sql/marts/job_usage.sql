@@ -8,15 +8,8 @@ with buckets as (
     select
         cluster,
         job_id,
-        sum(allocated_units) as allocated_units,
-        sum(measured_units) as measured_units,
-        sum(util_weighted_units) as util_weighted_units,
-        sum(productive_units) as productive_units,
-        sum(idle_units) as idle_units,
-        sum(zombie_units) as zombie_units,
-        sum(failed_job_units) as failed_job_units,
-        sum(failed_infra_units) as failed_infra_units,
-        sum(unmeasured_units) as unmeasured_units
+        -- every measure of the table, each keeping its name (allocated_units, idle_units, ...)
+        sum(columns('_units$'))
     from job_time_buckets
     where billing_month = $billing_month
     group by all

@@ -46,20 +46,10 @@ users as (
         tenant_id,
         "user",
         count(*) as jobs,
-        sum(allocated_units) as allocated_units,
-        sum(measured_units) as measured_units,
-        sum(util_weighted_units) as util_weighted_units,
-        sum(productive_units) as productive_units,
-        sum(idle_units) as idle_units,
-        sum(zombie_units) as zombie_units,
-        sum(memory_units) as memory_units,
-        sum(memory_mib_units) as memory_mib_units,
-        sum(memory_size_mib_units) as memory_size_mib_units,
-        sum(memory_unknown_units) as memory_unknown_units,
+        -- every exact measure of job_efficiency, each keeping its name (allocated_units, ...)
+        sum(columns('_units$')),
         max(peak_memory_mib) as peak_memory_mib,
-        max(peak_memory_pct) as peak_memory_pct,
-        sum(power_units) as power_units,
-        sum(energy_mw_units) as energy_mw_units
+        max(peak_memory_pct) as peak_memory_pct
     from ranked
     group by all
 ),

@@ -12,10 +12,7 @@ with department_clusters as (
         and j.allocated_gpu_hours > 0
 )
 
-select
-    cluster, util_metric, series, samples, sampled_gpu_hours, sampled_share_pct,
-    median_step_s, min_step_s, max_step_s, allocated_gpu_hours, measured_gpu_hours,
-    measured_share_pct
+select * exclude (billing_month)
 from telemetry_coverage
 where billing_month = $billing_month
     and ($department is null or cluster in (select cluster from department_clusters))
