@@ -28,7 +28,11 @@
 with numbered_job_gpus as (
     -- one integer per job GPU: the samples (tens of millions of rows) carry integers through
     -- the join and the sums instead of four names, which come back on the summed rows
-    select row_number() over () as job_gpu, *
+    select
+        row_number() over () as job_gpu,
+        -- one integer per job and GPU model: the rows of `final`, summed before the names
+        dense_rank() over (order by cluster, job_id, gpu_model) as job_model,
+        *
     from (
         select cluster, job_id, node, gpu_index, any_value(gpu_model) as gpu_model
         from job_gpu_hours
@@ -306,13 +310,10 @@ job_gpu_days as (
     group by all
 ),
 
-final as (
+job_model_days as (
     select
-        $billing_month::date as billing_month,
-        k.cluster,
-        k.job_id,
-        k.gpu_model,
-        ($billing_month::date + d.day_index::int) as day,
+        k.job_model,
+        d.day_index,
         sum(d.measured_units)::bigint as measured_units,
         (sum(d.util_milli_pct_units)::decimal(38, 0) * 0.001)::decimal(38, 3)
             as util_weighted_units,
@@ -328,6 +329,22 @@ final as (
     from job_gpu_days as d
     join numbered_job_gpus as k using (job_gpu)
     group by all
+),
+
+job_models as (
+    select distinct job_model, cluster, job_id, gpu_model from numbered_job_gpus
+),
+
+final as (
+    select
+        $billing_month::date as billing_month,
+        m.cluster,
+        m.job_id,
+        m.gpu_model,
+        ($billing_month::date + d.day_index::int) as day,
+        d.* exclude (job_model, day_index)
+    from job_model_days as d
+    join job_models as m using (job_model)
 )
 
 select * from final

@@ -1020,6 +1020,42 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
     ]  # fmt: skip
 
 
+def test_a_jobs_gpus_are_summed_per_gpu_model(con, tmp_path):
+    # job j holds two A100s (n1) and an H100 (n2), job k one A100 (n3), all 00:00-01:00,
+    # sampled every 60 s: a row per job x GPU model x day, its GPUs' time summed
+    gpus = [("j", "n1", 0, "A100"), ("j", "n1", 1, "A100"), ("j", "n2", 0, "H100"),
+            ("k", "n3", 0, "A100")]  # fmt: skip
+    con.execute(f"""create table job_gpu_hours as select date '2026-11-01' as billing_month,
+        'c' as cluster, g.job_id, g.node, g.gpu_index, g.gpu_model, 420 as gpu_share,
+        false as in_outage, timestamp '2026-11-02 00:00' as hour,
+        timestamp '2026-11-02 00:00' as seg_from, timestamp '2026-11-02 01:00' as seg_to,
+        timestamp '2026-11-02 01:00' as cover_until
+        from (values {", ".join(map(str, gpus))}) as g(job_id, node, gpu_index, gpu_model)""")
+    folder = tmp_path / "cluster=c/day=2026-11-02"
+    folder.mkdir(parents=True)
+    series = ", ".join(f"('{node}', {index})" for _, node, index, _ in gpus)
+    hours = write_rollup(
+        con,
+        "select g.node, g.gpu_index, timestamp '2026-11-02 00:00' + to_seconds(60 * i) as ts, "
+        "50.0 as util_pct, 60000::bigint as cover_ms, 1 as idle_run "
+        f"from (values {series}) as g(node, gpu_index), range(60) as r(i)",
+        folder / "s.parquet",
+    )
+    params = {**NOV, "sample_files": [str(folder / "s.parquet")], "hour_files": [hours],
+              "idle_threshold_pct": 5.0, "zombie_min_ms": 7_200_000}  # fmt: skip
+    cursor = run(con, "facts/job_sample_time", params)
+    rows = sorted(
+        (job_id, gpu_model, str(day), measured)
+        for _, _, job_id, gpu_model, day, measured, *_ in cursor.fetchall()
+    )
+    hour = 3_600_000 * 420
+    assert rows == [
+        ("j", "A100", "2026-11-02", 2 * hour),
+        ("j", "H100", "2026-11-02", hour),
+        ("k", "A100", "2026-11-02", hour),
+    ]
+
+
 def test_a_sample_before_the_hour_covers_into_the_next_hour(con, tmp_path):
     # a job holds the GPU 00:00-02:00; samples every 60 s but 30 s off the minute: the sample at
     # 00:59:30 stands for 60 s although the hour segment ends at 01:00:00
