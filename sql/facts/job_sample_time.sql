@@ -103,13 +103,15 @@ stretch_sums as (
     select
         stretch,
         run,
-        sum(cover_ms) as cover_ms,
-        sum(util_milli_pct_ms) as util_milli_pct_ms,
-        sum(mem_cover_ms) as mem_cover_ms,
-        sum(mem_mib_ms) as mem_mib_ms,
+        -- bigint, not the hugeint of a sum: a stretch lies in one day, so even its products
+        -- with a whole GPU's share stay below 2^63 by a factor of 100 (1 kW, 200 GiB), and
+        -- the rows after this are half as wide (at 10,000 GPUs they outgrew 2GB as hugeint);
+        -- a cast that overflowed would fail the run, never wrap
+        sum(columns(lambda c: c in (
+            'cover_ms', 'util_milli_pct_ms', 'mem_cover_ms', 'mem_mib_ms', 'power_mw_ms',
+            'power_cover_ms'
+        )))::bigint,
         max(peak_mem_mib) as peak_mem_mib,
-        sum(power_mw_ms) as power_mw_ms,
-        sum(power_cover_ms) as power_cover_ms,
         max(last_ts) as last_ts,
         arg_max(last_cover_ms, last_ts) as last_cover_ms,
         arg_max(last_util_milli_pct, last_ts) as last_util_milli_pct,
