@@ -23,6 +23,9 @@ Modes (results merged into benchmarks/results/latest.json, one section each):
     python benchmarks/run.py --days 1,7,30                      linearity in days
     python benchmarks/run.py --gpus 10000 --interval-s 15 --days 2 --per-day
                                                                 per-day time and memory
+    python benchmarks/run.py --gpus 10000 --interval-s 15 --scale-month
+                                                                the whole month at scale, in
+                                                                process and on 2 Celery workers
 
 Generated data is cached under --work by its parameters. Timings on a shared 2-core machine are
 noisy: compare the ratios of one run, and see `load_avg` in the results.
@@ -58,6 +61,8 @@ TARGETS = {
     "pandas_slower_at_least_x": 5.0,
     "peak_rss_under_mib": 2048.0,
     "linear_within": 0.25,
+    # issue 20: 10,000 GPUs x 15 s x 30 days end to end in process on this 2-core machine
+    "scale_month_under_s": 900.0,
 }
 
 
@@ -65,15 +70,20 @@ TARGETS = {
 # measurements (each runs in a child process: `run.py _measure <name> <json>`)
 
 
-def _resource(root: Path, memory_limit: str):
+def _resource(root: Path, memory_limit: str, rollup_dir: str | None = None):
+    """The settings of a measurement on `root`: the generated landing and catalog in it (or,
+    for a warehouse of its own, in its parent: the fanned-out month's), the warehouse and
+    reports in it."""
     from pipelines.defs.resources import ChargebackResource
 
+    data = root if (root / "landing").exists() else root.parent
     return ChargebackResource(
-        landing_dir=str(root / "landing"),
-        catalog_dir=str(root / "catalog"),
+        landing_dir=str(data / "landing"),
+        catalog_dir=str(data / "catalog"),
         warehouse=str(root / "warehouse.duckdb"),
         reports_dir=str(root / "reports"),
         duckdb_memory_limit=memory_limit,
+        rollup_dir=rollup_dir,
     )
 
 
@@ -111,8 +121,10 @@ def measure_month(cfg: dict) -> dict:
     from pipelines.defs.schedules import ROLLUP
 
     root = Path(cfg["root"])
-    chargeback = _resource(root, cfg["memory_limit"])
-    for path in (root / "reports", chargeback.telemetry_dir):
+    chargeback = _resource(root, cfg["memory_limit"], cfg.get("rollup_dir"))
+    # `rollup_dir`: the days were rolled up elsewhere (on the workers) into that folder, and
+    # only the monthly run is measured
+    for path in (root / "reports", *([] if cfg.get("rollup_dir") else [chargeback.telemetry_dir])):
         shutil.rmtree(path, ignore_errors=True)
     for path in root.glob("warehouse.duckdb*"):
         shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -131,6 +143,8 @@ def measure_month(cfg: dict) -> dict:
     # the days in one run (as make demo), or one run per day (as the daily schedule) to see
     # each day's time and peak RSS
     day_ranges = [[day] for day in days] if cfg.get("day_by_day") else [days]
+    if cfg.get("rollup_dir"):
+        day_ranges = []
     results, rollup_days = [], []
     for day_range in day_ranges:
         first, last = day_range[0], day_range[-1]
@@ -872,6 +886,244 @@ def mode_per_day(args) -> dict:
     return section
 
 
+# --------------------------------------------------------------------------------------------
+# the month's days fanned out on Celery workers (README: Scale-out path), on this machine
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _group_peak_rss_mib(leader: subprocess.Popen) -> int:
+    """The largest VmHWM of the processes of `leader`'s session (a Celery worker and its pool
+    process, which runs the days)."""
+    peak = 0
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            if os.getsid(int(status.parent.name)) != leader.pid:
+                continue
+            text = status.read_text()
+        except (ProcessLookupError, PermissionError, FileNotFoundError):
+            continue
+        for line in text.splitlines():
+            if line.startswith("VmHWM:"):
+                peak = max(peak, int(line.split()[1]))
+    return round(peak / 1024)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """`process` and everything of its session: TERM, then KILL after 30 s."""
+    import signal
+
+    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            process.wait(timeout=wait_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    process.wait()
+
+
+def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
+    """The month's UTC days as a backfill of `telemetry_rollup_fanout_job` (one run a day, each
+    run's step on one of `--workers` Celery workers, Redis on 127.0.0.1 the broker, the Dagster
+    daemon launching the queued runs), then the monthly run in process ("month" on the
+    workers' rollup folder). Everything but the landing and the catalog lives in
+    `data/fanned_out`: its warehouse, the shared rollup folder, each worker's spill folder."""
+    import dagster as dg
+
+    bin_dir = Path(sys.executable).parent
+    root = data / "fanned_out"
+    shutil.rmtree(root, ignore_errors=True)
+    shared, home, logs = root / "rollups", root / "dagster_home", root / "logs"
+    for folder in (shared, home, logs):
+        folder.mkdir(parents=True)
+    (home / "dagster.yaml").write_text(
+        "telemetry:\n  enabled: false\n"
+        "run_coordinator:\n  module: dagster.core.run_coordinator\n"
+        "  class: QueuedRunCoordinator\n  config:\n    dequeue_interval_seconds: 1\n",
+        encoding="utf-8",
+    )
+    instance = dg.DagsterInstance.from_config(str(home))  # its storage made once, here
+    broker = f"redis://127.0.0.1:{_free_port()}/0"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CHARGEBACK_")}
+    settings = {
+        "CHARGEBACK_LANDING_DIR": str(data / "landing"),
+        "CHARGEBACK_CATALOG_DIR": str(data / "catalog"),
+        "CHARGEBACK_ROLLUP_DIR": str(shared),
+        "CHARGEBACK_DUCKDB_MEMORY_LIMIT": memory_limit,
+    }
+    orchestration = {**base, **settings, "DAGSTER_HOME": str(home),
+                     "CHARGEBACK_CELERY_BROKER": broker}  # fmt: skip
+    workspace = ["-w", str(REPO / "workspace.yaml")]
+    processes: dict[str, subprocess.Popen] = {}
+
+    def start(name: str, command: list[str], env: dict[str, str], cwd: Path = REPO) -> None:
+        with (logs / f"{name}.log").open("w") as log:
+            processes[name] = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                env=env, cwd=cwd,
+            )  # fmt: skip
+
+    days = [dt.date.fromisoformat(PARTITION) + dt.timedelta(days=k) for k in range(30)]
+    worker_rss: dict[str, int] = {}
+    try:
+        start("redis", ["redis-server", "--bind", "127.0.0.1", "--port",
+                        broker.rsplit(":", 1)[1].split("/")[0], "--save", "",
+                        "--appendonly", "no", "--dir", str(root)], base)  # fmt: skip
+        for number in range(1, args.workers + 1):
+            name = f"w{number}"
+            spill = root / f"{name}_spill"
+            start(name, [str(bin_dir / "celery"), "-A", "pipelines.celery_app", "-b", broker,
+                         "--result-backend", broker, "worker", "-n", f"{name}@%h",
+                         "--concurrency", "1", "-Q", "dagster", "--without-mingle",
+                         "--without-gossip", "--loglevel", "INFO"],
+                  {**base, **settings, "CHARGEBACK_SPILL_DIR": str(spill)})  # fmt: skip
+        began = time.time()
+        backfill = subprocess.run(
+            [str(bin_dir / "dagster"), "job", "backfill", *workspace,
+             "-j", "telemetry_rollup_fanout_job", "--from", days[0].isoformat(),
+             "--to", days[-1].isoformat(), "--noprompt"],
+            cwd=REPO, env=orchestration, capture_output=True, text=True,
+        )  # fmt: skip
+        if backfill.returncode:
+            raise SystemExit(f"backfill failed: {backfill.stdout[-2000:]}{backfill.stderr[-2000:]}")
+        start("daemon", [str(bin_dir / "dagster-daemon"), "run", *workspace], orchestration)
+        while True:
+            runs = instance.get_runs()
+            if len(runs) == len(days) and all(run.is_finished for run in runs):
+                break
+            time.sleep(2)
+        rollup_s = time.time() - began
+        failed = [r.tags.get("dagster/partition") for r in runs if r.status.value != "SUCCESS"]
+        if failed:
+            raise SystemExit(f"fanned-out days failed: {failed}, see {logs}")
+        for name, process in processes.items():
+            if name.startswith("w"):
+                worker_rss[name] = _group_peak_rss_mib(process)
+        per_day, took = [], {}
+        for record in instance.get_run_records():
+            run = record.dagster_run
+            events = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
+            worker = next(
+                e.dagster_event.engine_event_data.metadata["Celery worker"].value
+                for e in events
+                if "Celery worker" in e.dagster_event.engine_event_data.metadata
+            ).partition("@")[0]
+            took[worker] = took.get(worker, 0) + 1
+            per_day.append({
+                "day": run.tags["dagster/partition"],
+                "worker": worker,
+                "run_s": round(record.end_time - record.start_time, 2),
+            })  # fmt: skip
+    finally:
+        for process in processes.values():
+            _stop(process)
+        instance.dispose()
+    monthly = measure("month", logs, root=str(root), memory_limit=memory_limit,
+                      rollup_dir=str(shared))  # fmt: skip
+    return {
+        "workers": args.workers,
+        "seconds": round(rollup_s + monthly["seconds"], 2),
+        "rollup_days_s": round(rollup_s, 2),
+        "monthly_run_s": monthly["seconds"],
+        "days_per_worker": dict(sorted(took.items())),
+        "rollup_per_day": sorted(per_day, key=lambda d: d["day"]),
+        "peak_rss_mib": {**worker_rss, "monthly_run": monthly["peak_rss_mib"]},
+        "success": monthly["success"],
+        "warehouse": str(root / "warehouse.duckdb"),
+    }
+
+
+def same_charge_lines(first: Path, second: Path) -> bool:
+    """Whether two warehouses hold the same charge_lines, row for row."""
+    import duckdb
+
+    rows = []
+    for warehouse in (first, second):
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            rows.append(con.sql("select * from charge_lines order by all").fetchall())
+    return rows[0] == rows[1]
+
+
+def mode_scale_month(args) -> dict:
+    """The whole month at scale (issue 20: 10,000 GPUs x 15 s x 30 days), end to end, twice:
+    in process, as the daily schedule and the monthly run would do it on one machine (one
+    rollup run per UTC day, then the monthly run on a fresh warehouse, all in one child
+    process: its peak RSS is the largest of any of them); then with the days fanned out on
+    `--workers` Celery workers (`fanned_out_month`), whose charge lines must equal the
+    in-process run's. `--fan-out-only` keeps the in-process half of the last saved run (same
+    data and code). The data is generated once and cached under --work."""
+    days = int(args.days)
+    root, summary, cfg = measured_dataset(args, days)
+    if args.fan_out_only:
+        in_process = json.loads(RESULTS.read_text())["scale_month"]["in_process"]
+    else:
+        in_process = _in_process_month(root, cfg)
+    fanned_out = None
+    if args.workers:
+        fanned_out = fanned_out_month(args, root, args.memory_limit)
+        fanned_out["same_charge_lines_as_in_process"] = same_charge_lines(
+            root / "warehouse.duckdb", Path(fanned_out.pop("warehouse"))
+        )
+        print(
+            f"fanned out on {args.workers} workers: {fanned_out['seconds']:.0f} s end to end "
+            f"({fanned_out['rollup_days_s']:.0f} s from the backfill to its last day, days per "
+            f"worker {fanned_out['days_per_worker']}; monthly run "
+            f"{fanned_out['monthly_run_s']:.0f} s), peak RSS {fanned_out['peak_rss_mib']} MiB; "
+            f"charge lines identical: {fanned_out['same_charge_lines_as_in_process']}"
+        )
+    target = TARGETS["scale_month_under_s"]
+    return {
+        "gpus": args.gpus,
+        "days": days,
+        "interval_s": args.interval_s,
+        "jobs": summary["jobs"],
+        "telemetry_rows": summary["telemetry_rows"],
+        "generate_s": summary["seconds"],
+        "duckdb_memory_limit": args.memory_limit,
+        "target_s": target,
+        "in_process": in_process,
+        "in_process_within_target": in_process["success"] and in_process["seconds"] <= target,
+        "fanned_out": fanned_out,
+    }
+
+
+def _in_process_month(root: Path, cfg: dict) -> dict:
+    month = measure("month", root / "logs", **cfg, day_by_day=True)
+    rollup_s = round(sum(day["seconds"] for day in month["rollup_runs"]), 2)
+    per_day = [day["seconds"] for day in month["rollup_runs"]]
+    print(
+        f"in process: {month['seconds']:.0f} s end to end ({rollup_s:.0f} s of "
+        f"{len(per_day)} rollup days: {min(per_day):.1f}-{max(per_day):.1f} s a day; monthly run "
+        f"{month['seconds'] - rollup_s:.0f} s), peak RSS {month['peak_rss_mib']} MiB"
+    )
+    return {
+        "seconds": month["seconds"],
+        "rollup_days_s": rollup_s,
+        "monthly_run_s": round(month["seconds"] - rollup_s, 2),
+        "peak_rss_mib": month["peak_rss_mib"],
+        "success": month["success"],
+        "rollup_per_day": month["rollup_runs"],
+        "monthly_step_s": {
+            step: seconds
+            for step, seconds in month["step_s"].items()
+            if step != "gpu_sample_rollup"
+        },
+        "step_peak_rss_mib": month["step_peak_rss_mib"],
+        "checks": month["checks"],
+        "load_avg": month["load_avg"],
+    }
+
+
 def code_fingerprint() -> dict:
     """A hash of the pipeline's code and SQL, to tell which version a result measured."""
     import hashlib
@@ -898,7 +1150,7 @@ def save(section_name: str, section: dict) -> None:
     }
     if section_name == "month":
         # the other benchmarks' sections stay (benchmarks/dcgm_load.py writes `dcgm_load`)
-        kept = ("linearity", "scale_per_day", "dcgm_load")
+        kept = ("linearity", "scale_per_day", "scale_month", "dcgm_load")
         latest = {k: v for k, v in latest.items() if k in kept}
         latest = {**section, **latest}
     else:
@@ -914,6 +1166,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--interval-s", type=int, default=60)
     parser.add_argument("--jobs", type=int, default=None, help="default: 6.7 per GPU-day")
     parser.add_argument("--per-day", action="store_true", help="per-day time and peak RSS")
+    parser.add_argument(
+        "--scale-month",
+        action="store_true",
+        help="the whole month in process (a rollup run a day, then the monthly run), then "
+        "with its days on --workers Celery workers",
+    )
+    # --scale-month: how many Celery workers (0: none); --fan-out-only: the in-process half
+    # comes from the last saved run
+    parser.add_argument("--workers", type=int, default=2, help="Celery workers (0: none)")
+    parser.add_argument("--fan-out-only", action="store_true", help="fan out only")
     parser.add_argument(
         "--memory-limit", default="2GB", help="ChargebackResource duckdb_memory_limit"
     )
@@ -945,6 +1207,8 @@ def main(argv: list[str] | None = None) -> None:
         name, section = "linearity", mode_linearity(args)
     elif args.per_day:
         name, section = "scale_per_day", mode_per_day(args)
+    elif args.scale_month:
+        name, section = "scale_month", mode_scale_month(args)
     else:
         name, section = "month", mode_month(args)
     after = code_fingerprint()
