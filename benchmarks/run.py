@@ -41,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +71,14 @@ TARGETS = {
 # measurements (each runs in a child process: `run.py _measure <name> <json>`)
 
 
-def _resource(root: Path, memory_limit: str, rollup_dir: str | None = None):
-    """The settings of a measurement on `root`: the generated landing and catalog in it (or,
-    for a warehouse of its own, in its parent: the fanned-out month's), the warehouse and
-    reports in it."""
+def _resource(
+    root: Path, memory_limit: str, rollup_dir: str | None = None, data: str | None = None
+):
+    """The settings of a measurement on `root`: its warehouse and reports, the generated
+    landing and catalog in `data` (default: `root`)."""
     from pipelines.defs.resources import ChargebackResource
 
-    data = root if (root / "landing").exists() else root.parent
+    data = Path(data) if data else root
     return ChargebackResource(
         landing_dir=str(data / "landing"),
         catalog_dir=str(data / "catalog"),
@@ -121,10 +123,12 @@ def measure_month(cfg: dict) -> dict:
     from pipelines.defs.schedules import ROLLUP
 
     root = Path(cfg["root"])
-    chargeback = _resource(root, cfg["memory_limit"], cfg.get("rollup_dir"))
+    chargeback = _resource(root, cfg["memory_limit"], cfg.get("rollup_dir"), cfg.get("data"))
     # `rollup_dir`: the days were rolled up elsewhere (on the workers) into that folder, and
     # only the monthly run is measured
-    for path in (root / "reports", *([] if cfg.get("rollup_dir") else [chargeback.telemetry_dir])):
+    rolled_up_elsewhere = cfg.get("rollup_dir") is not None
+    stale = [root / "reports", *([] if rolled_up_elsewhere else [chargeback.telemetry_dir])]
+    for path in stale:
         shutil.rmtree(path, ignore_errors=True)
     for path in root.glob("warehouse.duckdb*"):
         shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -143,7 +147,7 @@ def measure_month(cfg: dict) -> dict:
     # the days in one run (as make demo), or one run per day (as the daily schedule) to see
     # each day's time and peak RSS
     day_ranges = [[day] for day in days] if cfg.get("day_by_day") else [days]
-    if cfg.get("rollup_dir"):
+    if rolled_up_elsewhere:
         day_ranges = []
     results, rollup_days = [], []
     for day_range in day_ranges:
@@ -940,6 +944,8 @@ def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
     `data/fanned_out`: its warehouse, the shared rollup folder, each worker's spill folder."""
     import dagster as dg
 
+    from pipelines.celery_app import worker_command, worker_of_run
+
     bin_dir = Path(sys.executable).parent
     root = data / "fanned_out"
     shutil.rmtree(root, ignore_errors=True)
@@ -953,7 +959,8 @@ def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
         encoding="utf-8",
     )
     instance = dg.DagsterInstance.from_config(str(home))  # its storage made once, here
-    broker = f"redis://127.0.0.1:{_free_port()}/0"
+    port = _free_port()
+    broker = f"redis://127.0.0.1:{port}/0"
     base = {k: v for k, v in os.environ.items() if not k.startswith("CHARGEBACK_")}
     settings = {
         "CHARGEBACK_LANDING_DIR": str(data / "landing"),
@@ -976,17 +983,13 @@ def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
     days = [dt.date.fromisoformat(PARTITION) + dt.timedelta(days=k) for k in range(30)]
     worker_rss: dict[str, int] = {}
     try:
-        start("redis", ["redis-server", "--bind", "127.0.0.1", "--port",
-                        broker.rsplit(":", 1)[1].split("/")[0], "--save", "",
-                        "--appendonly", "no", "--dir", str(root)], base)  # fmt: skip
+        start("redis", ["redis-server", "--bind", "127.0.0.1", "--port", str(port),
+                        "--save", "", "--appendonly", "no", "--dir", str(root)], base)  # fmt: skip
         for number in range(1, args.workers + 1):
             name = f"w{number}"
             spill = root / f"{name}_spill"
-            start(name, [str(bin_dir / "celery"), "-A", "pipelines.celery_app", "-b", broker,
-                         "--result-backend", broker, "worker", "-n", f"{name}@%h",
-                         "--concurrency", "1", "-Q", "dagster", "--without-mingle",
-                         "--without-gossip", "--loglevel", "INFO"],
-                  {**base, **settings, "CHARGEBACK_SPILL_DIR": str(spill)})  # fmt: skip
+            command = worker_command(str(bin_dir / "celery"), broker, name)
+            start(name, command, {**base, **settings, "CHARGEBACK_SPILL_DIR": str(spill)})
         began = time.time()
         backfill = subprocess.run(
             [str(bin_dir / "dagster"), "job", "backfill", *workspace,
@@ -1003,25 +1006,20 @@ def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
                 break
             time.sleep(2)
         rollup_s = time.time() - began
-        failed = [r.tags.get("dagster/partition") for r in runs if r.status.value != "SUCCESS"]
+        failed = [
+            r.tags.get("dagster/partition") for r in runs if r.status != dg.DagsterRunStatus.SUCCESS
+        ]
         if failed:
             raise SystemExit(f"fanned-out days failed: {failed}, see {logs}")
         for name, process in processes.items():
             if name.startswith("w"):
                 worker_rss[name] = _group_peak_rss_mib(process)
-        per_day, took = [], {}
+        per_day = []
         for record in instance.get_run_records():
             run = record.dagster_run
-            events = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
-            worker = next(
-                e.dagster_event.engine_event_data.metadata["Celery worker"].value
-                for e in events
-                if "Celery worker" in e.dagster_event.engine_event_data.metadata
-            ).partition("@")[0]
-            took[worker] = took.get(worker, 0) + 1
             per_day.append({
                 "day": run.tags["dagster/partition"],
-                "worker": worker,
+                "worker": worker_of_run(instance, run.run_id),
                 "run_s": round(record.end_time - record.start_time, 2),
             })  # fmt: skip
     finally:
@@ -1029,13 +1027,13 @@ def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
             _stop(process)
         instance.dispose()
     monthly = measure("month", logs, root=str(root), memory_limit=memory_limit,
-                      rollup_dir=str(shared))  # fmt: skip
+                      rollup_dir=str(shared), data=str(data))  # fmt: skip
     return {
         "workers": args.workers,
         "seconds": round(rollup_s + monthly["seconds"], 2),
         "rollup_days_s": round(rollup_s, 2),
         "monthly_run_s": monthly["seconds"],
-        "days_per_worker": dict(sorted(took.items())),
+        "days_per_worker": dict(sorted(Counter(day["worker"] for day in per_day).items())),
         "rollup_per_day": sorted(per_day, key=lambda d: d["day"]),
         "peak_rss_mib": {**worker_rss, "monthly_run": monthly["peak_rss_mib"]},
         "success": monthly["success"],
@@ -1099,17 +1097,18 @@ def mode_scale_month(args) -> dict:
 
 def _in_process_month(root: Path, cfg: dict) -> dict:
     month = measure("month", root / "logs", **cfg, day_by_day=True)
-    rollup_s = round(sum(day["seconds"] for day in month["rollup_runs"]), 2)
     per_day = [day["seconds"] for day in month["rollup_runs"]]
+    rollup_s = round(sum(per_day), 2)
+    monthly_s = round(month["seconds"] - rollup_s, 2)
     print(
         f"in process: {month['seconds']:.0f} s end to end ({rollup_s:.0f} s of "
         f"{len(per_day)} rollup days: {min(per_day):.1f}-{max(per_day):.1f} s a day; monthly run "
-        f"{month['seconds'] - rollup_s:.0f} s), peak RSS {month['peak_rss_mib']} MiB"
+        f"{monthly_s:.0f} s), peak RSS {month['peak_rss_mib']} MiB"
     )
     return {
         "seconds": month["seconds"],
         "rollup_days_s": rollup_s,
-        "monthly_run_s": round(month["seconds"] - rollup_s, 2),
+        "monthly_run_s": monthly_s,
         "peak_rss_mib": month["peak_rss_mib"],
         "success": month["success"],
         "rollup_per_day": month["rollup_runs"],

@@ -9,6 +9,28 @@ timeout, an hour) instead of losing it while its run waits; re-running a day rep
 whole. That recovery is Celery's documented behaviour, not tested here.
 """
 
+from __future__ import annotations
+
+import dagster as dg
 from dagster_celery.app import app
 
 app.conf.update(task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1)
+
+
+def worker_command(celery: str, broker: str, name: str) -> list[str]:
+    """The command line of a worker `name@<host>` in the foreground: one day at a time from
+    `broker` (also its result backend), on the queue the Dagster Celery executor sends to."""
+    return [celery, "-A", "pipelines.celery_app", "-b", broker, "--result-backend", broker,
+            "worker", "-n", f"{name}@%h", "--concurrency", "1", "-Q", "dagster",
+            "--without-mingle", "--without-gossip", "--loglevel", "INFO"]  # fmt: skip
+
+
+def worker_of_run(instance: dg.DagsterInstance, run_id: str) -> str:
+    """The name (without its host) of the Celery worker that ran the run's step, from the
+    engine event the executor logs when a worker takes it."""
+    [worker] = [
+        record.dagster_event.engine_event_data.metadata["Celery worker"].value
+        for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
+        if "Celery worker" in record.dagster_event.engine_event_data.metadata
+    ]
+    return worker.partition("@")[0]

@@ -28,6 +28,7 @@ import dagster as dg
 import pytest
 import redis
 
+from pipelines.celery_app import worker_command, worker_of_run
 from tests.conftest import (
     materialize_days,
     materialize_month,
@@ -121,16 +122,6 @@ def environment(**settings: str) -> dict[str, str]:
     return {**env, **settings}
 
 
-def worker_took(instance: dg.DagsterInstance, run: dg.DagsterRun) -> str:
-    """The name of the Celery worker that ran the run's step (from its engine event)."""
-    [worker] = [
-        record.dagster_event.engine_event_data.metadata["Celery worker"].value
-        for record in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)
-        if "Celery worker" in record.dagster_event.engine_event_data.metadata
-    ]
-    return worker.partition("@")[0]
-
-
 def submitted(instance: dg.DagsterInstance) -> int:
     """How many runs have handed their step to Celery."""
     return sum(
@@ -198,10 +189,7 @@ def test_days_fanned_out_to_celery_workers_match_an_in_process_run(broker, tmp_p
                 CHARGEBACK_SPILL_DIR=str(folder / "spill"),
                 CHARGEBACK_DUCKDB_MEMORY_LIMIT="1GB",
             )
-            worker = [str(BIN / "celery"), "-A", "pipelines.celery_app", "-b", broker,
-                      "--result-backend", broker, "worker", "-n", f"{name}@%h",
-                      "--concurrency", "1", "-Q", "dagster", "--without-mingle",
-                      "--without-gossip", "--loglevel", "INFO"]  # fmt: skip
+            worker = worker_command(str(BIN / "celery"), broker, name)
             stack.enter_context(started(worker, logs[1 + number], cwd=folder, env=env))
 
         def finished() -> bool:
@@ -212,7 +200,7 @@ def test_days_fanned_out_to_celery_workers_match_an_in_process_run(broker, tmp_p
         runs = instance.get_runs()
         if any(run.status != dg.DagsterRunStatus.SUCCESS for run in runs):
             pytest.fail(f"a run failed\n{tails(logs)}")
-        took = {run.tags["dagster/partition"]: worker_took(instance, run) for run in runs}
+        took = {run.tags["dagster/partition"]: worker_of_run(instance, run.run_id) for run in runs}
 
     # one run per day, each on a worker; both workers took days
     assert sorted(took) == FANOUT_DAYS
