@@ -178,7 +178,7 @@ def render_department_page(
 
 
 # --------------------------------------------------------------------------------------------
-# Page pieces: figures formatted here, by the functions the template's filters are too.
+# Page pieces: figures formatted here by the same functions the template's filters are (FILTERS).
 # --------------------------------------------------------------------------------------------
 
 
