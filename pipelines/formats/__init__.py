@@ -28,6 +28,8 @@ from pipelines.catalog import ClusterSettings
 if TYPE_CHECKING:
     import pyarrow as pa
 
+# (path, first 64 KiB as text: decompressed when gzip, byte order mark dropped) -> is it?
+Sniffer = Callable[[Path, str], bool]
 RowReader = Callable[[Path, ClusterSettings], Iterator[dict]]
 # the rows of `read_rows` as one Arrow table of text columns, or None when the file needs the
 # row reader (a fast path: building a dict per row is most of a large export's load time)
@@ -40,8 +42,7 @@ class ExportFormat:
     name: str
     kind: str  # jobs | allocations | quotas (scheduler exports) | samples (telemetry)
     expected: str  # what a file of this format looks like, for the error message
-    # (path, first 64 KiB as text: decompressed when gzip, byte order mark dropped) -> is it?
-    sniff: Callable[[Path, str], bool]
+    sniff: Sniffer
     read_rows: RowReader | None = None
     read_table: TableReader | None = None
     to_parquet: SampleConverter | None = None  # None: DuckDB reads the file in place
@@ -49,10 +50,34 @@ class ExportFormat:
     # GR_ENGINE_ACTIVE (the reports name each cluster's metrics by it)
     util_metric: str | None = None
 
+    @classmethod
+    def of_samples(
+        cls,
+        name: str,
+        expected: str,
+        sniff: Sniffer,
+        to_parquet: SampleConverter | None = None,
+        util_metric: str | None = None,
+    ) -> ExportFormat:
+        """A telemetry format: its files are converted to canonical samples Parquet
+        (`to_parquet`) or read in place; it has no row readers."""
+        return cls(name, "samples", expected, sniff, to_parquet=to_parquet, util_metric=util_metric)
+
     @property
     def area(self) -> str:
         """The landing folder its files come in: telemetry for samples, else scheduler."""
         return "telemetry" if self.kind == "samples" else "scheduler"
+
+
+def json_object_sniffer(matches: Callable[[str], bool]) -> Sniffer:
+    """The sniffer of a JSON format: the head opens an object (after a byte order mark and
+    white space) and `matches` its text. The extension does not matter."""
+
+    def sniff(path: Path, head: str) -> bool:
+        text = head.lstrip("\ufeff \t\r\n")
+        return text.startswith("{") and matches(text)
+
+    return sniff
 
 
 GZIP_MAGIC = b"\x1f\x8b"

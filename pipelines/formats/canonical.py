@@ -369,9 +369,8 @@ FORMATS = [
     ),
     # GPU samples as Parquet, read in place, or as CSV, converted once to the same Parquet
     *(
-        ExportFormat(
+        ExportFormat.of_samples(
             name=name,
-            kind="samples",
             expected=f"canonical GPU samples {encoding} (ts, node, gpu_index, util_pct, ...)",
             sniff=_has_columns(_REQUIRED_SAMPLE_COLUMNS, suffixes=(suffix,)),
             to_parquet=converter,

@@ -60,7 +60,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.catalog import ClusterSettings
-from pipelines.formats import ExportFormat, is_gzip, open_binary
+from pipelines.formats import ExportFormat, is_gzip, json_object_sniffer, open_binary
 from pipelines.landing import LandingError
 from pipelines.sql import bind
 
@@ -765,19 +765,15 @@ def _quoted(path: Path) -> str:
 _RESULT = re.compile(r'"result(Type)?"\s*:')
 
 
-def _sniff(path: Path, head: str) -> bool:
-    """A JSON object that is a Prometheus API response: a result, or an error body."""
-    text = head.lstrip("\ufeff \t\r\n")
-    if not text.startswith("{"):
-        return False
+def _is_api_response(text: str) -> bool:
+    """A Prometheus API response: a result, or an error body."""
     return bool(_RESULT.search(text)) or ('"status"' in text and '"errorType"' in text)
 
 
-FORMAT = ExportFormat(
+FORMAT = ExportFormat.of_samples(
     name="dcgm_prometheus",
-    kind="samples",
     expected="DCGM metrics as a Prometheus /api/v1/query_range JSON body (resultType matrix)",
-    sniff=_sniff,
+    sniff=json_object_sniffer(_is_api_response),
     to_parquet=to_parquet,
     util_metric="DCGM_FI_DEV_GPU_UTIL",
 )

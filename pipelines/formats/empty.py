@@ -59,9 +59,8 @@ FORMATS = {
         sniff=_sniff,
         read_rows=_read_rows,
     ),
-    "telemetry": ExportFormat(
+    "telemetry": ExportFormat.of_samples(
         name="empty",
-        kind="samples",
         expected=_EXPECTED,
         sniff=_sniff,
         to_parquet=_to_parquet,

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.catalog import ClusterSettings
-from pipelines.formats import ExportFormat, open_text, without_gz
+from pipelines.formats import ExportFormat, json_object_sniffer, open_text, without_gz
 from pipelines.formats.gpus import gpu_text, mig_equivalent
 from pipelines.landing import LandingError
 
@@ -532,11 +532,10 @@ def json_text(value: Any) -> str | None:
     return text or None
 
 
-def sniff(path: Path, head: str) -> bool:
-    """A JSON object with an `items` array of pods: `"kind": "Pod"` items (kubectl) or
-    `"kind": "PodList"` (the API), or an empty `List`. The extension does not matter."""
-    text = head.lstrip("\ufeff \t\r\n")
-    if not text.startswith("{") or not re.search(r'"items"\s*:\s*\[', text):
+def _is_pod_list(text: str) -> bool:
+    """An `items` array of pods: `"kind": "Pod"` items (kubectl) or `"kind": "PodList"` (the
+    API), or an empty `List`."""
+    if not re.search(r'"items"\s*:\s*\[', text):
         return False
     if re.search(r'"kind"\s*:\s*"(?:Pod|PodList)"', text):
         return True
@@ -549,6 +548,6 @@ FORMAT = ExportFormat(
     name="kubernetes_podlist",
     kind="jobs",
     expected="Kubernetes pod list JSON (`kubectl get pods -A -o json`: a List of Pod items)",
-    sniff=sniff,
+    sniff=json_object_sniffer(_is_pod_list),
     read_rows=read_rows,
 )

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.catalog import ClusterSettings
-from pipelines.formats import ExportFormat
+from pipelines.formats import ExportFormat, json_object_sniffer
 from pipelines.formats.kubernetes import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
@@ -169,13 +169,10 @@ def _quantity(value: Any, field: str) -> int:
     return int(text)
 
 
-def sniff(path: Path, head: str) -> bool:
-    """A JSON object with an `items` array whose first item is a `kueue.x-k8s.io` object
-    (kubectl writes each item's apiVersion before its nested fields; a pod list's is `v1`,
-    even when a pod's owner or a plain-pod Workload's owner names another kind)."""
-    text = head.lstrip("\ufeff \t\r\n")
-    if not text.startswith("{"):
-        return False
+def _is_kueue_list(text: str) -> bool:
+    """An `items` array whose first item is a `kueue.x-k8s.io` object (kubectl writes each
+    item's apiVersion before its nested fields; a pod list's is `v1`, even when a pod's owner
+    or a plain-pod Workload's owner names another kind)."""
     first = _FIRST_API_VERSION.search(text)
     return bool(first and first["api"].startswith(API_GROUP))
 
@@ -190,6 +187,6 @@ FORMAT = ExportFormat(
         "Kueue objects JSON (`kubectl get clusterqueues,localqueues,resourceflavors,workloads "
         "-A -o json`)"
     ),
-    sniff=sniff,
+    sniff=json_object_sniffer(_is_kueue_list),
     read_rows=read_rows,
 )

@@ -303,9 +303,8 @@ def _sniff(path: Path, head: str) -> bool:
     return bool(_DATA_LINE.match(first)) and len(names) == len(DEFAULT_FIELDS)
 
 
-FORMAT = ExportFormat(
+FORMAT = ExportFormat.of_samples(
     name="nvidia_smi",
-    kind="samples",
     expected=(
         "nvidia-smi --query-gpu=timestamp,index,uuid,name,utilization.gpu,memory.used,"
         "power.draw --format=csv log"

@@ -63,6 +63,7 @@ from pipelines.reports.sheets import (
     write_total_row,
 )
 from pipelines.reports.streamed_sheet import RowsQuery, StreamedRows
+from pipelines.reports.table_layouts import table_layout
 from pipelines.reports.telemetry import ClusterTelemetry, cluster_telemetry
 
 # A table that grows with the catalog or the landing (tenants, pools, nodes, days, files) is
@@ -579,106 +580,23 @@ def _write_cost_views(ws: Worksheet, views: list[Any] | None, currency: str) -> 
     """Per tenant, its jobs' allocation-based charge beside the utilisation-based one (a
     showback: the bill is the Charges sheet); the difference is their idle and zombie time.
     Last, what its failed runs cost it (their time stays in both views)."""
-    cols = [
-        Column("Tenant ID"),
-        Column("Tenant"),
-        Column("Jobs", "count"),
-        Column("Allocated GPU-hours", "hours"),
-        Column("Idle + zombie GPU-hours", "hours"),
-        Column(f"Allocation view ({currency})", "money"),
-        Column(f"Idle + zombie ({currency})", "money"),
-        Column(f"Utilisation view ({currency})", "money"),
-        Column("Failed-job GPU-hours", "hours"),
-        Column(f"Failed jobs ({currency})", "money"),
-    ]
-    rows = [
-        (v.tenant_id, v.tenant_name, v.jobs, v.allocated_gpu_hours, v.idle_zombie_gpu_hours,
-         v.allocation_amount, v.idle_zombie_amount, v.utilisation_amount,
-         v.failed_job_gpu_hours, v.failed_job_amount)
-        for v in views
-    ] if views is not None else None  # fmt: skip
-    totals = {4: "hours", 5: "hours", 6: "money", 7: "money", 8: "money", 9: "hours", 10: "money"}
-    _write_mart_sheet(ws, "cost_views", cols, rows, totals=totals)
+    _write_laid_out_sheet(ws, "cost_views", views, currency=currency)
 
 
 def _write_users(ws: Worksheet, users: list[Any] | None) -> None:
     """Per tenant and user, the GPU time of the user's jobs, its waste, memory use and energy
     (user_efficiency: the energy of the power-measured GPU-hours, empty where none), the most
     idle + zombie GPU-hours first; Notice says who is in the month's notices CSV."""
-    cols = [
-        Column("Tenant ID"),
-        Column("Tenant"),
-        Column("User"),
-        Column("Jobs", "count"),
-        Column("Allocated GPU-hours", "hours"),
-        Column("Productive share", "share"),
-        Column("Idle GPU-hours", "hours"),
-        Column("Zombie GPU-hours", "hours"),
-        Column("Idle + zombie GPU-hours", "hours"),
-        Column("Mean util. %", "util"),
-        Column("Mean memory use", "share"),
-        Column("Peak memory use", "share"),
-        Column("Power-measured GPU-hours", "hours"),
-        Column("Energy (kWh)", "hours"),
-        Column("Notice"),
-        Column("Idlest jobs (idle + zombie GPU-hours)", "wrap", width=50),
-    ]
-    rows = [
-        (u.tenant_id, u.tenant_name, u.user, u.jobs, u.allocated_gpu_hours,
-         share_of(u.productive_share_pct), u.idle_gpu_hours, u.zombie_gpu_hours,
-         u.idle_zombie_gpu_hours, u.mean_util_pct, share_of(u.mean_memory_pct),
-         share_of(u.peak_memory_pct), u.power_measured_gpu_hours, u.energy_kwh,
-         _yes_no(u.is_notified), u.idlest_jobs)
-        for u in users
-    ] if users is not None else None  # fmt: skip
-    totals = {5: "hours", 7: "hours", 8: "hours", 9: "hours", 13: "hours", 14: "hours"}
-    _write_mart_sheet(ws, "user_efficiency", cols, rows, totals=totals)
-
-
-def _hours_of(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds / 3600
-
-
-def _yes_no(flag: bool | None) -> str | None:
-    return None if flag is None else ("yes" if flag else "no")
+    _write_laid_out_sheet(ws, "user_efficiency", users)
 
 
 def _write_quota(ws: Worksheet, quota: list[Any] | None) -> None:
     """Quota compliance per tenant × pool, a breach in red."""
-    cols = [
-        Column("Tenant ID"),
-        Column("Pool"),
-        Column("Has quota"),
-        Column("Guaranteed GPUs", "hours"),
-        Column("Limit GPUs", "hours"),
-        Column("Reserved"),
-        Column("Used GPU-hours", "hours"),
-        Column("Mean GPUs", "hours"),
-        Column("Peak GPUs", "hours"),
-        Column("Peak at (UTC)", "timestamp"),
-        Column("Guaranteed GPU-hours", "hours"),
-        Column("Borrowed GPU-hours", "hours"),
-        Column("Unused guaranteed GPU-hours", "hours"),
-        Column("Minutes above limit", "hours"),
-        Column("Quota use", "share"),
-        Column("Borrowing days", "count"),
-        Column("Days", "count"),
-        Column("Breach"),
-        Column("Idle quota"),
-        Column("Chronic borrowing"),
-    ]
-    rows = [
-        (q.tenant_id, q.pool, _yes_no(q.has_quota), q.guaranteed_gpus, q.limit_gpus,
-         _yes_no(q.reserved), q.used_gpu_hours, q.mean_gpus, q.peak_gpus, q.peak_at,
-         q.guaranteed_gpu_hours, q.borrowed_gpu_hours, q.unused_guaranteed_gpu_hours,
-         q.minutes_above_limit, share_of(q.quota_use_pct), q.borrowing_days, q.days,
-         _yes_no(q.breach), _yes_no(q.idle_quota), _yes_no(q.chronic_borrowing))
-        for q in quota
-    ] if quota is not None else None  # fmt: skip
-    _write_mart_sheet(ws, "quota_compliance", cols, rows)
+    _write_laid_out_sheet(ws, "quota_compliance", quota)
+    breach_column = table_layout("quota_compliance").column_of("breach")
     for row, q in enumerate(quota or [], start=2):
         if q.breach:
-            ws.cell(row=row, column=18).fill = OVER_FILL
+            ws.cell(row=row, column=breach_column).fill = OVER_FILL
 
 
 def _write_budget(ws: Worksheet, tenants: list[Any], currency: str) -> None:
@@ -751,31 +669,27 @@ def _write_mart_sheet(
     return last
 
 
+def _write_laid_out_sheet(
+    ws: Worksheet,
+    layout_name: str,
+    records: list[Any] | None,
+    title: str | None = None,
+    currency: str = "",
+) -> int:
+    """The sheet's one table (_write_mart_sheet): the named rows `records` as the layout
+    `layout_name` of reports/workbook_tables.yaml shows them (None: the warehouse has no such
+    table). Returns the table's last row."""
+    layout = table_layout(layout_name)
+    rows = None if records is None else layout.rows(records)
+    cols = layout.header(currency=currency)
+    return _write_mart_sheet(ws, layout.table, cols, rows, title, layout.totals())
+
+
 def _write_quota_drift(ws: Worksheet, drift: list[Any] | None) -> None:
     """Each disagreement between a scheduler's configured quota and the catalog's."""
-    cols = [
-        Column("Cluster"),
-        Column("Tenant ID"),
-        Column("Pool"),
-        Column("Source"),
-        Column("Disagreement"),
-        Column("Configured guaranteed GPUs", "hours"),
-        Column("Configured limit GPUs", "hours"),
-        Column("Catalog guaranteed GPUs", "hours"),
-        Column("Catalog limit GPUs", "hours"),
-        Column("Configured by"),
-        Column("Configuration file"),
-        Column("Detail"),
-    ]
-    rows = [
-        (d.cluster, d.tenant_id, d.pool, d.source, d.kind, d.configured_guaranteed_gpus,
-         d.configured_limit_gpus, d.catalog_guaranteed_gpus, d.catalog_limit_gpus,
-         d.config_objects, d.config_file, d.detail)
-        for d in drift
-    ] if drift is not None else None  # fmt: skip
     title = "Quota drift: scheduler configuration vs catalog quotas"
-    last = _write_mart_sheet(ws, "quota_drift", cols, rows, title)
-    if rows == []:
+    last = _write_laid_out_sheet(ws, "quota_drift", drift, title)
+    if drift == []:
         set_text(
             ws.cell(row=last + 1, column=1),
             "none: every configured quota agrees with the catalog",
@@ -783,70 +697,14 @@ def _write_quota_drift(ws: Worksheet, drift: list[Any] | None) -> None:
 
 
 def _write_queue(ws: Worksheet, queue: list[Any] | None) -> None:
-    cols = [
-        Column("Grouping set"),
-        Column("Cluster"),
-        Column("Tenant"),
-        Column("Queue"),
-        Column("GPU model"),
-        Column("Jobs", "count"),
-        Column("Jobs started", "count"),
-        Column("Wait p50 (h)", "hours"),
-        Column("Wait p90 (h)", "hours"),
-        Column("Wait p95 (h)", "hours"),
-        Column("Wait mean (h)", "hours"),
-        Column("Wait max (h)", "hours"),
-        Column("Pending GPU-hours", "hours"),
-        Column("Jobs ended", "count"),
-        Column("Completed", "count"),
-        Column("Failed", "count"),
-        Column("Timeout", "count"),
-        Column("Out of memory", "count"),
-        Column("Node fail", "count"),
-        Column("Cancelled", "count"),
-        Column("Preempted", "count"),
-        Column("Success rate", "share"),
-        # the started jobs whose wait is their Kueue Workload's, creation to admission
-        Column("Waits from Kueue admission", "count"),
-    ]
-    rows = [
-        (q.grouping_set, q.cluster, q.tenant_id, q.queue, q.gpu_model, q.jobs, q.jobs_started,
-         _hours_of(q.wait_p50_s), _hours_of(q.wait_p90_s), _hours_of(q.wait_p95_s),
-         _hours_of(q.wait_mean_s), _hours_of(q.wait_max_s), q.pending_gpu_hours, q.jobs_ended,
-         q.completed_jobs, q.failed_jobs, q.timeout_jobs, q.out_of_memory_jobs,
-         q.node_fail_jobs, q.cancelled_jobs, q.preempted_jobs, share_of(q.success_rate_pct),
-         q.kueue_waits)
-        for q in queue
-    ] if queue is not None else None  # fmt: skip
-    _write_mart_sheet(ws, "queue_stats", cols, rows)
+    _write_laid_out_sheet(ws, "queue_stats", queue)
 
 
 def _write_submissions(ws: Worksheet, submissions: list[Any] | None) -> None:
     """What became of the jobs submitted this month, per cluster, tenant and queue (a sheet of
     its own: as long as tenants times queues, its header repeats on each printed page)."""
-    cols = [
-        Column("Cluster"),
-        Column("Tenant"),
-        Column("Queue"),
-        Column("Submitted", "count"),
-        Column("Started", "count"),
-        Column("Cancelled while pending", "count"),
-        Column("Failed to start", "count"),
-        Column("Still pending", "count"),
-        Column("Submission success rate", "share"),
-        Column("Ended", "count"),
-        Column("Completed", "count"),
-        Column("Job success rate", "share"),
-    ]
-    rows = [
-        (s.cluster, s.tenant_id, s.queue, s.submitted_jobs, s.started_jobs,
-         s.cancelled_pending_jobs, s.failed_to_start_jobs, s.pending_jobs,
-         share_of(s.submission_success_pct), s.ended_jobs, s.completed_jobs,
-         share_of(s.job_success_pct))
-        for s in submissions
-    ] if submissions is not None else None  # fmt: skip
     title = "Submissions: what became of the jobs submitted this month"
-    _write_mart_sheet(ws, "submission_stats", cols, rows, title)
+    _write_laid_out_sheet(ws, "submission_stats", submissions, title)
 
 
 _FAILURE_SECTIONS = (
@@ -861,39 +719,16 @@ def _write_failures(ws: Worksheet, failures: list[Any] | None) -> None:
     if failures is None:
         not_available(ws, 1, "failure_stats")
         return
+    layout = table_layout("failure_stats")
     widths: dict[int, int] = {}
     row = 1
     for dimension, label, title, table_name in _FAILURE_SECTIONS:
-        rows = [
-            (f.failure_rank, f.cluster, f.value, f.jobs, f.completed_jobs, f.failed_jobs,
-             f.out_of_memory_jobs, f.timeout_jobs, f.node_fail_jobs, f.cancelled_jobs,
-             f.preempted_jobs, share_of(f.infra_failure_rate_pct), share_of(f.job_failure_rate_pct),
-             f.allocated_gpu_hours, f.failed_infra_gpu_hours, f.failed_job_gpu_hours)
-            for f in failures
-            if f.dimension == dimension
-        ]  # fmt: skip
+        rows = layout.rows(f for f in failures if f.dimension == dimension)
         if dimension == "node" and len(rows) > TOP_NODES_SHOWN:
             title = f"{title} (the first {TOP_NODES_SHOWN} of {len(rows)})"
             rows = rows[:TOP_NODES_SHOWN]
         section_title(ws, row, title)
-        cols = [
-            Column("Rank", "count"),
-            Column("Cluster"),
-            Column(label),
-            Column("Jobs", "count"),
-            Column("Completed", "count"),
-            Column("Failed", "count"),
-            Column("Out of memory", "count"),
-            Column("Timeout", "count"),
-            Column("Node fail", "count"),
-            Column("Cancelled", "count"),
-            Column("Preempted", "count"),
-            Column("Infra failure rate", "share"),
-            Column("Job failure rate", "share"),
-            Column("Allocated GPU-hours", "hours"),
-            Column("Failed (infra) GPU-hours", "hours"),
-            Column("Failed (job) GPU-hours", "hours"),
-        ]
+        cols = layout.header(label=label)
         if row == 1:
             last = write_main_table(ws, cols, rows, header_row=2)
         else:
@@ -904,101 +739,26 @@ def _write_failures(ws: Worksheet, failures: list[Any] | None) -> None:
     apply_widths(ws, widths)
 
 
-INCIDENT_JOBS_SHOWN = 10
-
-
 def _write_reliability(ws: Worksheet, availability: list[Any] | None) -> None:
     """Availability, MTTR and MTBF per cluster, GPU model and node with incidents."""
-    cols = [
-        Column("Level"),
-        Column("Cluster"),
-        Column("GPU model"),
-        Column("Node"),
-        Column("In service GPU-hours", "hours"),
-        Column("Down GPU-hours (lost)", "hours"),
-        Column("Availability", "share"),
-        Column("Incidents", "count"),
-        Column("Recovered", "count"),
-        Column("MTTR (h)", "hours"),
-        Column("MTBF (h)", "hours"),
-        Column("Jobs hit", "count"),
-        Column("Telemetry silences (inferred)", "count"),
-        Column("Silent GPU-hours", "hours"),
-    ]
-    rows = [
-        (a.level, a.cluster, a.gpu_model, a.node, a.in_service_gpu_hours, a.down_gpu_hours,
-         share_of(a.availability_pct), a.incidents, a.recovered, a.mttr_hours, a.mtbf_hours,
-         a.jobs_hit, a.inferred_incidents, a.silent_gpu_hours)
-        for a in availability
-    ] if availability is not None else None  # fmt: skip
-    _write_mart_sheet(ws, "availability", cols, rows)
+    _write_laid_out_sheet(ws, "availability", availability)
 
 
 def _write_incidents(ws: Worksheet, incidents: list[Any] | None) -> None:
     """The month's incidents one by one: outages, node failures, telemetry silences."""
-    cols = [
-        Column("Cluster"),
-        Column("Node"),
-        Column("GPU model"),
-        Column("GPUs", "count"),
-        Column("Source"),
-        Column("Inferred"),
-        Column("Cause"),
-        Column("Started (UTC)", "timestamp"),
-        Column("Ended (UTC)", "timestamp"),
-        Column("Duration (h)", "hours"),
-        Column("Recovered in month"),
-        Column("GPU-hours in month", "hours"),
-        Column("Jobs hit", "count"),
-        Column(f"Jobs hit (first {INCIDENT_JOBS_SHOWN})"),
-    ]
-    rows = [
-        (i.cluster, i.node, i.gpu_model, i.gpus, i.source, _yes_no(i.inferred), i.cause,
-         i.started_at, i.ended_at if i.ended_at is not None else "not recorded",
-         i.duration_hours, _yes_no(i.recovered_in_month), i.gpu_hours, i.jobs_hit,
-         " ".join(i.job_ids[:INCIDENT_JOBS_SHOWN]))
-        for i in incidents
-    ] if incidents is not None else None  # fmt: skip
     title = "Incidents: outages, node failures, telemetry silences"
-    _write_mart_sheet(ws, "incidents", cols, rows, title)
+    _write_laid_out_sheet(ws, "incidents", incidents, title)
 
 
 def _write_capacity(ws: Worksheet, capacity: list[Any] | None) -> None:
     """Each pool's capacity verdict, the rule that gave it and the evidence behind it."""
-    cols = [
-        Column("Cluster"),
-        Column("GPU model"),
-        Column("Verdict"),
-        Column("Verdict rule", "wrap", width=60),
-        Column("Capacity GPU-hours", "hours"),
-        Column("Allocated GPU-hours", "hours"),
-        Column("Allocation rate", "share"),
-        Column("Productive share", "share"),
-        Column("Waste share", "share"),
-        Column("Unmeasured share", "share"),
-        Column("Wait p95 (h)", "hours"),
-        Column("Pending GPU-hours", "hours"),
-        Column("Pending share", "share"),
-        Column("Guaranteed GPU-hours", "hours"),
-        Column("Idle-quota share", "share"),
-        Column("Availability", "share"),
-        Column("Trend (GPU-hours a month)", "hours"),
-    ]
-    rows = [
-        (c.cluster, c.gpu_model, c.verdict, c.verdict_rule, c.capacity_gpu_hours,
-         c.allocated_gpu_hours, share_of(c.allocation_rate_pct),
-         share_of(c.productive_share_pct), share_of(c.waste_share_pct),
-         share_of(c.unmeasured_share_pct), _hours_of(c.wait_p95_s), c.pending_gpu_hours,
-         share_of(c.pending_share_pct), c.guaranteed_gpu_hours,
-         share_of(c.idle_quota_share_pct), share_of(c.availability_pct),
-         c.trend_gpu_hours_per_month)
-        for c in capacity
-    ] if capacity is not None else None  # fmt: skip
-    last = _write_mart_sheet(ws, "capacity_evidence", cols, rows)
+    last = _write_laid_out_sheet(ws, "capacity_evidence", capacity)
     # the verdict and its reason are what the reader came for
+    layout = table_layout("capacity_evidence")
+    verdict, rule = layout.column_of("verdict"), layout.column_of("verdict_rule")
     for r in range(2, last + 1):
-        ws.cell(row=r, column=3).font = Font(bold=True, size=12)
-        ws.cell(row=r, column=4).font = Font(bold=True)
+        ws.cell(row=r, column=verdict).font = Font(bold=True, size=12)
+        ws.cell(row=r, column=rule).font = Font(bold=True)
 
 
 def _write_capacity_by_day(ws: Worksheet, daily: list[Any] | None) -> None:
@@ -1032,15 +792,8 @@ def _write_capacity_by_day(ws: Worksheet, daily: list[Any] | None) -> None:
 
 def _write_capacity_by_pool(ws: Worksheet, daily: list[Any] | None) -> None:
     """Each pool's (cluster × GPU model's) allocation and capacity of each day."""
-    cols = [
-        Column("Day", "date"),
-        Column("Cluster"),
-        Column("GPU model"),
-        Column("Allocated GPU-hours", "hours"),
-        Column("Capacity GPU-hours", "hours"),
-    ]
     title = "Daily allocation and capacity by cluster × GPU model"
-    _write_mart_sheet(ws, "utilization_daily", cols, daily, title)
+    _write_laid_out_sheet(ws, "utilization_daily", daily, title)
 
 
 def _write_trends(
@@ -1051,25 +804,8 @@ def _write_trends(
     if forecast is None or trends is None:
         not_available(ws, 1, "demand_forecast" if forecast is None else "month_trends")
         return
-    cols = [
-        Column("Cluster"),
-        Column("GPU model"),
-        Column("Month", "date"),
-        Column("History (months)", "count"),
-        Column("Forecast GPU-hours", "hours"),
-        Column("Low", "hours"),
-        Column("High", "hours"),
-        Column("Capacity GPU-hours", "hours"),
-        Column("Forecast allocation", "share"),
-        Column("Threshold month", "date"),
-        Column("Trend", "wrap", width=60),
-    ]
-    rows = [
-        (f.cluster, f.gpu_model, f.forecast_month, f.history_months, f.forecast_gpu_hours,
-         f.low_gpu_hours, f.high_gpu_hours, f.capacity_gpu_hours,
-         share_of(f.forecast_allocation_rate_pct), f.threshold_month, f.trend_verdict)
-        for f in forecast
-    ]  # fmt: skip
+    layout = table_layout("demand_forecast")
+    cols, rows = layout.header(), layout.rows(forecast)
     last = write_main_table(ws, cols, rows)
     widths = fit_widths({}, cols, rows)
     models = [t for t in trends if t.level == "cluster_gpu_model"]
@@ -1159,13 +895,7 @@ def _write_rejects(ws: Worksheet, rejects: list[Any], rejects_total: int) -> Non
         )
     else:
         title = f"Rejected rows: {rejects_total:,}"
-    cols = [
-        Column("File"),
-        Column("Line", "count"),
-        Column("Reason"),
-        Column("Raw", width=80),
-    ]
-    last = _write_mart_sheet(ws, "rejects", cols, rejects, title)
+    last = _write_laid_out_sheet(ws, "rejects", rejects, title)
     if not rejects:
         set_text(ws.cell(row=last + 1, column=1), "(none)")
 

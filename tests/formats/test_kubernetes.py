@@ -192,7 +192,7 @@ def test_the_snapshots_are_recognised_as_pod_lists(tmp_path):
     ],
 )  # fmt: skip
 def test_sniff(text, accepted):
-    assert kubernetes.sniff(Path("x.json"), text) is accepted
+    assert kubernetes.FORMAT.sniff(Path("x.json"), text) is accepted
 
 
 # ---- single pods --------------------------------------------------------------------------

@@ -225,4 +225,4 @@ def test_sacctmgr_sniff(head, accepted):
     ],
 )  # fmt: skip
 def test_kueue_sniff(head, accepted):
-    assert kueue.sniff(Path("x"), head) is accepted
+    assert kueue.FORMAT.sniff(Path("x"), head) is accepted
