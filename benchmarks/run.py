@@ -894,14 +894,6 @@ def mode_per_day(args) -> dict:
 # the month's days fanned out on Celery workers (README: Scale-out path), on this machine
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _group_peak_rss_mib(leader: subprocess.Popen) -> int:
     """The largest VmHWM of the processes of `leader`'s session (a Celery worker and its pool
     process, which runs the days)."""
@@ -944,7 +936,7 @@ def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
     `data/fanned_out`: its warehouse, the shared rollup folder, each worker's spill folder."""
     import dagster as dg
 
-    from pipelines.celery_app import worker_command, worker_of_run
+    from pipelines.celery_app import broker_command, free_port, worker_command, worker_of_run
 
     bin_dir = Path(sys.executable).parent
     root = data / "fanned_out"
@@ -959,8 +951,7 @@ def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
         encoding="utf-8",
     )
     instance = dg.DagsterInstance.from_config(str(home))  # its storage made once, here
-    port = _free_port()
-    broker = f"redis://127.0.0.1:{port}/0"
+    redis, broker = broker_command("redis-server", free_port(), root)
     base = {k: v for k, v in os.environ.items() if not k.startswith("CHARGEBACK_")}
     settings = {
         "CHARGEBACK_LANDING_DIR": str(data / "landing"),
@@ -983,8 +974,7 @@ def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
     days = [dt.date.fromisoformat(PARTITION) + dt.timedelta(days=k) for k in range(30)]
     worker_rss: dict[str, int] = {}
     try:
-        start("redis", ["redis-server", "--bind", "127.0.0.1", "--port", str(port),
-                        "--save", "", "--appendonly", "no", "--dir", str(root)], base)  # fmt: skip
+        start("redis", redis, base)
         for number in range(1, args.workers + 1):
             name = f"w{number}"
             spill = root / f"{name}_spill"

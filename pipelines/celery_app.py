@@ -11,10 +11,30 @@ whole. That recovery is Celery's documented behaviour, not tested here.
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
 import dagster as dg
 from dagster_celery.app import app
 
 app.conf.update(task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1)
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on now, for a server of its own (a broker,
+    the UI of a test)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def broker_command(redis_server: str, port: int, folder: Path) -> tuple[list[str], str]:
+    """The command line of a Redis broker in the foreground on 127.0.0.1:`port` that keeps
+    nothing on disk (its working folder `folder`), and the broker URL the workers and the
+    executor take."""
+    command = [redis_server, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+               "--appendonly", "no", "--dir", str(folder)]  # fmt: skip
+    return command, f"redis://127.0.0.1:{port}/0"
 
 
 def worker_command(celery: str, broker: str, name: str) -> list[str]:

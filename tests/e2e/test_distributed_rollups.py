@@ -16,7 +16,6 @@ import contextlib
 import datetime as dt
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +27,7 @@ import dagster as dg
 import pytest
 import redis
 
-from pipelines.celery_app import worker_command, worker_of_run
+from pipelines.celery_app import broker_command, free_port, worker_command, worker_of_run
 from tests.conftest import (
     materialize_days,
     materialize_month,
@@ -85,19 +84,12 @@ def tails(logs: list[Path]) -> str:
     return "\n".join(f"--- {log.name}\n{log.read_text()[-3000:]}" for log in logs if log.exists())
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def broker(tmp_path) -> Iterator[str]:
     """A Redis of its own on a free port of 127.0.0.1, no persistence; stopped after the test."""
     server = require_tool("redis-server", "redis-server")
     port = free_port()
-    args = [server, "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-            "--appendonly", "no", "--dir", str(tmp_path)]  # fmt: skip
+    args, url = broker_command(server, port, tmp_path)
     with started(args, tmp_path / "redis.log"):
         client = redis.Redis(host="127.0.0.1", port=port)
 
@@ -108,7 +100,7 @@ def broker(tmp_path) -> Iterator[str]:
                 return False
 
         wait_for(answers, "redis-server answering", [tmp_path / "redis.log"])
-        yield f"redis://127.0.0.1:{port}/0"
+        yield url
 
 
 def environment(**settings: str) -> dict[str, str]:

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -27,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from pipelines.celery_app import free_port
 from tests.conftest import query
 from tests.e2e.test_tiny_month import build_tiny_month
 
@@ -106,12 +106,6 @@ TOTAL_BY_MONTH = (
 
 TERMINAL_FAILURES = {"FAILED", "FAILING", "CANCELED", "CANCELING", "COMPLETED_FAILED"}
 SUCCESS = {"COMPLETED_SUCCESS", "COMPLETED"}  # COMPLETED is the deprecated spelling
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tail(path: Path, lines: int = 40, skip_debug: bool = False) -> str:
