@@ -1,7 +1,9 @@
 """Finance workbook `chargeback-YYYY-MM.xlsx`, built from the warehouse marts of one month.
 
 Its queries are `sql/reports/*.sql` (small selects on the public marts, always with the month
-bound); the sheets it shares with the department workbook are in `shared_sheets`. The file is
+bound); the tables that show a query's rows as they come are laid out in
+`reports/workbook_tables.yaml` (`table_layouts`); the sheets it shares with the department
+workbook are in `shared_sheets`. The file is
 reproducible: the same tables give the same bytes, because every timestamp in the package is
 derived from the billing month.
 """
