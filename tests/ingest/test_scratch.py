@@ -34,3 +34,16 @@ def test_a_scratch_connection_spills_to_its_local_folder(tmp_path, spill_dir):
     assert not chargeback.telemetry_dir.exists()  # nothing went to the shared folder
     # the spill folder goes with the connection
     assert list(spill.iterdir()) == []
+
+
+def test_the_days_cursors_flush_partitioned_writes_every_row_group(tmp_path):
+    # the days run on cursors of the scratch connection: a plain SET of the flush threshold
+    # stays on the connection itself, and the rollup's COPY then buffers 524,288 rows a thread
+    with resource_for(tmp_path).scratch() as con:
+        cursor = con.cursor()
+        setting = "select current_setting('partitioned_write_flush_threshold')"
+        assert cursor.execute(setting).fetchone() == (122_880,)
+        assert cursor.execute("select current_setting('preserve_insertion_order')").fetchone() == (
+            False,
+        )
+        cursor.close()
