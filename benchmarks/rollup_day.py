@@ -1,0 +1,92 @@
+"""One UTC day's telemetry rollup, statement by statement: seconds and peak RSS of each.
+
+    .venv/bin/python benchmarks/rollup_day.py /tmp/chargeback-bench/g1000-d30-i60-j200000 \\
+        --day 2026-11-15 [--memory-limit 2GB]
+
+The data folder is one `benchmarks/run.py` generated (its landing and catalog). The day is
+rolled up by the pipeline's own code (`roll_up_days`) into `<data>/rollup_day/` (its span
+cache kept between runs, so that a second run times the day alone); each statement of
+`_roll_up_day` (sql/rollup/*.sql) is timed, and the process's RSS sampled every 5 ms.
+Not run by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import run  # noqa: E402  (benchmarks/ is not a package)
+
+from pipelines.defs.ingest import telemetry  # noqa: E402
+
+
+class RssPeak:
+    """The largest VmRSS seen since the last `reset`, sampled in a thread."""
+
+    def __init__(self) -> None:
+        self.peak_mib = 0
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def reset(self) -> None:
+        self.peak_mib = 0
+
+    def _sample(self) -> None:
+        while True:
+            self.peak_mib = max(self.peak_mib, run._status_kib("VmRSS") // 1024)
+            time.sleep(0.005)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("data", type=Path)
+    parser.add_argument("--day", type=dt.date.fromisoformat, required=True)
+    parser.add_argument("--memory-limit", default="2GB")
+    args = parser.parse_args()
+
+    out = args.data / "rollup_day"
+    for stale in out.glob("*"):
+        if stale.name != "spans":
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+    chargeback = run._resource(args.data, args.memory_limit, rollup_dir=str(out))
+    rss = RssPeak()
+    timed: list[tuple[str, float, int]] = []
+
+    def timing(step):
+        def timed_step(con, *step_args, **kwargs):
+            rss.reset()
+            began = time.perf_counter()
+            result = step(con, *step_args, **kwargs)
+            # create_table(con, table, name, ...) and _copy(con, name, ...): the SQL file's name
+            name = step_args[1] if step is create_table else step_args[0]
+            seconds = time.perf_counter() - began
+            # a statement shorter than the sampling interval: the RSS it left
+            peak_mib = max(rss.peak_mib, run._status_kib("VmRSS") // 1024)
+            timed.append((name, seconds, peak_mib))
+            return result
+
+        return timed_step
+
+    create_table = telemetry.create_table
+    telemetry.create_table = timing(create_table)
+    telemetry._copy = timing(telemetry._copy)
+    began = time.perf_counter()
+    counts = telemetry.roll_up_days(chargeback, chargeback.catalog(), [args.day])
+    total = time.perf_counter() - began
+    print(f"{args.day}: {counts[args.day.isoformat()]}, DuckDB memory_limit {args.memory_limit}")
+    print(f"{'seconds':>8} {'peak RSS MiB':>13}  statement")
+    for name, seconds, peak_mib in timed:
+        print(f"{seconds:8.2f} {peak_mib:13,}  {name}")
+    print(f"{total:8.2f} {'':13}  the whole run (spans and setup included)")
+
+
+if __name__ == "__main__":
+    main()
