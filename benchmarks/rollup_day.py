@@ -6,7 +6,8 @@
 The data folder is one `benchmarks/run.py` generated (its landing and catalog). The day is
 rolled up by the pipeline's own code (`roll_up_days`) into `<data>/rollup_day/` (its span
 cache kept between runs, so that a second run times the day alone); each statement of
-`_roll_up_day` (sql/rollup/*.sql) is timed, and the process's RSS sampled every 5 ms.
+`_roll_up_day` (sql/rollup/*.sql) is timed, and the process's RSS sampled every 5 ms
+(run.RssSampler).
 Not run by pytest.
 """
 
@@ -16,7 +17,6 @@ import argparse
 import datetime as dt
 import shutil
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -27,22 +27,6 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import run  # noqa: E402  (benchmarks/ is not a package)
 
 from pipelines.defs.ingest import telemetry  # noqa: E402
-
-
-class RssPeak:
-    """The largest VmRSS seen since the last `reset`, sampled in a thread."""
-
-    def __init__(self) -> None:
-        self.peak_mib = 0
-        threading.Thread(target=self._sample, daemon=True).start()
-
-    def reset(self) -> None:
-        self.peak_mib = 0
-
-    def _sample(self) -> None:
-        while True:
-            self.peak_mib = max(self.peak_mib, run._status_kib("VmRSS") // 1024)
-            time.sleep(0.005)
 
 
 def main() -> None:
@@ -57,30 +41,29 @@ def main() -> None:
         if stale.name != "spans":
             shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
     chargeback = run._resource(args.data, args.memory_limit, rollup_dir=str(out))
-    rss = RssPeak()
+    # every 5 ms: a statement of the 1,000-GPU day takes 0.05-0.3 s
+    rss = run.RssSampler(interval_s=0.005)
     timed: list[tuple[str, float, int]] = []
 
-    def timing(step):
+    def timing(step, name_at: int):
+        """`step` timed, named by its argument `name_at` (the SQL file)."""
+
         def timed_step(con, *step_args, **kwargs):
-            rss.reset()
-            began = time.perf_counter()
+            began = time.time()
             result = step(con, *step_args, **kwargs)
-            # create_table(con, table, name, ...) and _copy(con, name, ...): the SQL file's name
-            name = step_args[1] if step is create_table else step_args[0]
-            seconds = time.perf_counter() - began
-            # a statement shorter than the sampling interval: the RSS it left
-            peak_mib = max(rss.peak_mib, run._status_kib("VmRSS") // 1024)
-            timed.append((name, seconds, peak_mib))
+            ended = time.time()
+            timed.append((step_args[name_at], ended - began, rss.peak_between(began, ended)))
             return result
 
         return timed_step
 
-    create_table = telemetry.create_table
-    telemetry.create_table = timing(create_table)
-    telemetry._copy = timing(telemetry._copy)
+    # create_table(con, table, name, ...) and _copy(con, name, ...)
+    telemetry.create_table = timing(telemetry.create_table, 1)
+    telemetry._copy = timing(telemetry._copy, 0)
     began = time.perf_counter()
     counts = telemetry.roll_up_days(chargeback, chargeback.catalog(), [args.day])
     total = time.perf_counter() - began
+    rss.stop()
     print(f"{args.day}: {counts[args.day.isoformat()]}, DuckDB memory_limit {args.memory_limit}")
     print(f"{'seconds':>8} {'peak RSS MiB':>13}  statement")
     for name, seconds, peak_mib in timed:

@@ -34,6 +34,7 @@ noisy: compare the ratios of one run, and see `load_avg` in the results.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -150,9 +151,10 @@ def measure_month(cfg: dict) -> dict:
     began = time.perf_counter()
     # the days in one run (as make demo), or one run per day (as the daily schedule) to see
     # each day's time and peak RSS
-    day_ranges = [[day] for day in days] if cfg.get("day_by_day") else [days]
     if rolled_up_elsewhere:
         day_ranges = []
+    else:
+        day_ranges = [[day] for day in days] if cfg.get("day_by_day") else [days]
     results, rollup_days = [], []
     for day_range in day_ranges:
         first, last = day_range[0], day_range[-1]
@@ -242,18 +244,19 @@ def peak_rss_kib() -> int:
 
 
 class RssSampler:
-    """This process's resident memory (VmRSS) every 0.1 s, to attribute peaks to steps."""
+    """This process's resident memory (VmRSS) every `interval_s`, to attribute peaks to steps."""
 
-    def __init__(self) -> None:
+    def __init__(self, interval_s: float = 0.1) -> None:
         import threading
 
+        self.interval_s = interval_s
         self.samples: list[tuple[float, int]] = []
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._done.wait(0.1):
+        while not self._done.wait(self.interval_s):
             self.samples.append((time.time(), _status_kib("VmRSS")))
 
     def stop(self) -> None:
@@ -261,7 +264,7 @@ class RssSampler:
         self._thread.join()
 
     def peak_between(self, start: float, end: float) -> int:
-        inside = [kib for t, kib in self.samples if start <= t <= end + 0.1]
+        inside = [kib for t, kib in self.samples if start <= t <= end + self.interval_s]
         return round(max(inside, default=0) / 1024)
 
 
@@ -920,23 +923,6 @@ def _group_peak_rss_mib(leader: subprocess.Popen) -> int:
     return round(peak / 1024)
 
 
-def _stop(process: subprocess.Popen) -> None:
-    """`process` and everything of its session: TERM, then KILL after 30 s."""
-    import signal
-
-    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, None)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            process.wait(timeout=wait_s)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    process.wait()
-
-
 def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
     """The month's UTC days as a backfill of `telemetry_rollup_fanout_job` (one run a day, each
     run's step on one of `--workers` Celery workers, Redis on 127.0.0.1 the broker, the Dagster
@@ -945,7 +931,13 @@ def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
     `data/fanned_out`: its warehouse, the shared rollup folder, each worker's spill folder."""
     import dagster as dg
 
-    from pipelines.celery_app import broker_command, free_port, worker_command, worker_of_run
+    from pipelines.celery_app import (
+        broker_command,
+        free_port,
+        started,
+        worker_command,
+        worker_of_run,
+    )
 
     bin_dir = Path(sys.executable).parent
     root = data / "fanned_out"
@@ -971,24 +963,23 @@ def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
     orchestration = {**base, **settings, "DAGSTER_HOME": str(home),
                      "CHARGEBACK_CELERY_BROKER": broker}  # fmt: skip
     workspace = ["-w", str(REPO / "workspace.yaml")]
-    processes: dict[str, subprocess.Popen] = {}
-
-    def start(name: str, command: list[str], env: dict[str, str], cwd: Path = REPO) -> None:
-        with (logs / f"{name}.log").open("w") as log:
-            processes[name] = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                env=env, cwd=cwd,
-            )  # fmt: skip
-
-    days = [dt.date.fromisoformat(PARTITION) + dt.timedelta(days=k) for k in range(30)]
+    workers: dict[str, subprocess.Popen] = {}
+    days = _billing_month(_resource(data, memory_limit)).utc_days()
     worker_rss: dict[str, int] = {}
-    try:
+    with contextlib.ExitStack() as stack:
+
+        def start(name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+            log = logs / f"{name}.log"
+            return stack.enter_context(started(command, log, env=env, cwd=REPO))
+
+        stack.callback(instance.dispose)  # the last thing the stack does
         start("redis", redis, base)
         for number in range(1, args.workers + 1):
             name = f"w{number}"
             spill = root / f"{name}_spill"
             command = worker_command(str(bin_dir / "celery"), broker, name)
-            start(name, command, {**base, **settings, "CHARGEBACK_SPILL_DIR": str(spill)})
+            env = {**base, **settings, "CHARGEBACK_SPILL_DIR": str(spill)}
+            workers[name] = start(name, command, env)
         began = time.time()
         backfill = subprocess.run(
             [str(bin_dir / "dagster"), "job", "backfill", *workspace,
@@ -1010,9 +1001,8 @@ def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
         ]
         if failed:
             raise SystemExit(f"fanned-out days failed: {failed}, see {logs}")
-        for name, process in processes.items():
-            if name.startswith("w"):
-                worker_rss[name] = _group_peak_rss_mib(process)
+        for name, process in workers.items():
+            worker_rss[name] = _group_peak_rss_mib(process)
         per_day = []
         for record in instance.get_run_records():
             run = record.dagster_run
@@ -1021,10 +1011,6 @@ def fanned_out_month(args, data: Path, memory_limit: str) -> dict:
                 "worker": worker_of_run(instance, run.run_id),
                 "run_s": round(record.end_time - record.start_time, 2),
             })  # fmt: skip
-    finally:
-        for process in processes.values():
-            _stop(process)
-        instance.dispose()
     monthly = measure("month", logs, root=str(root), memory_limit=memory_limit,
                       rollup_dir=str(shared), data=str(data))  # fmt: skip
     return {

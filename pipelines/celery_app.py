@@ -11,13 +11,40 @@ whole. That recovery is Celery's documented behaviour, not tested here.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 from dagster_celery.app import app
 
 app.conf.update(task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1)
+
+
+@contextlib.contextmanager
+def started(args: list[str], log: Path, **popen) -> Iterator[subprocess.Popen]:
+    """A process (broker, worker, daemon) in a session of its own, its output to `log`, stopped
+    with all its children on the way out (a worker's pool process, the daemon's code server
+    and runs), whatever happened: TERM, then KILL after 20 s, then KILL for whatever of the
+    session outlived its leader."""
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, **popen
+        )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):  # then killed below
+                process.wait(timeout=20)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def free_port() -> int:

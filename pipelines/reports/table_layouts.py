@@ -114,7 +114,6 @@ class TableLayout(BaseModel):
         return next(i for i, c in enumerate(self.columns, start=1) if c.field == field)
 
 
-@cache
 def table_layout(name: str) -> TableLayout:
     """The layout `name` of the file (a KeyError names a layout it does not have)."""
     return _layouts()[name]

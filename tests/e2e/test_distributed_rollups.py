@@ -12,14 +12,12 @@ a run of the whole month in process.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from decimal import Decimal
 from pathlib import Path
 
@@ -27,7 +25,13 @@ import dagster as dg
 import pytest
 import redis
 
-from pipelines.celery_app import broker_command, free_port, worker_command, worker_of_run
+from pipelines.celery_app import (
+    broker_command,
+    free_port,
+    started,
+    worker_command,
+    worker_of_run,
+)
 from tests.conftest import (
     materialize_days,
     materialize_month,
@@ -49,27 +53,6 @@ MONTH = "2026-11-01"
 FANOUT_DAYS = ["2026-11-01", "2026-11-15", "2026-11-30"]
 WORKERS = ("w1", "w2")
 WAIT_S = 180
-
-
-@contextmanager
-def started(args: list[str], log: Path, **kwargs) -> Iterator[subprocess.Popen]:
-    """A process in a session of its own, stopped with all its children on the way out (the
-    daemon's code server and runs, a worker's pool process), whatever happened."""
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, **kwargs
-        )
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):  # then killed below
-                process.wait(timeout=20)
-        # whatever of the group outlived its leader (a run process, a pool process)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 def wait_for(condition: Callable[[], bool], what: str, logs: list[Path]) -> None:

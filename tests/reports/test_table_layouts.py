@@ -93,11 +93,9 @@ def test_a_wrong_declaration_is_named(tmp_path, monkeypatch, column, message):
     )
     monkeypatch.setattr(table_layouts, "LAYOUTS_FILE", layouts)
     table_layouts._layouts.cache_clear()
-    table_layouts.table_layout.cache_clear()
     try:
         with pytest.raises(ValueError, match="^workbook_tables.yaml: table broken: ") as error:
             table_layout("fine")
         assert message in str(error.value)
     finally:
         table_layouts._layouts.cache_clear()
-        table_layouts.table_layout.cache_clear()
