@@ -1,27 +1,16 @@
 -- One row per telemetry file, UTC day and billing month: rows read (timestamp in the day, or
 -- unreadable and owned by the day), loaded, rejected, and duplicates folded (repeated samples,
--- and GPU_UTIL samples superseded by GR_ENGINE_ACTIVE). Reads day_samples, ordered_samples and
--- sample_sources.
-with duplicates as (
-    select billing_month, file_id, count(*) as duplicates_folded
-    from (
-        select billing_month, file_id from ordered_samples
-        where next_ts = ts and not look_ahead
-        union all
-        select billing_month, file_id from day_samples where superseded
-    )
-    group by all
-),
-
-counts as (
+-- and GPU_UTIL samples superseded by GR_ENGINE_ACTIVE): the sums of the day's chunks' parts.
+-- Reads the temporary table sample_count_parts (sample_count_parts.sql) and sample_sources.
+with counts as (
     select
         billing_month,
         file_id,
-        count(*) as rows_read,
-        count(*) filter (reject_reason is null) as rows_loaded,
-        count(*) filter (reject_reason is not null) as rows_rejected
-    from day_samples
-    where not look_ahead
+        sum(rows_read)::bigint as rows_read,
+        sum(rows_loaded)::bigint as rows_loaded,
+        sum(rows_rejected)::bigint as rows_rejected,
+        sum(duplicates_folded)::bigint as duplicates_folded
+    from sample_count_parts
     group by all
 ),
 
@@ -33,10 +22,9 @@ final as (
         c.rows_read,
         c.rows_loaded,
         c.rows_rejected,
-        coalesce(d.duplicates_folded, 0) as duplicates_folded
+        c.duplicates_folded
     from counts as c
     join sample_sources as src using (file_id)
-    left join duplicates as d using (billing_month, file_id)
 )
 
 select * from final

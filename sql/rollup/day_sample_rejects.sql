@@ -1,5 +1,6 @@
 -- One row per telemetry row of the UTC day set aside, with the billing month it counts in, its
--- file, line and reason. Reads the temporary table day_samples and sample_sources.
+-- file, line and reason. A day rolled up in chunks adds each chunk's; the rollup writes the
+-- rows in order. Reads the temporary table day_samples and sample_sources.
 select
     d.billing_month,
     src.cluster,
@@ -11,4 +12,3 @@ select
 from day_samples as d
 join sample_sources as src using (file_id)
 where d.reject_reason is not null
-order by billing_month, file, line

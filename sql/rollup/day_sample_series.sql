@@ -10,6 +10,8 @@
 -- (sample_sources.util_metric: DCGM_FI_DEV_GPU_UTIL of a DCGM export, nvidia-smi's
 -- utilization.gpu, a canonical file's util_pct). So one pass over the day's ordered samples,
 -- grouped by series and file (a few groups per GPU), gives every metric's share.
+-- A day rolled up in chunks adds each chunk's series that have their step (series_steps.sql),
+-- so each series once; the rollup writes the rows in order.
 -- Reads the temporary tables ordered_samples and series_steps, and sample_sources.
 -- Parameters: $day_start.
 with per_file as (
@@ -21,7 +23,7 @@ with per_file as (
         sum(sample_cover_ms(o.ts, o.next_ts, s.step_ms)) as cover_ms
     from ordered_samples as o
     join series_steps as s using (series_id)
-    where not o.look_ahead and (o.next_ts is null or o.next_ts > o.ts)
+    where not o.look_ahead and (o.next_ts is null or o.next_ts > o.ts) and s.step_ms is not null
     group by all
 ),
 
@@ -45,4 +47,3 @@ final as (
 )
 
 select * from final
-order by billing_month, cluster, node, gpu_index, util_metric

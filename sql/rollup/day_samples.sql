@@ -19,8 +19,15 @@
 -- midnight exactly as if the days were one.
 -- billing_month: $billing_month, or $next_billing_month from $next_billing_month_at on (a
 -- billing timezone other than UTC starts a month inside a UTC day).
+-- A chunk of the day: the rows whose node, as written, is in [$node_from, $node_until) (NULL:
+-- unbounded; the first chunk also takes the rows without a node), so that the Parquet
+-- statistics of files sorted by node skip the other chunks' row groups; every series is whole
+-- in one chunk (day_node_rows.sql). Its series are numbered from $series_before + 1. carried:
+-- false; the rollup adds the rows of an earlier chunk's series that wait for the day's
+-- cluster step (series_steps.sql) as carried rows.
 -- Reads sample_sources and sample_file_spans. Parameters: $files, $owned_files, $day_start,
--- $day_end, $billing_month, $next_billing_month, $next_billing_month_at.
+-- $day_end, $billing_month, $next_billing_month, $next_billing_month_at, $node_from,
+-- $node_until, $series_before.
 with typed as not materialized (
     select
         src.cluster,
@@ -45,6 +52,12 @@ with typed as not materialized (
     from read_parquet($files, filename = true, file_row_number = true, union_by_name = true) as s
     join (select * from sample_sources left join sample_file_spans using (path)) as src
         on src.path = s.filename
+    where
+        ($node_from is null or s.node >= $node_from)
+        and (
+            $node_until is null or s.node < $node_until
+            or ($node_from is null and s.node is null)
+        )
 ),
 
 checked as not materialized (
@@ -83,7 +96,8 @@ day_rows as (
 series as (
     -- every series with valid rows in the day, numbered, and its best utilisation metric
     select
-        row_number() over (order by cluster, node, gpu_index)::integer as series_id,
+        (row_number() over (order by cluster, node, gpu_index) + $series_before)::integer
+            as series_id,
         *
     from (
         select cluster, node, gpu_index, max(util_rank) filter (util_rank > 0) as best_rank
@@ -116,11 +130,14 @@ final as (
             when d.ts >= $next_billing_month_at::timestamp then $next_billing_month::date
             else $billing_month::date
         end as billing_month,
-        false as look_ahead
+        false as look_ahead,
+        false as carried
     from day_rows as d
     left join series as s using (cluster, node, gpu_index)
     union all by name
-    select s.series_id, ts, 1 as util_rank, false as superseded, true as look_ahead
+    select
+        s.series_id, ts, 1 as util_rank, false as superseded, true as look_ahead,
+        false as carried
     from next_day_firsts
     join series as s using (cluster, node, gpu_index)
 )

@@ -15,6 +15,8 @@
 -- again over the distinct samples. series_key (macro series_key) and hour are attribution's
 -- join keys, stored so that it does not compute them for every sample (date_trunc alone is a
 -- quarter of that join's time).
+-- A series whose step waits for a later chunk of the day (series_steps.sql: step_ms NULL) is
+-- written by that chunk.
 -- Reads the temporary tables ordered_samples and series_steps (each series' names and step).
 -- Parameters: $idle_threshold_pct.
 with distinct_samples as (
@@ -70,6 +72,7 @@ final as (
         s.ts::date as day
     from idle_runs as s
     join series_steps as st using (series_id)
+    where st.step_ms is not null
 )
 
 select * from final

@@ -15,8 +15,13 @@
 --      dropped out), the cluster's typical spacing that day: the lower median of the steps
 --      of its series from rule 2, so that one long gap never becomes a step;
 --   4. else (no series of the cluster has 10 spacings that day) 60 s.
--- Reads the temporary tables ordered_samples and day_samples, sample_sources and
--- declared_steps (cluster, step_ms).
+-- Of a day rolled up in chunks (day_samples.sql), rules 3 and 4 need the steps of every chunk's
+-- series: the own steps of the earlier chunks' series are in prior_own_steps (cluster,
+-- own_step_ms), and a series that needs rule 3 or 4 gets its step in the last chunk
+-- ($last_chunk); before it, its step_ms is NULL and its rows are carried into the next chunk.
+-- own_step_ms and has_own_step: the series' own typical spacing, and whether it has 10.
+-- Reads the temporary tables ordered_samples, day_samples and prior_own_steps, sample_sources
+-- and declared_steps (cluster, step_ms). Parameters: $last_chunk.
 with distinct_samples as (
     -- of equal timestamps the last read wins; the others are folded duplicates
     select * from ordered_samples
@@ -59,8 +64,11 @@ series_steps as materialized (
 
 cluster_steps as (
     select cluster, percentile_disc(0.5) within group (order by own_step_ms) as cluster_step_ms
-    from series_steps
-    where has_own_step
+    from (
+        select cluster, own_step_ms from series_steps where has_own_step
+        union all
+        select cluster, own_step_ms from prior_own_steps
+    )
     group by all
 ),
 
@@ -75,9 +83,10 @@ final as (
         coalesce(
             d.step_ms,
             case when s.has_own_step then s.own_step_ms end,
-            c.cluster_step_ms,
-            60000
-        )::bigint as step_ms
+            case when $last_chunk then coalesce(c.cluster_step_ms, 60000) end
+        )::bigint as step_ms,
+        s.own_step_ms,
+        s.has_own_step
     from series_steps as s
     left join cluster_steps as c using (cluster)
     left join declared_steps as d using (cluster)

@@ -107,7 +107,7 @@ def test_a_month_with_days_rolled_up_by_an_earlier_release_names_them(tmp_path):
     for day, keys in (("2026-11-01", current), ("2026-11-02", ", 1::ubigint as series_key")):
         folder = tmp_path / "cluster=c" / f"day={day}"
         folder.mkdir(parents=True)
-        files.append(str(folder / "samples_0.parquet"))
+        files.append(str(folder / "samples_0_0.parquet"))
         con.execute(
             f"copy (select timestamp '{day} 10:00' as ts, 'n1' as node{keys}) to '{files[-1]}'"
         )
@@ -205,7 +205,7 @@ def test_of_equal_samples_the_export_last_by_name_wins(tmp_path):
     chargeback = resource_for(tmp_path)
     roll_up_days(chargeback, load_catalog(catalog_dir(tmp_path)), [dt.date(2026, 11, 2)])
     day = chargeback.telemetry_dir / "cluster=c1/day=2026-11-02"
-    assert duckdb.sql(f"select node, ts, util_pct from '{day}/samples_0.parquet'").fetchall() == [
+    assert duckdb.sql(f"select node, ts, util_pct from '{day}/samples_0_0.parquet'").fetchall() == [
         ("n1", dt.datetime(2026, 11, 2, 10), 30.0)
     ]
     counts = chargeback.telemetry_dir / "quality/day=2026-11-02/sample_file_counts.parquet"

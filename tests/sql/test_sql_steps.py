@@ -291,15 +291,28 @@ def given_day_samples(con, values: str, declared_steps: dict[str, int] | None = 
         src.file_id, g.line, g.ts, g.node, g.gpu_index, g.util_pct,
         null::double as mem_used_mib, null::double as power_w, 1 as util_rank,
         false as superseded, null::varchar as reject_reason,
-        date '2026-11-01' as billing_month, false as look_ahead
+        date '2026-11-01' as billing_month, false as look_ahead, false as carried
         from given as g join sample_sources as src using (file)""")
 
 
 def given_ordered_samples(con, idle_threshold_pct: float) -> None:
-    """The rollup's temporary tables over day_samples: ordered_samples and series_steps."""
-    params = {"idle_threshold_pct": idle_threshold_pct}
+    """The rollup's temporary tables over day_samples, of a day in one chunk: ordered_samples
+    and series_steps."""
+    params = {"idle_threshold_pct": idle_threshold_pct, "last_chunk": True}
+    con.execute("create table prior_own_steps (cluster varchar, own_step_ms bigint)")
     create_table(con, "ordered_samples", "rollup/ordered_samples", params)
     create_table(con, "series_steps", "rollup/series_steps", params)
+
+
+def day_in_one_chunk(params: dict) -> dict:
+    """day_samples' parameters of a day read in one chunk (every node, series from 1)."""
+    return {**params, "node_from": None, "node_until": None, "series_before": 0}
+
+
+def day_file_counts(con) -> list[tuple]:
+    """day_sample_file_counts of a day in one chunk: its parts, summed."""
+    create_table(con, "sample_count_parts", "rollup/sample_count_parts")
+    return run(con, "rollup/day_sample_file_counts").fetchall()
 
 
 def test_sample_rollup_folds_duplicates_and_clips_cover(con):
@@ -383,10 +396,10 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
     sample_file_spans(con, [str(tmp_path / "a.parquet")])  # the file's window of timestamps
     con.execute(
         "create table day_samples as " + _sql("rollup/day_samples"),
-        {"files": [str(tmp_path / "a.parquet")], "owned_files": [],
+        day_in_one_chunk({"files": [str(tmp_path / "a.parquet")], "owned_files": [],
          "day_start": T(2026, 11, 30), "day_end": T(2026, 12, 1),
          "billing_month": NOV["billing_month"], "next_billing_month": dt.date(2026, 12, 1),
-         "next_billing_month_at": T(2026, 11, 30, 23)},
+         "next_billing_month_at": T(2026, 11, 30, 23)}),
     )  # fmt: skip
     given_ordered_samples(con, 5.0)
     rows = run(con, "rollup/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
@@ -400,7 +413,7 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
         ("23:58:00", 60000, 60000, None),
         ("23:59:30", 50000, 60000, None),
     ]
-    counts = run(con, "rollup/day_sample_file_counts").fetchall()
+    counts = day_file_counts(con)
     # only the day's rows count, in the billing month of their time
     assert [(str(r[0]), r[2], r[3], r[4]) for r in counts] == [
         ("2026-11-01", "a.csv", 1, 1),
@@ -990,9 +1003,9 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
     sample_file_spans(con, files)  # the files' windows of timestamps
     con.execute(
         "create table day_samples as " + _sql("rollup/day_samples"),
-        {"files": files, "owned_files": [], "day_start": T(2026, 11, 2),
+        day_in_one_chunk({"files": files, "owned_files": [], "day_start": T(2026, 11, 2),
          "day_end": T(2026, 11, 3), "billing_month": NOV["billing_month"],
-         "next_billing_month": dt.date(2026, 12, 1), "next_billing_month_at": NOV["month_end"]},
+         "next_billing_month": dt.date(2026, 12, 1), "next_billing_month_at": NOV["month_end"]}),
     )  # fmt: skip
     given_ordered_samples(con, 5.0)
     rows = con.execute(
@@ -1003,7 +1016,7 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
         ("00:00:00", "40.0", "1234.0", "engine.json"),
         ("00:01:00", "40.0", "1234.0", "engine.json"),
     ]
-    counts = run(con, "rollup/day_sample_file_counts").fetchall()
+    counts = day_file_counts(con)
     # read, loaded, rejected, folded per file: GPU_UTIL's two samples were superseded
     assert [(r[2], r[3], r[4], r[5], r[6]) for r in counts] == [
         ("engine.json", 2, 2, 0, 0),

@@ -3,11 +3,14 @@
 Each UTC day is rolled up on its own (`roll_up_days`, the daily `gpu_sample_rollup` asset) in
 an in-memory DuckDB, never the warehouse, so days can run in parallel processes:
 
-    <telemetry_dir>/cluster=<c>/day=<YYYY-MM-DD>/samples_0.parquet   the day's samples
-    <telemetry_dir>/cluster=<c>/day=<YYYY-MM-DD>/hours_0.parquet     their sums per series-hour
-    <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_rejects.parquet       its rejected rows
-    <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_file_counts.parquet   its counts per file
-    <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_series.parquet   each series' metric and step
+    <telemetry_dir>/cluster=<c>/day=<YYYY-MM-DD>/samples_<k>_0.parquet  the samples of chunk k
+    <telemetry_dir>/cluster=<c>/day=<YYYY-MM-DD>/hours_<k>_0.parquet    their sums per series-hour
+    <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_rejects.parquet      its rejected rows
+    <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_file_counts.parquet  its counts per file
+    <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_series.parquet       each series' metric, step
+
+A large day is rolled up in chunks of nodes, one after the other (`node_chunks`), so that each
+fits DuckDB's memory; most days are one chunk.
 
 A day is written to a staging folder and moved into place once complete, so a failed day leaves
 the previous output; its quality folder moves last and marks the day as rolled up. The monthly
@@ -50,7 +53,7 @@ from pipelines.defs.resources import ChargebackResource, prepare_connection
 from pipelines.landing import ExportFile, decompression_errors, discover
 from pipelines.leftovers import owned_name, replace_text
 from pipelines.months import BillingMonth
-from pipelines.sql import bind, create_table, sql_text
+from pipelines.sql import bind, create_table, run, sql_text
 
 # Every column a canonical samples file may carry: one empty file with all of them joins every
 # read, so that optional columns exist (as NULL) even when no export has them.
@@ -121,6 +124,7 @@ def roll_up_days(
         spans = sample_file_spans(con, files, cache=telemetry_dir / "spans")
         owners = unreadable_row_owners(spans, landing_dir, sources)
         at_once = days_at_once(spans, days)
+        estimated = estimated_day_samples(spans, days)
         cursors: list[duckdb.DuckDBPyConnection] = []
         local = threading.local()
 
@@ -133,7 +137,9 @@ def roll_up_days(
             started = time.perf_counter()
             owned = sorted(path for path, owner in owners.items() if owner == day)
             day_files = files_of_day(files, spans, day, owned)
-            counts = _roll_up_day(local.con, telemetry_dir, day, day_files, owned, catalog)
+            counts = _roll_up_day(
+                local.con, telemetry_dir, day, day_files, owned, catalog, estimated[day]
+            )
             return counts, time.perf_counter() - started
 
         try:
@@ -169,9 +175,10 @@ def roll_up_days(
 SMALL_DAY_SAMPLES = 1_000_000
 
 
-def days_at_once(spans: dict[str, FileSpan], days: list[dt.date]) -> int:
-    """How many of `days` to roll up at once: two when each is small (SMALL_DAY_SAMPLES),
-    else one. A day's samples are estimated as its files' plausible rows spread evenly over
+def estimated_day_samples(
+    spans: dict[str, FileSpan], days: list[dt.date]
+) -> collections.Counter[dt.date]:
+    """The samples of each of `days`, estimated as its files' plausible rows spread evenly over
     the UTC days each file spans."""
     per_day: collections.Counter[dt.date] = collections.Counter()
     for span in spans.values():
@@ -182,7 +189,14 @@ def days_at_once(spans: dict[str, FileSpan], days: list[dt.date]) -> int:
         for day in days:
             if first <= day <= last:
                 per_day[day] += share
-    small = all(per_day[day] <= SMALL_DAY_SAMPLES for day in days)
+    return per_day
+
+
+def days_at_once(spans: dict[str, FileSpan], days: list[dt.date]) -> int:
+    """How many of `days` to roll up at once: two when each is small (SMALL_DAY_SAMPLES, as
+    estimated_day_samples estimates a day's samples), else one."""
+    estimated = estimated_day_samples(spans, days)
+    small = all(estimated[day] <= SMALL_DAY_SAMPLES for day in days)
     return 2 if small and len(days) > 1 else 1
 
 
@@ -317,6 +331,40 @@ def files_of_day(
     ] + [schema_file]
 
 
+# A day of more samples than this (estimated from the files' spans) is rolled up in chunks of
+# nodes of about this many samples each, one after the other: a chunk's statements then fit
+# DuckDB's memory limit instead of spilling. A 10,000-GPU day (57.6 M samples at 15 s, one file
+# sorted by node, 2GB): 57 s in one chunk, 26 s in 8 and 16 (its four largest statements,
+# paired runs). The 1,000-GPU bench day (1.44 M) stays one chunk.
+CHUNK_SAMPLES = 4_000_000
+
+
+def node_chunks(
+    con: duckdb.DuckDBPyConnection, params: dict[str, Any], estimated_samples: float
+) -> list[tuple[str | None, str | None]]:
+    """The chunks a day's rollup reads one after the other, as `(node_from, node_until)`: the
+    nodes (as written) in `[node_from, node_until)`, None unbounded; one unbounded chunk for a
+    day of at most CHUNK_SAMPLES `estimated_samples`, or whose node names are not all plain
+    (sql/rollup/day_node_rows.sql). Cut between nodes so that the chunks' samples in the day are
+    about even."""
+    whole_day = [(None, None)]
+    if estimated_samples <= CHUNK_SAMPLES:
+        return whole_day
+    nodes = run(con, "rollup/day_node_rows", params).fetchall()
+    total = sum(day_rows for _, day_rows, _ in nodes)
+    if total <= CHUNK_SAMPLES or not all(plain for _, _, plain in nodes):
+        return whole_day
+    wanted = -(-total // CHUNK_SAMPLES)
+    cuts: list[str | None] = []
+    seen = 0
+    for node, day_rows, _ in nodes:
+        if node is not None and seen >= total * (len(cuts) + 1) / wanted:
+            cuts.append(node)
+        seen += day_rows
+    bounds = [None, *cuts, None]
+    return list(itertools.pairwise(bounds))
+
+
 def _roll_up_day(
     con: duckdb.DuckDBPyConnection,
     telemetry_dir: Path,
@@ -324,7 +372,14 @@ def _roll_up_day(
     files: list[str],
     owned_files: list[str],
     catalog: Catalog,
+    estimated_samples: float,
 ) -> dict[str, int]:
+    """Roll up one UTC day chunk by chunk (node_chunks) into a staging folder, then publish it.
+
+    Each chunk's samples go to `samples_<chunk>_0.parquet` (and its sums per series-hour to
+    `hours_<chunk>_0.parquet`); the day's quality files gather every chunk's rows. A series
+    whose step waits for the day's cluster step (sql/rollup/series_steps.sql) is carried into
+    the next chunk, and the last chunk writes it."""
     settings = catalog.settings
     day_start = dt.datetime.combine(day, dt.time())
     month = BillingMonth.containing(day_start, settings.billing_timezone)
@@ -339,34 +394,107 @@ def _roll_up_day(
         "next_billing_month_at": month.end,
         "idle_threshold_pct": float(settings.idle_threshold_pct),
     }
-    create_table(con, "day_samples", "rollup/day_samples", params, temporary=True)
-    create_table(con, "ordered_samples", "rollup/ordered_samples", params, temporary=True)
-    create_table(con, "series_steps", "rollup/series_steps", params, temporary=True)
+    chunks = node_chunks(con, params, estimated_samples)
     name = owned_name(f"day={day.isoformat()}-{uuid.uuid4().hex[:8]}")
     staging = telemetry_dir / ".staging" / name
     staging.parent.mkdir(parents=True, exist_ok=True)
+    # the day's tables that every chunk adds to
+    day_tables = [
+        "prior_own_steps", "sample_count_parts", "day_sample_rejects", "day_sample_series"
+    ]  # fmt: skip
+    con.execute("create or replace temp table prior_own_steps (cluster varchar, own_step_ms int8)")
     try:
-        counts = {"samples": _copy(con, "rollup/gpu_sample_rollup", params, staging, True)}
-        for samples in sorted(staging.glob("cluster=*/day=*/samples_*.parquet")):
-            hours = samples.with_name(samples.name.replace("samples_", "hours_"))
-            _copy(con, "rollup/gpu_sample_hours", {**params, "samples_file": str(samples)}, hours)
+        counts = {"samples": 0}
+        series_before = 0
+        for number, (node_from, node_until) in enumerate(chunks):
+            chunk = {
+                **params,
+                "node_from": node_from,
+                "node_until": node_until,
+                "series_before": series_before,
+                "last_chunk": number == len(chunks) - 1,
+            }
+            counts["samples"] += _roll_up_chunk(con, chunk, staging, number, first=number == 0)
+            [(series_before,)] = con.execute(
+                "select coalesce(max(series_id), $before) from series_steps",
+                {"before": series_before},
+            ).fetchall()
         quality = staging / "quality" / f"day={day.isoformat()}"
         quality.mkdir(parents=True, exist_ok=True)
-        counts["rejected"] = _copy(
-            con, "rollup/day_sample_rejects", params, quality / "sample_rejects.parquet"
-        )
+        counts["rejected"] = _write_table(
+            con, "day_sample_rejects", "billing_month, file, line",
+            quality / "sample_rejects.parquet",
+        )  # fmt: skip
         counts["files"] = _copy(
             con, "rollup/day_sample_file_counts", params, quality / "sample_file_counts.parquet"
         )
-        _copy(con, "rollup/day_sample_series", params, quality / "sample_series.parquet")
+        _write_table(
+            con, "day_sample_series", "billing_month, cluster, node, gpu_index, util_metric",
+            quality / "sample_series.parquet",
+        )  # fmt: skip
         checkpoint("rollup_day_written")
         _publish(staging, telemetry_dir, day)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-        con.execute("drop table if exists series_steps")
-        con.execute("drop table if exists ordered_samples")
-        con.execute("drop table if exists day_samples")
+        chunk_tables = ["day_samples", "ordered_samples", "series_steps", "carried_samples"]
+        for table in [*chunk_tables, *day_tables]:
+            con.execute(f"drop table if exists {table}")
     return counts
+
+
+def _roll_up_chunk(
+    con: duckdb.DuckDBPyConnection, chunk: dict[str, Any], staging: Path, number: int, first: bool
+) -> int:
+    """Roll up one chunk of a day (`chunk`: the day's parameters and the chunk's) into
+    `staging`; add its quality rows and parts to the day's tables (created by the `first`
+    chunk). Returns the samples written."""
+    create_table(con, "day_samples", "rollup/day_samples", chunk, temporary=True)
+    if not first:
+        con.execute(
+            "insert into day_samples by name "
+            "select * replace (true as carried) from carried_samples"
+        )
+    create_table(con, "ordered_samples", "rollup/ordered_samples", chunk, temporary=True)
+    create_table(con, "series_steps", "rollup/series_steps", chunk, temporary=True)
+    _add_rows(con, "sample_count_parts", "rollup/sample_count_parts", chunk, first)
+    _add_rows(con, "day_sample_rejects", "rollup/day_sample_rejects", chunk, first)
+    con.execute(
+        "insert into prior_own_steps "
+        "select cluster, own_step_ms from series_steps where has_own_step"
+    )
+    # the rows of the series that wait for the day's cluster step, for the next chunk
+    con.execute(
+        "create or replace temp table carried_samples as select * from day_samples "
+        "semi join (select series_id from series_steps where step_ms is null) using (series_id)"
+    )
+    con.execute("drop table day_samples")
+    samples = _copy(con, "rollup/gpu_sample_rollup", chunk, staging, f"samples_{number}_{{i}}")
+    for written in sorted(staging.glob(f"cluster=*/day=*/samples_{number}_*.parquet")):
+        hours = written.with_name(written.name.replace("samples_", "hours_"))
+        _copy(con, "rollup/gpu_sample_hours", {"samples_file": str(written)}, hours)
+    _add_rows(con, "day_sample_series", "rollup/day_sample_series", chunk, first)
+    con.execute("drop table ordered_samples")
+    return samples
+
+
+def _add_rows(
+    con: duckdb.DuckDBPyConnection, table: str, name: str, params: dict[str, Any], first: bool
+) -> None:
+    """Add the rows of the select in `sql/<name>.sql` to the temporary table `table`, which the
+    `first` call creates."""
+    sql = sql_text(name)
+    into = f"create or replace temp table {table} as" if first else f"insert into {table}"
+    con.execute(f"{into} {sql}", bind(sql, params))
+
+
+def _write_table(con: duckdb.DuckDBPyConnection, table: str, order: str, target: Path) -> int:
+    """COPY the temporary table `table`, its rows in `order`, to Parquet at `target`; returns
+    the rows written."""
+    quoted = target.as_posix().replace("'", "''")
+    [(rows,)] = con.execute(
+        f"copy (select * from {table} order by {order}) to '{quoted}' (format parquet)"
+    ).fetchall()
+    return rows
 
 
 def _copy(
@@ -374,16 +502,20 @@ def _copy(
     name: str,
     params: dict[str, Any],
     target: Path,
-    by_cluster_and_day: bool = False,
+    files_by_cluster_and_day: str | None = None,
 ) -> int:
     """COPY the select of `sql/<name>.sql` to Parquet at `target`; returns the rows written.
 
-    `by_cluster_and_day`: `target` is a folder of `cluster=<c>/day=<d>/samples_0.parquet`.
+    `files_by_cluster_and_day`: `target` is a folder of `cluster=<c>/day=<d>/<pattern>.parquet`
+    (DuckDB's filename_pattern; other files there stay).
     """
     sql = sql_text(name)
     options = "format parquet"
-    if by_cluster_and_day:
-        options += ", partition_by (cluster, day), filename_pattern 'samples_{i}'"
+    if files_by_cluster_and_day:
+        options += (
+            f", partition_by (cluster, day), filename_pattern '{files_by_cluster_and_day}'"
+            ", overwrite_or_ignore true"
+        )
     quoted = target.as_posix().replace("'", "''")
     [(rows,)] = con.execute(f"copy ({sql}) to '{quoted}' ({options})", bind(sql, params)).fetchall()
     return rows

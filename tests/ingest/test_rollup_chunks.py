@@ -1,0 +1,169 @@
+"""A large day is rolled up in chunks of nodes (telemetry.node_chunks): the same files as in one
+chunk, row for row."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.catalog import load_catalog
+from pipelines.defs.ingest import telemetry
+from tests.conftest import resource_for
+from tests.ingest.test_catalog_and_landing import catalog_dir
+
+DAY = dt.date(2026, 11, 2)
+MIDNIGHT = dt.datetime(2026, 11, 2)
+
+
+def _write(path: Path, rows: list[tuple]) -> None:
+    """A canonical samples file of `(ts, node, gpu_index, util_pct, util_metric)` rows."""
+    ts, node, gpu, util, metric = (list(column) for column in zip(*rows, strict=True))
+    pq.write_table(
+        pa.table({
+            "ts": pa.array(ts, pa.timestamp("us")), "node": pa.array(node, pa.string()),
+            "gpu_index": pa.array(gpu, pa.int32()), "util_pct": pa.array(util, pa.float64()),
+            "util_metric": pa.array(metric, pa.string()),
+        }),
+        path,
+        row_group_size=50,
+    )  # fmt: skip
+
+
+def messy_site(root: Path, odd_node: str = "n07") -> None:
+    """One cluster, nodes n01-n12 with two GPUs, sampled every minute from 08:00 to 10:00 and
+    looked ahead into the next day, sorted by node; with what a day must get right whatever
+    its chunks:
+    - n05 GPU 0 has four samples (too few spacings for a step of its own: the cluster's);
+    - repeated samples in a second export (later by name: it wins), and n09 GPU 1 also read
+      as DCGM GR_ENGINE_ACTIVE (its GPU_UTIL rows are superseded);
+    - rejected rows: no node, an empty node, a bad GPU index, utilisation over 100, and a
+      timestamp far from the file's (the day owns that unreadable row);
+    - idle and busy samples; `odd_node` names n07 (' n07' is a name with white space)."""
+    folder = root / "landing/telemetry/c1"
+    folder.mkdir(parents=True)
+    rows = []
+    for n in range(1, 13):
+        node = odd_node if n == 7 else f"n{n:02d}"
+        for gpu in (0, 1):
+            minutes = [0, 1, 2, 30] if (n, gpu) == (5, 0) else range(0, 120)
+            for minute in minutes:
+                util = float((minute * 7 + n * 13 + gpu) % 100)
+                rows.append(
+                    (MIDNIGHT + dt.timedelta(hours=8, minutes=minute), node, gpu, util, None)
+                )
+            rows.append(
+                (MIDNIGHT + dt.timedelta(days=1, hours=1, minutes=n), node, gpu, 40.0, None)
+            )
+    rows += [
+        (MIDNIGHT + dt.timedelta(hours=9), None, 0, 50.0, None),
+        (MIDNIGHT + dt.timedelta(hours=9), "", 0, 50.0, None),
+        (MIDNIGHT + dt.timedelta(hours=9), "n02", -1, 50.0, None),
+        (MIDNIGHT + dt.timedelta(hours=9), "n11", 0, 150.0, None),
+        (dt.datetime(2031, 1, 1), "n12", 0, 50.0, None),
+    ]
+    _write(folder / "a.parquet", sorted(rows, key=lambda row: (row[1] or "", row[2], row[0])))
+    repeated = [
+        (MIDNIGHT + dt.timedelta(hours=8, minutes=minute), f"n{n:02d}", 0, 99.0, None)
+        for n in (3, 8, 10) for minute in (5, 6, 50)
+    ]  # fmt: skip
+    engine = [
+        (MIDNIGHT + dt.timedelta(hours=8, minutes=minute), "n09", 1, 5.0,
+         "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+        for minute in range(0, 120, 2)
+    ]  # fmt: skip
+    _write(folder / "b.parquet", repeated + engine)
+
+
+def rolled_up(root: Path, chunk_samples: int, monkeypatch) -> tuple[dict, dict[str, list]]:
+    """Roll up DAY with chunks of `chunk_samples`: the counts, and every file's rows by name
+    (the samples' and hours' files by kind, their rows sorted: chunks split them)."""
+    monkeypatch.setattr(telemetry, "CHUNK_SAMPLES", chunk_samples)
+    chargeback = resource_for(root)
+    counts = telemetry.roll_up_days(chargeback, load_catalog(catalog_dir(root)), [DAY])
+    folder = chargeback.telemetry_dir
+    files: dict[str, list] = {}
+    for kind in ("samples", "hours"):
+        paths = sorted(str(p) for p in folder.glob(f"cluster=c1/day={DAY}/{kind}_*.parquet"))
+        files[kind] = duckdb.execute(
+            "select * from read_parquet($paths) order by all", {"paths": paths}
+        ).fetchall()
+        files[f"{kind} files"] = [Path(p).name for p in paths]
+    for path in sorted(folder.glob(f"quality/day={DAY}/*.parquet")):
+        files[path.name] = duckdb.execute(f"select * from '{path}'").fetchall()
+    return counts, files
+
+
+def test_a_day_in_chunks_writes_what_it_writes_in_one(tmp_path, monkeypatch):
+    messy_site(tmp_path)
+    whole = rolled_up(tmp_path, 1_000_000, monkeypatch)
+    chunked = rolled_up(tmp_path, 500, monkeypatch)
+    counts, files = chunked
+    # 24 series of 120 samples, less n05 GPU 0's 116 and the 60 of n09 GPU 1's superseded
+    assert counts == {"2026-11-02": {"samples": 2704, "rejected": 5, "files": 2}}
+    # 2,837 rows of the day in chunks of about 500: six, each with its samples and hours
+    assert files["samples files"] == [f"samples_{k}_0.parquet" for k in range(6)]
+    assert whole[1]["samples files"] == ["samples_0_0.parquet"]
+    assert whole[0] == counts
+    for name in files:
+        if not name.endswith(" files"):
+            assert chunked[1][name] == whole[1][name], name
+    # lines of a.parquet as sorted: no node and '' first, n02's GPU -1 after n01's 242 rows,
+    # n11 GPU 0's 150 % after its 09:00, n12 GPU 0's 2031 after its look-ahead
+    rejects = [(row[3], row[4]) for row in files["sample_rejects.parquet"]]
+    assert rejects == [
+        (1, "field node: missing"),
+        (2, "field node: missing"),
+        (245, "field gpu_index: not a GPU index"),
+        (2369, "field util_pct: 150.0 is outside 0-100"),
+        (2672, "field ts: 2031-01-01 00:00:00 is more than 365 days from 2026-11-02, the median "
+            "day of the file's samples (a clock or unit error?)"),
+    ]  # fmt: skip
+    # read, loaded, rejected, folded: 9 repeated samples of b.parquet win over a.parquet's,
+    # and n09 GPU 1's 120 GPU_UTIL samples are superseded by b.parquet's 60 GR_ENGINE_ACTIVE
+    assert [row[2:7] for row in files["sample_file_counts.parquet"]] == [
+        ("telemetry/c1/a.parquet", 2769, 2764, 5, 129),
+        ("telemetry/c1/b.parquet", 69, 69, 0, 0),
+    ]
+    # n05 GPU 0 (4 samples, in the third chunk) waited for the cluster's step (60 s), which
+    # the last chunk knows: it is written there, with that step, 4 minutes covered
+    steps = {(row[3], row[4]): row[6:9] for row in files["sample_series.parquet"]}
+    assert steps[("n05", 0)] == (60_000, 4, 240_000)
+    assert steps[("n09", 1)] == (120_000, 60, 7_200_000)  # GR_ENGINE_ACTIVE, every 2 minutes
+    last = tmp_path / f"warehouse_telemetry/cluster=c1/day={DAY}/samples_5_0.parquet"
+    series = f"select distinct node, gpu_index, step_ms from '{last}' order by all limit 1"
+    assert duckdb.sql(series).fetchall() == [("n05", 0, 60_000)]
+
+
+def test_a_day_with_a_node_name_in_white_space_is_one_chunk(tmp_path, monkeypatch):
+    # ' n07' is n07's series (names are trimmed): a chunk read by the names as written could
+    # split it, so the day is read whole
+    messy_site(tmp_path, odd_node=" n07")
+    counts, files = rolled_up(tmp_path, 500, monkeypatch)
+    assert files["samples files"] == ["samples_0_0.parquet"]
+    assert counts == {"2026-11-02": {"samples": 2704, "rejected": 5, "files": 2}}
+
+
+@pytest.mark.parametrize(
+    ("chunk_samples", "cuts"),
+    [
+        (10_000, []),
+        (2_000, ["n08"]),  # 1,468 of 2,837 rows before n08
+        # about 473 a chunk: no node and '' (2 rows), n01-n02 (485: 242 each, n02's GPU -1)...
+        (500, ["n03", "n05", "n08", "n10", "n12"]),
+    ],
+)
+def test_chunks_are_cut_between_nodes_about_evenly(tmp_path, monkeypatch, chunk_samples, cuts):
+    messy_site(tmp_path)
+    files = sorted(str(p) for p in (tmp_path / "landing/telemetry/c1").glob("*.parquet"))
+    params = {"files": files, "day_start": MIDNIGHT, "day_end": MIDNIGHT + dt.timedelta(days=1)}
+    monkeypatch.setattr(telemetry, "CHUNK_SAMPLES", chunk_samples)
+    bounds = [None, *cuts, None]
+    assert telemetry.node_chunks(duckdb.connect(), params, 2_837) == list(
+        itertools.pairwise(bounds)
+    )
