@@ -6,8 +6,8 @@
 The data folder is one `benchmarks/run.py` generated (its landing and catalog). The day is
 rolled up by the pipeline's own code (`roll_up_days`) into `<data>/rollup_day/` (its span
 cache kept between runs, so that a second run times the day alone); each statement of
-`_roll_up_day` (sql/rollup/*.sql) is timed, and the process's RSS sampled every 5 ms
-(run.RssSampler).
+`_roll_up_day` (sql/rollup/*.sql) is timed, each chunk's (node_chunks) in turn, and the
+process's RSS sampled every 5 ms (run.RssSampler).
 Not run by pytest.
 """
 
@@ -57,9 +57,13 @@ def main() -> None:
 
         return timed_step
 
-    # create_table(con, table, name, ...) and _copy(con, name, ...)
+    # create_table(con, table, name, ...), _copy(con, name, ...), run(con, name, ...),
+    # _add_rows(con, table, name, ...) and _write_table(con, table, ...)
     telemetry.create_table = timing(telemetry.create_table, 1)
     telemetry._copy = timing(telemetry._copy, 0)
+    telemetry.run = timing(telemetry.run, 0)
+    telemetry._add_rows = timing(telemetry._add_rows, 1)
+    telemetry._write_table = timing(telemetry._write_table, 0)
     began = time.perf_counter()
     counts = telemetry.roll_up_days(chargeback, chargeback.catalog(), [args.day])
     total = time.perf_counter() - began

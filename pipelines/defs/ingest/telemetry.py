@@ -334,8 +334,9 @@ def files_of_day(
 # A day of more samples than this (estimated from the files' spans) is rolled up in chunks of
 # nodes of about this many samples each, one after the other: a chunk's statements then fit
 # DuckDB's memory limit instead of spilling. A 10,000-GPU day (57.6 M samples at 15 s, one file
-# sorted by node, 2GB): 57 s in one chunk, 26 s in 8 and 16 (its four largest statements,
-# paired runs). The 1,000-GPU bench day (1.44 M) stays one chunk.
+# sorted by node) at 2GB took 60-66 s in one chunk, 31-34 s in chunks of 2, 4 or 8 M samples
+# (benchmarks/rollup_day.py); 4 M peaked at 1.2 GiB RSS, 8 M at 1.7. The 1,000-GPU bench day
+# (1.44 M) stays one chunk.
 CHUNK_SAMPLES = 4_000_000
 
 
