@@ -36,10 +36,11 @@ def _write(path: Path, rows: list[tuple]) -> None:
 
 
 def messy_site(root: Path, odd_node: str = "n07") -> None:
-    """One cluster, nodes n01-n12 with two GPUs, sampled every minute from 08:00 to 10:00 and
-    looked ahead into the next day, sorted by node; with what a day must get right whatever
-    its chunks:
-    - n05 GPU 0 has four samples (too few spacings for a step of its own: the cluster's);
+    """One cluster, nodes n01-n12 with two GPUs, sampled every minute from 08:00 to 10:00 (n12
+    every 30 s) and looked ahead into the next day, sorted by node; with what a day must get
+    right whatever its chunks:
+    - n05 GPU 0 has four samples (too few spacings for a step of its own: the cluster's, the
+      lower median of its series' own steps, 60 s; n12's alone would give 30 s);
     - repeated samples in a second export (later by name: it wins), and n09 GPU 1 also read
       as DCGM GR_ENGINE_ACTIVE (its GPU_UTIL rows are superseded);
     - rejected rows: no node, an empty node, a bad GPU index, utilisation over 100, and a
@@ -52,8 +53,10 @@ def messy_site(root: Path, odd_node: str = "n07") -> None:
         node = odd_node if n == 7 else f"n{n:02d}"
         for gpu in (0, 1):
             minutes = [0, 1, 2, 30] if (n, gpu) == (5, 0) else range(0, 120)
+            if n == 12:
+                minutes = [half / 2 for half in range(0, 240)]
             for minute in minutes:
-                util = float((minute * 7 + n * 13 + gpu) % 100)
+                util = float((int(minute) * 7 + n * 13 + gpu) % 100)
                 rows.append(
                     (MIDNIGHT + dt.timedelta(hours=8, minutes=minute), node, gpu, util, None)
                 )
@@ -104,9 +107,10 @@ def test_a_day_in_chunks_writes_what_it_writes_in_one(tmp_path, monkeypatch):
     whole = rolled_up(tmp_path, 1_000_000, monkeypatch)
     chunked = rolled_up(tmp_path, 500, monkeypatch)
     counts, files = chunked
-    # 24 series of 120 samples, less n05 GPU 0's 116 and the 60 of n09 GPU 1's superseded
-    assert counts == {"2026-11-02": {"samples": 2704, "rejected": 5, "files": 2}}
-    # 2,837 rows of the day in chunks of about 500: six, each with its samples and hours
+    # 24 series of 120 samples, n12's two of 240, less n05 GPU 0's 116 and the 60 of n09 GPU
+    # 1's superseded
+    assert counts == {"2026-11-02": {"samples": 2944, "rejected": 5, "files": 2}}
+    # 3,077 rows of the day in chunks of about 500: six, each with its samples and hours
     assert files["samples files"] == [f"samples_{k}_0.parquet" for k in range(6)]
     assert whole[1]["samples files"] == ["samples_0_0.parquet"]
     assert whole[0] == counts
@@ -121,17 +125,18 @@ def test_a_day_in_chunks_writes_what_it_writes_in_one(tmp_path, monkeypatch):
         (2, "field node: missing"),
         (245, "field gpu_index: not a GPU index"),
         (2369, "field util_pct: 150.0 is outside 0-100"),
-        (2672, "field ts: 2031-01-01 00:00:00 is more than 365 days from 2026-11-02, the median "
+        (2792, "field ts: 2031-01-01 00:00:00 is more than 365 days from 2026-11-02, the median "
             "day of the file's samples (a clock or unit error?)"),
     ]  # fmt: skip
     # read, loaded, rejected, folded: 9 repeated samples of b.parquet win over a.parquet's,
     # and n09 GPU 1's 120 GPU_UTIL samples are superseded by b.parquet's 60 GR_ENGINE_ACTIVE
     assert [row[2:7] for row in files["sample_file_counts.parquet"]] == [
-        ("telemetry/c1/a.parquet", 2769, 2764, 5, 129),
+        ("telemetry/c1/a.parquet", 3009, 3004, 5, 129),
         ("telemetry/c1/b.parquet", 69, 69, 0, 0),
     ]
-    # n05 GPU 0 (4 samples, in the third chunk) waited for the cluster's step (60 s), which
-    # the last chunk knows: it is written there, with that step, 4 minutes covered
+    # n05 GPU 0 (4 samples, in the third chunk) waited for the cluster's step, 60 s (the last
+    # chunk's series alone, n11's and n12's, would give 30 s): the last chunk writes it, with
+    # that step, 4 minutes covered
     steps = {(row[3], row[4]): row[6:9] for row in files["sample_series.parquet"]}
     assert steps[("n05", 0)] == (60_000, 4, 240_000)
     assert steps[("n09", 1)] == (120_000, 60, 7_200_000)  # GR_ENGINE_ACTIVE, every 2 minutes
@@ -146,16 +151,17 @@ def test_a_day_with_a_node_name_in_white_space_is_one_chunk(tmp_path, monkeypatc
     messy_site(tmp_path, odd_node=" n07")
     counts, files = rolled_up(tmp_path, 500, monkeypatch)
     assert files["samples files"] == ["samples_0_0.parquet"]
-    assert counts == {"2026-11-02": {"samples": 2704, "rejected": 5, "files": 2}}
+    assert counts == {"2026-11-02": {"samples": 2944, "rejected": 5, "files": 2}}
 
 
 @pytest.mark.parametrize(
     ("chunk_samples", "cuts"),
     [
         (10_000, []),
-        (2_000, ["n08"]),  # 1,468 of 2,837 rows before n08
-        # about 473 a chunk: no node and '' (2 rows), n01-n02 (485: 242 each, n02's GPU -1)...
-        (500, ["n03", "n05", "n08", "n10", "n12"]),
+        (2_000, ["n08"]),  # 1,570 of 3,077 rows before n08
+        # a cut where the rows so far reach the next seventh: 483 before n03 (no node, '',
+        # n01, n02 with its GPU -1), ... 2,597 before n11; n11 and n12 (721) are the last
+        (500, ["n03", "n05", "n07", "n09", "n11"]),
     ],
 )
 def test_chunks_are_cut_between_nodes_about_evenly(tmp_path, monkeypatch, chunk_samples, cuts):
@@ -164,6 +170,39 @@ def test_chunks_are_cut_between_nodes_about_evenly(tmp_path, monkeypatch, chunk_
     params = {"files": files, "day_start": MIDNIGHT, "day_end": MIDNIGHT + dt.timedelta(days=1)}
     monkeypatch.setattr(telemetry, "CHUNK_SAMPLES", chunk_samples)
     bounds = [None, *cuts, None]
-    assert telemetry.node_chunks(duckdb.connect(), params, 2_837) == list(
+    assert telemetry.node_chunks(duckdb.connect(), params, 3_077) == list(
         itertools.pairwise(bounds)
     )
+
+
+def test_the_demo_sites_days_in_chunks_write_what_they_write_in_one(tmp_path, monkeypatch):
+    # two clusters (DCGM with GPU_UTIL superseded by GR_ENGINE_ACTIVE, nvidia-smi, Kubernetes)
+    from simulator.demo import generate_demo
+
+    generate_demo(tmp_path, month="2026-11", seed=7, small=True)
+    days = [dt.date(2026, 11, 1), dt.date(2026, 11, 15), dt.date(2026, 11, 30)]
+    written = []
+    for chunk_samples in (1_000_000, 15_000):
+        monkeypatch.setattr(telemetry, "CHUNK_SAMPLES", chunk_samples)
+        chargeback = resource_for(tmp_path)
+        counts = telemetry.roll_up_days(chargeback, chargeback.catalog(), days)
+        folder = chargeback.telemetry_dir
+        rows = {
+            kind: duckdb.execute(
+                f"select * from read_parquet('{folder}/cluster=*/day=*/{kind}_*.parquet', "
+                "hive_partitioning = true) order by all"
+            ).fetchall()
+            for kind in ("samples", "hours")
+        }
+        for path in sorted(folder.glob("quality/day=*/*.parquet")):
+            rows[path.relative_to(folder).as_posix()] = duckdb.execute(
+                f"select * from '{path}'"
+            ).fetchall()
+        files = len(list(folder.glob("cluster=*/day=*/samples_*.parquet")))
+        written.append((files, rows))
+        assert len(rows["samples"]) == sum(day["samples"] for day in counts.values())
+    (whole_files, whole), (chunked_files, chunked) = written
+    # 66,816 rows a day in chunks of about 15,000: five, each of one cluster's nodes
+    assert (whole_files, chunked_files) == (6, 15)
+    assert len(whole["samples"]) > 50_000  # about 20,000 a day
+    assert chunked == whole
