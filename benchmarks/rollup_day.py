@@ -44,15 +44,21 @@ def main() -> None:
     # every 5 ms: a statement of the 1,000-GPU day takes 0.05-0.3 s
     rss = run.RssSampler(interval_s=0.005)
     timed: list[tuple[str, float, int]] = []
+    running: list[str] = []  # the timed steps running: a step inside another is not listed
 
     def timing(step, name_at: int):
         """`step` timed, named by its argument `name_at` (the SQL file)."""
 
         def timed_step(con, *step_args, **kwargs):
+            running.append(step_args[name_at])
             began = time.time()
-            result = step(con, *step_args, **kwargs)
+            try:
+                result = step(con, *step_args, **kwargs)
+            finally:
+                running.pop()
             ended = time.time()
-            timed.append((step_args[name_at], ended - began, rss.peak_between(began, ended)))
+            if not running:
+                timed.append((step_args[name_at], ended - began, rss.peak_between(began, ended)))
             return result
 
         return timed_step

@@ -251,10 +251,11 @@ def test_days_rolled_up_two_at_once_equal_days_rolled_up_one_by_one(
     def copied(source: Path, target: Path) -> None:
         target.write_bytes(source.read_bytes())
 
-    assert telemetry.days_at_once(_spans(demo_parquet), DAYS) == 2  # 11,520 samples a day
+    estimated = telemetry.estimated_day_samples(_spans(demo_parquet), DAYS)
+    assert telemetry.days_at_once(estimated, DAYS) == 2  # 11,520 samples a day
     two_at_once = _rolled_up(tmp_path / "two", files, copied)
     monkeypatch.setattr(telemetry, "SMALL_DAY_SAMPLES", 11_519)
-    assert telemetry.days_at_once(_spans(demo_parquet), DAYS) == 1
+    assert telemetry.days_at_once(estimated, DAYS) == 1
     one_by_one = _rolled_up(tmp_path / "one", files, copied)
     assert two_at_once == one_by_one
     assert two_at_once["counts"] == {

@@ -74,11 +74,15 @@ def test_small_days_are_rolled_up_two_at_once_and_large_ones_one_by_one(monkeypa
         "nov3": FileSpan(dt.datetime(2026, 11, 3), dt.datetime(2026, 11, 3, 1), 0, 50),
         "none": FileSpan(None, None, 7, 0),
     }
-    assert telemetry.days_at_once(spans, [nov1, nov2, nov3]) == 2
-    assert telemetry.days_at_once(spans, [nov3]) == 1  # one day: nothing to overlap
+
+    def at_once(days: list[dt.date]) -> int:
+        return telemetry.days_at_once(telemetry.estimated_day_samples(spans, days), days)
+
+    assert at_once([nov1, nov2, nov3]) == 2
+    assert at_once([nov3]) == 1  # one day: nothing to overlap
     spans["nov3"] = FileSpan(dt.datetime(2026, 11, 3), dt.datetime(2026, 11, 3, 1), 0, 101)
-    assert telemetry.days_at_once(spans, [nov1, nov2, nov3]) == 1
-    assert telemetry.days_at_once(spans, [nov1, nov2]) == 2
+    assert at_once([nov1, nov2, nov3]) == 1
+    assert at_once([nov1, nov2]) == 2
 
 
 def test_a_day_reads_its_files_the_next_days_files_and_the_files_it_owns(tmp_path):

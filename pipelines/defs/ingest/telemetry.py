@@ -123,8 +123,8 @@ def roll_up_days(
         write_table(con, "declared_steps", declared_steps(sources, catalog), DECLARED_STEPS_SCHEMA)
         spans = sample_file_spans(con, files, cache=telemetry_dir / "spans")
         owners = unreadable_row_owners(spans, landing_dir, sources)
-        at_once = days_at_once(spans, days)
         estimated = estimated_day_samples(spans, days)
+        at_once = days_at_once(estimated, days)
         cursors: list[duckdb.DuckDBPyConnection] = []
         local = threading.local()
 
@@ -192,10 +192,9 @@ def estimated_day_samples(
     return per_day
 
 
-def days_at_once(spans: dict[str, FileSpan], days: list[dt.date]) -> int:
-    """How many of `days` to roll up at once: two when each is small (SMALL_DAY_SAMPLES, as
-    estimated_day_samples estimates a day's samples), else one."""
-    estimated = estimated_day_samples(spans, days)
+def days_at_once(estimated: collections.Counter[dt.date], days: list[dt.date]) -> int:
+    """How many of `days` to roll up at once: two when each is small (SMALL_DAY_SAMPLES of
+    their `estimated_day_samples`), else one."""
     small = all(estimated[day] <= SMALL_DAY_SAMPLES for day in days)
     return 2 if small and len(days) > 1 else 1
 
@@ -415,7 +414,7 @@ def _roll_up_day(
                 "series_before": series_before,
                 "last_chunk": number == len(chunks) - 1,
             }
-            counts["samples"] += _roll_up_chunk(con, chunk, staging, number, first=number == 0)
+            counts["samples"] += _roll_up_chunk(con, chunk, staging, number)
             [(series_before,)] = con.execute(
                 "select coalesce(max(series_id), $before) from series_steps",
                 {"before": series_before},
@@ -444,11 +443,12 @@ def _roll_up_day(
 
 
 def _roll_up_chunk(
-    con: duckdb.DuckDBPyConnection, chunk: dict[str, Any], staging: Path, number: int, first: bool
+    con: duckdb.DuckDBPyConnection, chunk: dict[str, Any], staging: Path, number: int
 ) -> int:
-    """Roll up one chunk of a day (`chunk`: the day's parameters and the chunk's) into
-    `staging`; add its quality rows and parts to the day's tables (created by the `first`
+    """Roll up chunk `number` of a day (`chunk`: the day's parameters and the chunk's) into
+    `staging`; add its quality rows and parts to the day's tables (created by the first
     chunk). Returns the samples written."""
+    first = number == 0
     create_table(con, "day_samples", "rollup/day_samples", chunk, temporary=True)
     if not first:
         con.execute(
@@ -483,19 +483,17 @@ def _add_rows(
 ) -> None:
     """Add the rows of the select in `sql/<name>.sql` to the temporary table `table`, which the
     `first` call creates."""
+    if first:
+        create_table(con, table, name, params, temporary=True)
+        return
     sql = sql_text(name)
-    into = f"create or replace temp table {table} as" if first else f"insert into {table}"
-    con.execute(f"{into} {sql}", bind(sql, params))
+    con.execute(f"insert into {table} {sql}", bind(sql, params))
 
 
 def _write_table(con: duckdb.DuckDBPyConnection, table: str, order: str, target: Path) -> int:
     """COPY the temporary table `table`, its rows in `order`, to Parquet at `target`; returns
     the rows written."""
-    quoted = target.as_posix().replace("'", "''")
-    [(rows,)] = con.execute(
-        f"copy (select * from {table} order by {order}) to '{quoted}' (format parquet)"
-    ).fetchall()
-    return rows
+    return _copy_select(con, f"select * from {table} order by {order}", {}, target, "")
 
 
 def _copy(
@@ -510,15 +508,25 @@ def _copy(
     `files_by_cluster_and_day`: `target` is a folder of `cluster=<c>/day=<d>/<pattern>.parquet`
     (DuckDB's filename_pattern; other files there stay).
     """
-    sql = sql_text(name)
-    options = "format parquet"
+    options = ""
     if files_by_cluster_and_day:
-        options += (
+        options = (
             f", partition_by (cluster, day), filename_pattern '{files_by_cluster_and_day}'"
             ", overwrite_or_ignore true"
         )
+    sql = sql_text(name)
+    return _copy_select(con, sql, bind(sql, params), target, options)
+
+
+def _copy_select(
+    con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any], target: Path, options: str
+) -> int:
+    """COPY the rows of `sql` to Parquet at `target`, with the COPY `options` after the format;
+    returns the rows written."""
     quoted = target.as_posix().replace("'", "''")
-    [(rows,)] = con.execute(f"copy ({sql}) to '{quoted}' ({options})", bind(sql, params)).fetchall()
+    [(rows,)] = con.execute(
+        f"copy ({sql}) to '{quoted}' (format parquet{options})", params
+    ).fetchall()
     return rows
 
 
