@@ -2,9 +2,9 @@
 
 Every measurement runs in its own subprocess, so its peak RSS is its own, on the same data:
 
-    lower_bound   DuckDB summing the four telemetry columns the pipeline uses (node,
-                  gpu_index, ts, util_pct) over the month's rollup samples Parquet: the
-                  floor for any attribution
+    lower_bound   DuckDB summing the three telemetry columns any attribution reads (the
+                  series, series_key, then ts and util_pct) over the month's rollup samples
+                  Parquet: the floor for any attribution
                   (fastest of REPEATS runs in the process, as the attribution)
     attribution   the `job_time_buckets` asset's attribution statement alone:
                   replace_month(con, "job_sample_time", "facts/job_sample_time", ...) on the
@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import hashlib
 import json
 import os
 import shutil
@@ -307,15 +308,15 @@ def _lower_bound_run(con, files: list[str]) -> tuple[float, int]:
     """One lower-bound scan: its seconds and the rows it read."""
     began = time.perf_counter()
     row = con.execute(
-        "select count(*), sum(length(node)), sum(gpu_index), sum(epoch_ms(ts)), "
-        "sum(util_pct) from read_parquet($files, hive_partitioning = true)",
+        "select count(*), sum(series_key), sum(epoch_ms(ts)), sum(util_pct) "
+        "from read_parquet($files, hive_partitioning = true)",
         {"files": files},
     ).fetchone()
     return round(time.perf_counter() - began, 3), row[0]
 
 
 def measure_lower_bound(cfg: dict) -> dict:
-    """DuckDB summing node, gpu_index, ts and util_pct over the rollup Parquet."""
+    """DuckDB summing series_key, ts and util_pct over the rollup Parquet."""
     import duckdb
 
     root = Path(cfg["root"])
@@ -387,10 +388,7 @@ def measure_pandas(cfg: dict) -> dict:
     scheduler = root / "landing" / "scheduler" / generate.CLUSTER
     began = time.perf_counter()
     samples = pd.concat(
-        [
-            pd.read_parquet(f, columns=["node", "gpu_index", "ts", "util_pct", "cover_ms"])
-            for f in files
-        ],
+        [pd.read_parquet(f, columns=["series_key", "ts", "util_pct", "cover_ms"]) for f in files],
         ignore_index=True,
     )
     jobs = pd.read_csv(
@@ -407,14 +405,16 @@ def measure_pandas(cfg: dict) -> dict:
     held = allocations.merge(jobs[["job_id", "start", "end"]], on="job_id")
     held["start"] = held["start"].astype(samples["ts"].dtype)
     held["end"] = held["end"].astype(samples["ts"].dtype)
-    held["gpu_index"] = held["gpu_index"].astype(samples["gpu_index"].dtype)
-    held["node"] = held["node"].astype(samples["node"].dtype)
+    # the samples name their GPU by series_key (sql/macros/series_key.sql)
+    gpus = zip(held["node"], held["gpu_index"], strict=True)
+    held["series_key"] = [_series_key(generate.CLUSTER, node, gpu) for node, gpu in gpus]
+    held["series_key"] = held["series_key"].astype(samples["series_key"].dtype)
     matched = pd.merge_asof(
         samples.sort_values("ts"),
         held.sort_values("start"),
         left_on="ts",
         right_on="start",
-        by=["node", "gpu_index"],
+        by="series_key",
         direction="backward",
     )
     matched = matched[matched["ts"] < matched["end"]]
@@ -428,6 +428,12 @@ def measure_pandas(cfg: dict) -> dict:
     seconds = time.perf_counter() - began
     per_job.reset_index().to_parquet(cfg["out"])
     return {"seconds": seconds, "rows": len(per_job), "samples": len(samples)}
+
+
+def _series_key(cluster: str, node: str, gpu_index: int) -> int:
+    """The series_key macro in Python: the first 64 bits of the MD5 of the names."""
+    digest = hashlib.md5(f"{cluster}\0{node}\0{gpu_index}".encode()).hexdigest()
+    return int(digest[:16], 16)
 
 
 MEASURES = {

@@ -111,6 +111,24 @@ def query(root: Path, sql: str, params=None) -> list[tuple]:
         con.close()
 
 
+def named_samples(root: Path, cluster: str = "*") -> str:
+    """The daily rollup's samples of `cluster` (all: `*`) with their series' node and GPU
+    index from the days' series files (a sample names its series by series_key only), as a
+    subquery for a connection with the project's macros (prepare_connection)."""
+    telemetry = root / "warehouse_telemetry"
+    samples = telemetry / f"cluster={cluster}" / "day=*" / "samples_*.parquet"
+    series = telemetry / "quality" / "day=*" / "sample_series.parquet"
+    return f"""(
+        select n.node, n.gpu_index, s.*
+        from read_parquet('{samples}', hive_partitioning = true) as s
+        join (
+            select distinct cluster, node, gpu_index,
+                series_key(cluster, node, gpu_index) as series_key
+            from read_parquet('{series}')
+        ) as n using (cluster, series_key)
+    )"""
+
+
 @pytest.fixture
 def project_dirs(tmp_path: Path) -> Path:
     return tmp_path

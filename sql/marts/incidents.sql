@@ -20,8 +20,8 @@
 -- month and the node's service window; NULL when the end is not recorded. jobs_hit: the jobs
 -- holding a GPU of the node at some moment of the incident, or ended by it (NODE_FAIL at its
 -- start).
--- Reads the daily rollup's samples files ($sample_files). Parameters: $billing_month,
--- $month_start, $month_end, $silence_min_ms.
+-- Reads the daily rollup's samples files ($sample_files) and sample_series (their series'
+-- names). Parameters: $billing_month, $month_start, $month_end, $silence_min_ms.
 with nodes as (
     select * from node_service where billing_month = $billing_month
 ),
@@ -74,21 +74,41 @@ node_failures as (
     where not in_outage
 ),
 
-node_samples as (
-    -- each node's samples in buckets as wide as the shortest silence: two samples further
-    -- apart than that are in different buckets with only empty ones between, so the node's
-    -- silences are exactly the gaps between consecutive non-empty buckets (and no sort of
-    -- the month's samples is needed, only of its buckets)
+series_nodes as (
+    -- the node of each series of the month's samples (a sample names its series by key only)
+    select distinct cluster, node, series_key(cluster, node, gpu_index) as series_key
+    from sample_series
+    where billing_month = $billing_month
+),
+
+series_buckets as (
+    -- each series' samples in buckets as wide as the shortest silence: two samples further
+    -- apart than that are in different buckets with only empty ones between, so a node's
+    -- silences are exactly the gaps between consecutive non-empty buckets of its GPUs (and no
+    -- sort of the month's samples is needed, only of its buckets). Grouped on the integer key
+    -- first, the names joined on the fewer rows.
     select
         cluster,
-        node,
+        series_key,
         epoch_ms(ts) // $silence_min_ms as bucket,
         min(ts) as first_ts,
-        max(ts) as last_ts,
-        -- the time the bucket's latest sample stands for: silence starts after it
-        arg_max(cover_ms, ts) as last_cover_ms
+        -- the end of the time the bucket's samples stand for: silence starts after it (the
+        -- latest end, which a GPU's earlier sample may hold when GPUs' steps differ)
+        max(ts + to_milliseconds(cover_ms)) as covered_until
     from read_parquet($sample_files)
     where ts >= $month_start::timestamp and ts < $month_end::timestamp
+    group by all
+),
+
+node_samples as (
+    select
+        n.cluster,
+        n.node,
+        b.bucket,
+        min(b.first_ts) as first_ts,
+        max(b.covered_until) as covered_until
+    from series_buckets as b
+    join series_nodes as n using (cluster, series_key)
     group by all
 ),
 
@@ -96,7 +116,7 @@ gaps as (
     select
         cluster,
         node,
-        lag(last_ts + to_milliseconds(last_cover_ms)) over per_node as silent_from,
+        lag(covered_until) over per_node as silent_from,
         first_ts as silent_to
     from node_samples
     window per_node as (partition by cluster, node order by bucket)
@@ -104,7 +124,7 @@ gaps as (
     -- before a node's first sample of the month and after its last one
     select cluster, node, null, min(first_ts) from node_samples group by all
     union all
-    select cluster, node, max(last_ts + to_milliseconds(last_cover_ms)), null
+    select cluster, node, max(covered_until), null
     from node_samples
     group by all
 ),

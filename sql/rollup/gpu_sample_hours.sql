@@ -11,7 +11,9 @@
 -- power_mw_ms Σ covered ms × mW (a sample without power adds no energy) and power_cover_ms
 -- the covered time of the samples that read power. last_mem_mib and
 -- last_power_mw (NULL when that sample read none) let attribution clip the latest sample.
--- Parameters: $samples_file.
+-- idle_threshold_pct: the catalog's threshold the day's idle runs were labelled with (the
+-- same on every row; attribution stops on a day labelled with another than the month's).
+-- Parameters: $samples_file, $idle_threshold_pct.
 select
     series_key,
     hour,
@@ -28,6 +30,7 @@ select
     coalesce(sum(cover_ms * milliwatts(power_w)), 0)::bigint as power_mw_ms,
     coalesce(sum(cover_ms) filter (power_w is not null), 0)::bigint as power_cover_ms,
     arg_max_null(whole_mib(mem_used_mib), ts) as last_mem_mib,
-    arg_max_null(milliwatts(power_w), ts) as last_power_mw
+    arg_max_null(milliwatts(power_w), ts) as last_power_mw,
+    $idle_threshold_pct::double as idle_threshold_pct
 from read_parquet($samples_file)
 group by all

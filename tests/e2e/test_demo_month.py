@@ -17,10 +17,11 @@ import openpyxl
 import pytest
 
 from pipelines.definitions import all_assets
+from pipelines.defs.resources import prepare_connection
 from pipelines.reports import sheets
 from simulator.demo import generate_demo
 from simulator.site import make_kube_layout, make_layout
-from tests.conftest import materialize_monthly, query
+from tests.conftest import materialize_monthly, named_samples, query
 
 # slow (quick tier: make test-quick): materialises the demo month, in both cost modes
 pytestmark = pytest.mark.slow
@@ -213,14 +214,12 @@ def test_a_mig_gpu_is_one_sample_of_its_seven_instances(demo):
         for (metric, gpu, ts), util in instances.items()
         if metric == "util"
     }
-    con = duckdb.connect()
-    samples = str(root / "warehouse_telemetry" / "cluster=kube" / "day=*" / "samples_*.parquet")
+    con = prepare_connection(duckdb.connect())
     measured = {
         (gpu, ts): (util, mem)
         for gpu, ts, util, mem in con.execute(
-            "select gpu_index, epoch(ts)::bigint, util_pct, mem_used_mib from read_parquet(?) "
-            "where node = 'kube-m01'",
-            [samples],
+            "select gpu_index, epoch(ts)::bigint, util_pct, mem_used_mib "
+            f"from {named_samples(root, 'kube')} where node = 'kube-m01'"
         ).fetchall()
     }
     con.close()
@@ -230,15 +229,14 @@ def test_a_mig_gpu_is_one_sample_of_its_seven_instances(demo):
 
 def _held_vs_memory(root: Path) -> dict[tuple, int]:
     """(cluster, on the MIG node, held by a job, memory used) -> samples."""
-    con = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
+    con = prepare_connection(duckdb.connect(str(root / "warehouse.duckdb"), read_only=True))
     try:
-        samples = str(root / "warehouse_telemetry" / "cluster=*" / "day=*" / "samples_*.parquet")
         return {
             tuple(key): n
             for *key, n in con.execute(
-                """
+                f"""
                 with s as (
-                    select * from read_parquet($files, hive_partitioning = true)
+                    select * from {named_samples(root)}
                 ),
                 held as (
                     select s.cluster, s.node, s.gpu_index, s.ts, s.mem_used_mib,
@@ -252,8 +250,7 @@ def _held_vs_memory(root: Path) -> dict[tuple, int]:
                 )
                 select cluster, node = 'kube-m01', holders > 0, mem_used_mib > 0, count(*)
                 from held where mem_used_mib is not null group by all
-                """,
-                {"files": samples},
+                """
             ).fetchall()
         }
     finally:

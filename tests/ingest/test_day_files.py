@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.defs.ingest.telemetry import FileSpan, files_of_day, sample_file_spans
+from pipelines.defs.resources import prepare_connection
 
 
 def _samples(path, timestamps: list[str | None]) -> str:
@@ -177,7 +178,10 @@ def test_a_day_whose_hour_sums_lack_memory_and_power_is_named(tmp_path):
     con = duckdb.connect()
     files = []
     current = "".join(f", 0::bigint as {column}" for column in HOURS_COLUMNS_ADDED)
-    for day, sums in (("2026-11-01", current), ("2026-11-02", "")):
+    # day 3: memory and power summed, the idle threshold still on the samples (before it moved)
+    without_threshold = current.replace(", 0::bigint as idle_threshold_pct", "")
+    days = (("2026-11-01", current), ("2026-11-02", ""), ("2026-11-03", without_threshold))
+    for day, sums in days:
         folder = tmp_path / "cluster=c" / f"day={day}"
         folder.mkdir(parents=True)
         files.append(str(folder / "hours_0.parquet"))
@@ -186,9 +190,28 @@ def test_a_day_whose_hour_sums_lack_memory_and_power_is_named(tmp_path):
     with pytest.raises(ValueError) as error:
         _check_memory_power_sums(con, files, "November 2026")
     assert str(error.value) == (
-        "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (without "
-        "the sums of memory and power per hour): materialise gpu_sample_rollup for these days "
-        "again"
+        "telemetry of November 2026: day=2026-11-02, day=2026-11-03 rolled up by an earlier "
+        "release (without the sums of memory and power or the idle threshold per hour): "
+        "materialise gpu_sample_rollup for these days again"
+    )
+
+
+def test_a_day_rolled_up_with_another_idle_threshold_stops_the_month(tmp_path):
+    from pipelines.defs.attribution.assets import _check_idle_threshold
+
+    con = duckdb.connect()
+    files = []
+    for day, threshold in (("2026-11-01", 5.0), ("2026-11-02", 10.0)):
+        folder = tmp_path / "cluster=c" / f"day={day}"
+        folder.mkdir(parents=True)
+        files.append(str(folder / "hours_0_0.parquet"))
+        con.execute(f"copy (select {threshold}::double as idle_threshold_pct) to '{files[-1]}'")
+    _check_idle_threshold(con, files[:1], 5.0, "November 2026")  # the catalog's threshold
+    with pytest.raises(ValueError) as error:
+        _check_idle_threshold(con, files, 5.0, "November 2026")
+    assert str(error.value) == (
+        "telemetry of November 2026: days rolled up with idle_threshold_pct [5.0, 10.0], the "
+        "catalog says 5.0: materialise gpu_sample_rollup for the month's days again"
     )
 
 
@@ -209,8 +232,13 @@ def test_of_equal_samples_the_export_last_by_name_wins(tmp_path):
     chargeback = resource_for(tmp_path)
     roll_up_days(chargeback, load_catalog(catalog_dir(tmp_path)), [dt.date(2026, 11, 2)])
     day = chargeback.telemetry_dir / "cluster=c1/day=2026-11-02"
-    assert duckdb.sql(f"select node, ts, util_pct from '{day}/samples_0_0.parquet'").fetchall() == [
-        ("n1", dt.datetime(2026, 11, 2, 10), 30.0)
+    # the sample names its series by key: n1's GPU 0 of cluster c1
+    samples = (
+        "select series_key = series_key('c1', 'n1', 0), ts, util_pct "
+        f"from '{day}/samples_0_0.parquet'"
+    )
+    assert prepare_connection(duckdb.connect()).sql(samples).fetchall() == [
+        (True, dt.datetime(2026, 11, 2, 10), 30.0)
     ]
     counts = chargeback.telemetry_dir / "quality/day=2026-11-02/sample_file_counts.parquet"
     assert duckdb.sql(

@@ -14,6 +14,7 @@ import pytest
 
 from pipelines.catalog import load_catalog
 from pipelines.defs.ingest import telemetry
+from pipelines.defs.resources import prepare_connection
 from tests.conftest import resource_for
 from tests.ingest.test_catalog_and_landing import catalog_dir
 
@@ -140,9 +141,14 @@ def test_a_day_in_chunks_writes_what_it_writes_in_one(tmp_path, monkeypatch):
     steps = {(row[3], row[4]): row[6:9] for row in files["sample_series.parquet"]}
     assert steps[("n05", 0)] == (60_000, 4, 240_000)
     assert steps[("n09", 1)] == (120_000, 60, 7_200_000)  # GR_ENGINE_ACTIVE, every 2 minutes
-    last = tmp_path / f"warehouse_telemetry/cluster=c1/day={DAY}/samples_5_0.parquet"
-    series = f"select distinct node, gpu_index, step_ms from '{last}' order by all limit 1"
-    assert duckdb.sql(series).fetchall() == [("n05", 0, 60_000)]
+    telemetry_dir = tmp_path / "warehouse_telemetry"
+    last = telemetry_dir / f"cluster=c1/day={DAY}/samples_5_0.parquet"
+    series = (
+        f"select distinct s.node, s.gpu_index, s.step_ms from '{last}' as r "
+        f"join '{telemetry_dir}/quality/day={DAY}/sample_series.parquet' as s "
+        "on r.series_key = series_key(s.cluster, s.node, s.gpu_index) order by all limit 1"
+    )
+    assert prepare_connection(duckdb.connect()).sql(series).fetchall() == [("n05", 0, 60_000)]
 
 
 def test_a_day_with_a_node_name_in_white_space_is_one_chunk(tmp_path, monkeypatch):

@@ -154,3 +154,39 @@ def test_availability_per_node_model_and_cluster(month):
          358.0, 1, 0, 0.0),
         ("node", "H100", "n3", 360.0, 0.0, 100.0, 0, 0, None, None, 0, 1, 2.0),
     ]  # fmt: skip
+
+
+def every(minutes: int, node: str, gpu: int, first: str, until: str) -> list[str]:
+    """Samples CSV lines every `minutes` over [first, until)."""
+    at, end = dt.datetime.fromisoformat(first), dt.datetime.fromisoformat(until)
+    lines = []
+    while at < end:
+        lines.append(f"{at:%Y-%m-%d %H:%M:%S},{node},{gpu},50")
+        at += dt.timedelta(minutes=minutes)
+    return lines
+
+
+def test_a_silence_starts_when_the_last_covered_time_of_any_gpu_ends(given_month):
+    # n1's GPU 0 reports every 10 minutes (its own step, no step declared), GPU 1 every minute;
+    # on the 2nd both stop, GPU 0 after 12:00 and GPU 1 after 12:05, until 14:00. GPU 0's
+    # 12:00 sample stands for 10 minutes: the node is silent from 12:10, not from 12:06, the
+    # end of the latest sample's minute.
+    given_month.catalog(
+        settings="idle_threshold_pct: 5\nsilence_min_minutes: 60\n",
+        tenants=CHAFF_TENANT, rates=RATES, nodes="node,cluster,gpu_model,gpus\nn1,c1,A100,2\n",
+    )  # fmt: skip
+    given_month.file("landing/scheduler/c1/jobs.csv", JOBS_HEADER + "\n")
+    given_month.file("landing/telemetry/c1/samples.csv", "\n".join([
+        "ts,node,gpu_index,util_pct",
+        *every(10, "n1", 0, "2026-11-02T00:00", "2026-11-02T12:10"),
+        *every(10, "n1", 0, "2026-11-02T14:00", "2026-11-03T00:00"),
+        *every(1, "n1", 1, "2026-11-02T00:00", "2026-11-02T12:06"),
+        *every(1, "n1", 1, "2026-11-02T14:00", "2026-11-03T00:00"),
+    ]))  # fmt: skip
+    rows = given_month.build("incidents")
+    # and silent before the 2nd's first samples and after its last ones' covered time
+    assert pick(rows, "node", "source", "started_at", "ended_at") == [
+        ("n1", "telemetry_silence", T(2026, 11, 1), T(2026, 11, 2)),
+        ("n1", "telemetry_silence", T(2026, 11, 2, 12, 10), T(2026, 11, 2, 14)),
+        ("n1", "telemetry_silence", T(2026, 11, 3), T(2026, 12, 1)),
+    ]

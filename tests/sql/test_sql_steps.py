@@ -304,6 +304,19 @@ def given_ordered_samples(con, idle_threshold_pct: float) -> None:
     create_table(con, "series_steps", "rollup/series_steps", params)
 
 
+def rollup_rows(con, idle_threshold_pct: float) -> duckdb.DuckDBPyConnection:
+    """The rollup's samples (gpu_sample_rollup.sql) with their series' names and step from
+    series_steps (a sample names its series by series_key only): cluster, node, gpu_index, ts,
+    util_pct, mem_used_mib, power_w, cover_ms, step_ms, run, then series_key, hour, day."""
+    sql = _sql("rollup/gpu_sample_rollup")
+    return con.execute(
+        "select r.cluster, st.node, st.gpu_index, r.ts, r.util_pct, r.mem_used_mib, r.power_w, "
+        "r.cover_ms, st.step_ms, r.run, r.series_key, r.hour, r.day "
+        f"from ({sql}) as r join series_steps as st using (cluster, series_key)",
+        bind(sql, {"idle_threshold_pct": idle_threshold_pct}),
+    )
+
+
 def day_in_one_chunk(params: dict) -> dict:
     """day_samples' parameters of a day read in one chunk (every node, series from 1)."""
     return {**params, "node_from": None, "node_until": None, "series_before": 0}
@@ -326,7 +339,7 @@ def test_sample_rollup_folds_duplicates_and_clips_cover(con):
     """,
     )
     given_ordered_samples(con, 15.0)
-    rows = run(con, "rollup/gpu_sample_rollup", {"idle_threshold_pct": 15.0}).fetchall()
+    rows = rollup_rows(con, 15.0).fetchall()
     # spacings 60 s and 90 s: too few (under 10) for a step of the series' own, and no other
     # series of the cluster has one: the step is 60 s (it was their median, 75 s, before steps
     # became robust; covers were 60, 75, 75 s). The duplicate at 23:58 keeps the last read
@@ -360,7 +373,7 @@ def test_a_busy_folded_duplicate_does_not_break_an_idle_run(con):
     """,
     )
     given_ordered_samples(con, 5.0)
-    rows = run(con, "rollup/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
+    rows = rollup_rows(con, 5.0).fetchall()
     # run: an idle sample's label is 1 + the milliseconds from midnight to the latest busy
     # sample before it (0 before the first); busy samples have none
     assert sorted((r[1], r[3].time().isoformat(), r[4], r[9]) for r in rows) == [
@@ -402,7 +415,7 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
          "next_billing_month_at": T(2026, 11, 30, 23)}),
     )  # fmt: skip
     given_ordered_samples(con, 5.0)
-    rows = run(con, "rollup/gpu_sample_rollup", {"idle_threshold_pct": 5.0}).fetchall()
+    rows = rollup_rows(con, 5.0).fetchall()
     # spacings 58 min, 60 s, 90 s and 50 s (to the look-ahead): four, too few for a step of
     # the series' own, and the cluster has no other series: the step is 60 s (it was their
     # median, 75 s, before steps became robust; covers were 75, 60, 75, 50 s). The last
@@ -440,7 +453,7 @@ def every(seconds: int, first: str, count: int) -> list[str]:
 
 def rollup_steps_and_covers(con) -> dict[tuple[str, str], tuple[int, list[int]]]:
     """The rollup of the day: per (cluster, node), its step and its samples' covers (ms)."""
-    cursor = run(con, "rollup/gpu_sample_rollup", {"idle_threshold_pct": 5.0})
+    cursor = rollup_rows(con, 5.0)
     columns = [c[0] for c in cursor.description]
     result: dict[tuple[str, str], tuple[int, list[int]]] = {}
     rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
@@ -521,11 +534,12 @@ def test_a_declared_step_overrides_the_estimate(con):
 
 def write_rollup(con, select: str, path, params: list | None = None) -> str:
     """A daily rollup of cluster `c`: its samples at `path` from `select` (node, gpu_index, ts,
-    util_pct, cover_ms, idle_run) with the join keys the rollup stores and the idle-run label
-    of idle samples (run; idle threshold 5 %), and their sums per series-hour (the rollup's
-    own SQL) beside it, whose path it returns."""
+    util_pct, cover_ms, idle_run), named by the join keys the rollup stores, with the idle-run
+    label of idle samples (run; idle threshold 5 %), and their sums per series-hour (the
+    rollup's own SQL) beside it, whose path it returns."""
     con.execute(
-        "copy (select * exclude (idle_run), series_key('c', node, gpu_index) as series_key, "
+        "copy (select * exclude (idle_run, node, gpu_index), "
+        "series_key('c', node, gpu_index) as series_key, "
         "date_trunc('hour', ts) as hour, case when util_pct < 5 then idle_run end as run, "
         # no memory or power readings: these tests are about time
         "null::double as mem_used_mib, null::double as power_w "
@@ -536,7 +550,7 @@ def write_rollup(con, select: str, path, params: list | None = None) -> str:
     sql = sql_text("rollup/gpu_sample_hours")
     con.execute(
         f"copy ({sql}) to '{hours}'",
-        bind(sql, {"samples_file": str(path)}),
+        bind(sql, {"samples_file": str(path), "idle_threshold_pct": 5.0}),
     )
     return str(hours)
 

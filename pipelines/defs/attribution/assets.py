@@ -17,7 +17,7 @@ def _rollup_files(run: MonthRun) -> dict[str, list[str]]:
     _check_rollup_format(run.con, files, run.month.label)
     _check_memory_power_sums(run.con, hour_files, run.month.label)
     _check_exact_hour_sums(run.con, hour_files, run.month.label)
-    _check_idle_threshold(run.con, files, run.params.idle_threshold_pct, run.month.label)
+    _check_idle_threshold(run.con, hour_files, run.params.idle_threshold_pct, run.month.label)
     return {"sample_files": files, "hour_files": hour_files}
 
 
@@ -45,18 +45,22 @@ def _check_rollup_format(con, files: list[str], label: str) -> None:
 
 
 # The sums per series-hour of memory and power (user_efficiency's memory use and energy) that
-# releases before them did not write
+# releases before them did not write, and the idle threshold, which was on the samples before
 HOURS_COLUMNS_ADDED = (
     "mem_cover_ms", "mem_mib_ms", "peak_mem_mib", "power_mw_ms", "last_mem_mib", "last_power_mw",
+    "idle_threshold_pct",
 )  # fmt: skip
 
 
 def _check_memory_power_sums(con, hour_files: list[str], label: str) -> None:
     """Days rolled up before the hours files carried memory and power sums would leave the
-    whole hours of their jobs without memory or energy (too little, silently): name them."""
+    whole hours of their jobs without memory or energy (too little, silently), and days whose
+    hours files lack the idle threshold cannot be checked against the catalog's: name them."""
     old = _files_without(con, hour_files, HOURS_COLUMNS_ADDED)
     if old:
-        _stop_on_old_rollups(label, old, "without the sums of memory and power per hour")
+        _stop_on_old_rollups(
+            label, old, "without the sums of memory and power or the idle threshold per hour"
+        )
 
 
 def _check_exact_hour_sums(con, hour_files: list[str], label: str) -> None:
@@ -91,11 +95,13 @@ def _stop_on_old_rollups(label: str, paths: list[str], why: str) -> None:
     )
 
 
-def _check_idle_threshold(con, files: list[str], threshold: float, label: str) -> None:
-    """The rollups number idle runs with the catalog's idle threshold of their day: stop when
-    a day was rolled up with another one (the catalog changed since) instead of mixing them."""
+def _check_idle_threshold(con, hour_files: list[str], threshold: float, label: str) -> None:
+    """The rollups number idle runs with the catalog's idle threshold of their day (on their
+    hours files): stop when a day was rolled up with another one (the catalog changed since)
+    instead of mixing them."""
     used = [t for (t,) in con.execute(
-        "select distinct idle_threshold_pct from read_parquet($files) order by 1", {"files": files}
+        "select distinct idle_threshold_pct from read_parquet($files) order by 1",
+        {"files": hour_files},
     ).fetchall()]  # fmt: skip
     if used and used != [threshold]:
         raise ValueError(

@@ -9,6 +9,9 @@ an in-memory DuckDB, never the warehouse, so days can run in parallel processes:
     <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_file_counts.parquet  its counts per file
     <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_series.parquet       each series' metric, step
 
+A sample names its series by series_key (sql/macros/series_key.sql) only: the series file has
+the names, the hours file the day's idle threshold.
+
 A large day is rolled up in chunks of nodes, one after the other (`node_chunks`), so that each
 fits DuckDB's memory; most days are one chunk.
 
@@ -71,11 +74,9 @@ SAMPLE_SCHEMA = pa.schema([
 
 # The columns of the daily rollup files (gpu_sample_rollup.sql), for a month without samples.
 ROLLUP_SCHEMA = pa.schema([
-    ("node", pa.string()), ("gpu_index", pa.int32()), ("ts", pa.timestamp("us")),
+    ("series_key", pa.uint64()), ("hour", pa.timestamp("us")), ("ts", pa.timestamp("us")),
     ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
-    ("cover_ms", pa.int64()), ("step_ms", pa.int64()), ("run", pa.int64()),
-    ("idle_threshold_pct", pa.float64()), ("series_key", pa.uint64()), ("hour", pa.timestamp("us")),
-    ("cluster", pa.string()), ("day", pa.date32()),
+    ("cover_ms", pa.int64()), ("run", pa.int64()), ("cluster", pa.string()), ("day", pa.date32()),
 ])  # fmt: skip
 
 # The columns of the rollup's sums per series-hour (gpu_sample_hours.sql), for a month without.
@@ -86,7 +87,7 @@ HOURS_SCHEMA = pa.schema([
     ("last_cover_ms", pa.int64()), ("last_util_pct", pa.float64()),
     ("mem_cover_ms", pa.int64()), ("mem_mib_ms", pa.int64()), ("peak_mem_mib", pa.int64()),
     ("power_mw_ms", pa.int64()), ("power_cover_ms", pa.int64()), ("last_mem_mib", pa.int64()),
-    ("last_power_mw", pa.int64()),
+    ("last_power_mw", pa.int64()), ("idle_threshold_pct", pa.float64()),
 ])  # fmt: skip
 
 SOURCES_SCHEMA = pa.schema([
@@ -472,7 +473,8 @@ def _roll_up_chunk(
     samples = _copy(con, "rollup/gpu_sample_rollup", chunk, staging, f"samples_{number}_{{i}}")
     for written in sorted(staging.glob(f"cluster=*/day=*/samples_{number}_*.parquet")):
         hours = written.with_name(written.name.replace("samples_", "hours_"))
-        _copy(con, "rollup/gpu_sample_hours", {"samples_file": str(written)}, hours)
+        hours_of = {"samples_file": str(written), "idle_threshold_pct": chunk["idle_threshold_pct"]}
+        _copy(con, "rollup/gpu_sample_hours", hours_of, hours)
     _add_rows(con, "day_sample_series", "rollup/day_sample_series", chunk, first)
     con.execute("drop table ordered_samples")
     return samples
