@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from pipelines.catalog import Catalog
 from pipelines.defs.ingest.catalog_tables import ACCOUNT_TENANTS_SCHEMA, account_tenants
-from pipelines.defs.ingest.tables import write_arrow, write_rows, write_table
+from pipelines.defs.ingest.tables import append_arrow, write_arrow, write_rows, write_table
 from pipelines.formats import canonical
 from pipelines.landing import decompression_errors, discover
 from pipelines.months import MonthParams
@@ -46,7 +46,9 @@ def read_scheduler_exports(
         kind: pa.schema(origin + row_columns + [(name, pa.string()) for name in names])
         for kind, names in RAW_COLUMNS.items()
     }
-    tables: dict[str, list[pa.Table]] = {kind: [] for kind in RAW_COLUMNS}
+    for kind, schema in schemas.items():
+        # temporary: stg_*_records keep every row (its raw text too), rejected or not
+        write_arrow(con, f"raw_{kind}", schema.empty_table(), temporary=True)
     files: list[dict] = []
     for export in discover(landing_dir, "scheduler"):
         settings = catalog.cluster(export.cluster)
@@ -55,22 +57,17 @@ def read_scheduler_exports(
         with decompression_errors(export.path):
             table = read_table(export.path, settings) if read_table else None
             if table is None:
-                rows = list(export.format.read_rows(export.path, settings))
+                rows = export.format.read_rows(export.path, settings)
                 # every column of the schema but cluster and file, which _conform adds
-                table = pa.Table.from_pylist(rows, schema=pa.schema(list(schema)[len(origin) :]))
-        tables[export.kind].append(
-            _conform(table, schema, export.cluster, export.name, settings.gpu_models)
-        )
+                columns = pa.schema(list(schema)[len(origin) :])
+                table = pa.Table.from_pylist(list(rows), schema=columns)
+        # each export into DuckDB as it is read: a month of daily exports is never all in
+        # Arrow at once
+        conformed = _conform(table, schema, export.cluster, export.name, settings.gpu_models)
+        rows_read = append_arrow(con, f"raw_{export.kind}", conformed)
+        del table, conformed
         files.append({"cluster": export.cluster, "file": export.name, "kind": export.kind,
-                      "format": export.format.name, "rows_read": table.num_rows})  # fmt: skip
-    for kind, schema in schemas.items():
-        # temporary: stg_*_records keep every row (its raw text too), rejected or not
-        write_arrow(
-            con,
-            f"raw_{kind}",
-            pa.concat_tables([schema.empty_table(), *tables[kind]]),
-            temporary=True,
-        )
+                      "format": export.format.name, "rows_read": rows_read})  # fmt: skip
     # every file, so that data quality lists an empty or header-only one with its 0 rows
     write_rows(con, "stg_scheduler_files", files, SCHEDULER_FILES_SCHEMA)
     write_node_lists(con)

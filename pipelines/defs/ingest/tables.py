@@ -41,3 +41,14 @@ def write_rows(
     """Rows of the warehouse table `table` made in Python (from the catalog, the landing
     folder), as the temporary table `<table>_rows` that `sql/staging/<table>.sql` selects from."""
     return write_table(con, f"{table}_rows", rows, schema, temporary=True)
+
+
+def append_arrow(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
+    """Add the rows of the Arrow table `data` (the columns of `table`, in its order) to
+    `table`."""
+    con.register("incoming_rows", data)
+    try:
+        con.execute(f"insert into {table} select * from incoming_rows")
+    finally:
+        con.unregister("incoming_rows")
+    return data.num_rows
