@@ -172,8 +172,8 @@ def test_a_day_whose_hour_sums_are_doubles_is_named(tmp_path):
     )
 
 
-def test_a_day_whose_hour_sums_lack_memory_and_power_is_named(tmp_path):
-    from pipelines.defs.attribution.assets import HOURS_COLUMNS_ADDED, _check_memory_power_sums
+def test_a_day_whose_hours_lack_memory_power_or_the_idle_threshold_is_named(tmp_path):
+    from pipelines.defs.attribution.assets import HOURS_COLUMNS_ADDED, _check_hours_columns
 
     con = duckdb.connect()
     files = []
@@ -186,9 +186,9 @@ def test_a_day_whose_hour_sums_lack_memory_and_power_is_named(tmp_path):
         folder.mkdir(parents=True)
         files.append(str(folder / "hours_0.parquet"))
         con.execute(f"copy (select 1::bigint as cover_ms{sums}) to '{files[-1]}'")
-    _check_memory_power_sums(con, files[:1], "November 2026")  # the current format passes
+    _check_hours_columns(con, files[:1], "November 2026")  # the current format passes
     with pytest.raises(ValueError) as error:
-        _check_memory_power_sums(con, files, "November 2026")
+        _check_hours_columns(con, files, "November 2026")
     assert str(error.value) == (
         "telemetry of November 2026: day=2026-11-02, day=2026-11-03 rolled up by an earlier "
         "release (without the sums of memory and power or the idle threshold per hour): "

@@ -15,7 +15,7 @@ def _rollup_files(run: MonthRun) -> dict[str, list[str]]:
     files = month_sample_files(run.folders.telemetry, run.month)
     hour_files = month_hour_files(run.folders.telemetry, run.month)
     _check_rollup_format(run.con, files, run.month.label)
-    _check_memory_power_sums(run.con, hour_files, run.month.label)
+    _check_hours_columns(run.con, hour_files, run.month.label)
     _check_exact_hour_sums(run.con, hour_files, run.month.label)
     _check_idle_threshold(run.con, hour_files, run.params.idle_threshold_pct, run.month.label)
     return {"sample_files": files, "hour_files": hour_files}
@@ -52,7 +52,7 @@ HOURS_COLUMNS_ADDED = (
 )  # fmt: skip
 
 
-def _check_memory_power_sums(con, hour_files: list[str], label: str) -> None:
+def _check_hours_columns(con, hour_files: list[str], label: str) -> None:
     """Days rolled up before the hours files carried memory and power sums would leave the
     whole hours of their jobs without memory or energy (too little, silently), and days whose
     hours files lack the idle threshold cannot be checked against the catalog's: name them."""

@@ -27,28 +27,21 @@ def write_arrow(
 ) -> int:
     """Replace `table` with the Arrow table `data` (its schema gives the column types)."""
     kind = "temp table" if temporary else "table"
-    con.register("incoming_rows", data)
-    try:
-        con.execute(f"create or replace {kind} {table} as select * from incoming_rows")
-    finally:
-        con.unregister("incoming_rows")
-    return data.num_rows
-
-
-def write_rows(
-    con: duckdb.DuckDBPyConnection, table: str, rows: list[dict], schema: pa.Schema
-) -> int:
-    """Rows of the warehouse table `table` made in Python (from the catalog, the landing
-    folder), as the temporary table `<table>_rows` that `sql/staging/<table>.sql` selects from."""
-    return write_table(con, f"{table}_rows", rows, schema, temporary=True)
+    statement = f"create or replace {kind} {table} as select * from incoming_rows"
+    return _from_arrow(con, statement, data)
 
 
 def append_arrow(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
     """Add the rows of the Arrow table `data` (the columns of `table`, in its order) to
     `table`."""
+    return _from_arrow(con, f"insert into {table} select * from incoming_rows", data)
+
+
+def _from_arrow(con: duckdb.DuckDBPyConnection, statement: str, data: pa.Table) -> int:
+    """Run `statement`, which reads `data` as `incoming_rows`; returns its rows."""
     con.register("incoming_rows", data)
     try:
-        con.execute(f"insert into {table} select * from incoming_rows")
+        con.execute(statement)
     finally:
         con.unregister("incoming_rows")
     return data.num_rows
