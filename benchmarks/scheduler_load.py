@@ -8,8 +8,10 @@ peak RSS is its own:
 
     read_table   the fast CSV path alone (pipelines/formats/canonical.py read_table) on each
                  export: Arrow's CSV reader and the checks that its rows pair up with lines
-    step         read_scheduler_exports into a DuckDB with DuckDB's memory_limit (the exports'
-                 raw tables, as the step's first half)
+    read         read_scheduler_exports into an in-memory DuckDB with DuckDB's memory_limit
+                 (the exports' raw tables: the step's first half)
+    step         the whole `scheduler_exports` step (after the catalog's) on that DuckDB: the
+                 raw tables, then the staging SQL that types and checks every row
 
 Not run by pytest.
 """
@@ -32,7 +34,10 @@ def measure(name: str, data: Path, memory_limit: str) -> dict:
     """One measurement in this process (`_measure` child)."""
     import run  # noqa: PLC0415  (benchmarks/ is not a package; the child's own import)
 
+    from pipelines.defs.ingest import assets
     from pipelines.defs.ingest.loading import read_scheduler_exports
+    from pipelines.defs.monthly import MonthRun
+    from pipelines.defs.resources import prepare_connection
     from pipelines.landing import discover
 
     chargeback = run._resource(data, memory_limit)
@@ -44,12 +49,22 @@ def measure(name: str, data: Path, memory_limit: str) -> dict:
             settings = catalog.cluster(export.cluster)
             table = export.format.read_table(export.path, settings)
             rows += table.num_rows if table is not None else 0
-    else:
+    elif name == "read":
         with chargeback.scratch() as con:
             read_scheduler_exports(con, Path(chargeback.landing_dir), catalog)
             [(rows,)] = con.execute(
                 "select (select count(*) from raw_jobs) + (select count(*) from raw_allocations)"
             ).fetchall()
+    else:
+        with chargeback.scratch() as con:
+            prepare_connection(con)
+            month = run._billing_month(chargeback)
+            month_run = MonthRun(
+                con, month, month.params(catalog.settings), catalog, chargeback.folders, "bench"
+            )
+            assets.catalog.build(month_run)
+            counts = assets.scheduler_exports.build(month_run)
+            rows = counts["stg_job_records"] + counts["stg_allocation_records"]
     seconds = time.perf_counter() - began
     return {"seconds": round(seconds, 2), "rows": rows, "peak_rss_mib": run.peak_rss_kib() // 1024}
 
@@ -64,7 +79,7 @@ def main() -> None:
     parser.add_argument("--memory-limit", default="2GB")
     args = parser.parse_args()
     print(f"{'measurement':12} {'seconds':>8} {'rows':>10} {'peak RSS MiB':>13}")
-    for name in ("read_table", "step"):
+    for name in ("read_table", "read", "step"):
         out = subprocess.run(
             [sys.executable, __file__, "_measure", name, str(args.data), args.memory_limit],
             capture_output=True, text=True, check=True, cwd=REPO,

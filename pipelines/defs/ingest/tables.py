@@ -31,6 +31,14 @@ def write_arrow(
     return _from_arrow(con, statement, data)
 
 
+def write_rows(
+    con: duckdb.DuckDBPyConnection, table: str, rows: list[dict], schema: pa.Schema
+) -> int:
+    """Rows of the warehouse table `table` made in Python (from the catalog, the landing
+    folder), as the temporary table `<table>_rows` that `sql/staging/<table>.sql` selects from."""
+    return write_table(con, f"{table}_rows", rows, schema, temporary=True)
+
+
 def append_arrow(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
     """Add the rows of the Arrow table `data` (the columns of `table`, in its order) to
     `table`."""
