@@ -714,7 +714,7 @@ def mode_month(args) -> dict:
 def _print_month_table(s: dict) -> None:
     rss = s["peak_rss_mib"]
     rows = [
-        ("(a) lower bound: scan 4 columns", s["lower_bound_s"], rss["lower_bound"], ""),
+        ("(a) lower bound: scan 3 columns", s["lower_bound_s"], rss["lower_bound"], ""),
         (
             "(b) attribution (job_sample_time)",
             s["attribution_s"],
