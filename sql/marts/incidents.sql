@@ -93,8 +93,10 @@ series_buckets as (
         epoch_ms(ts) // $silence_min_ms as bucket,
         min(ts) as first_ts,
         -- the end of the time the bucket's samples stand for: silence starts after it (the
-        -- latest end, which a GPU's earlier sample may hold when GPUs' steps differ)
-        max(ts + to_milliseconds(cover_ms)) as covered_until
+        -- latest end, which a GPU's earlier sample may hold when GPUs' steps differ); in
+        -- epoch milliseconds, as timestamp + interval on each of the month's samples took
+        -- incidents from 25 to 34 s at 10,000 GPUs
+        max(epoch_ms(ts) + cover_ms) as covered_until_ms
     from read_parquet($sample_files)
     where ts >= $month_start::timestamp and ts < $month_end::timestamp
     group by all
@@ -106,7 +108,7 @@ node_samples as (
         n.node,
         b.bucket,
         min(b.first_ts) as first_ts,
-        max(b.covered_until) as covered_until
+        epoch_ms(max(b.covered_until_ms)) as covered_until
     from series_buckets as b
     join series_nodes as n using (cluster, series_key)
     group by all
