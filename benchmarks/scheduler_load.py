@@ -37,7 +37,6 @@ def measure(name: str, data: Path, memory_limit: str) -> dict:
     from pipelines.defs.ingest import assets
     from pipelines.defs.ingest.loading import read_scheduler_exports
     from pipelines.defs.monthly import MonthRun
-    from pipelines.defs.resources import prepare_connection
     from pipelines.landing import discover
 
     chargeback = run._resource(data, memory_limit)
@@ -56,8 +55,7 @@ def measure(name: str, data: Path, memory_limit: str) -> dict:
                 "select (select count(*) from raw_jobs) + (select count(*) from raw_allocations)"
             ).fetchall()
     else:
-        with chargeback.scratch() as con:
-            prepare_connection(con)
+        with chargeback.scratch() as con:  # with the project's macros, as a run's
             month = run._billing_month(chargeback)
             month_run = MonthRun(
                 con, month, month.params(catalog.settings), catalog, chargeback.folders, "bench"

@@ -232,10 +232,9 @@ def read_table(path: Path, columns: tuple[str, ...]) -> pa.Table | None:
         )
     except pa.ArrowInvalid:
         return None
-    del data
+    del data  # the file's bytes, before the columns below are made
     if table.num_rows != len(numbers):
         return None
-    raw = pc.binary_join_element_wise(*table.columns, ",")
     out: dict[str, pa.Array] = {}
     for name in columns:
         if name in header:
@@ -243,7 +242,7 @@ def read_table(path: Path, columns: tuple[str, ...]) -> pa.Table | None:
             # a blank field is NULL
             out[name] = pc.if_else(pc.equal(trimmed, ""), pa.scalar(None, pa.string()), trimmed)
     out["line"] = numbers
-    out["raw"] = raw
+    out["raw"] = pc.binary_join_element_wise(*table.columns, ",")
     out["parse_error"] = pa.nulls(table.num_rows, pa.string())
     return pa.table(out)
 

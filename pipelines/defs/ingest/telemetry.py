@@ -473,8 +473,7 @@ def _roll_up_chunk(
     samples = _copy(con, "rollup/gpu_sample_rollup", chunk, staging, f"samples_{number}_{{i}}")
     for written in sorted(staging.glob(f"cluster=*/day=*/samples_{number}_*.parquet")):
         hours = written.with_name(written.name.replace("samples_", "hours_"))
-        hours_of = {"samples_file": str(written), "idle_threshold_pct": chunk["idle_threshold_pct"]}
-        _copy(con, "rollup/gpu_sample_hours", hours_of, hours)
+        _copy(con, "rollup/gpu_sample_hours", {**chunk, "samples_file": str(written)}, hours)
     _add_rows(con, "day_sample_series", "rollup/day_sample_series", chunk, first)
     con.execute("drop table ordered_samples")
     return samples
