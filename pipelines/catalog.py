@@ -166,8 +166,9 @@ class Settings(_Strict):
     page_pdfs: bool = True
     zombie_min_hours: Decimal = Field(default=Decimal(2), gt=0)
     # a node whose every GPU stops reporting this long while in service is an incident
-    # (inferred, never counted as down: sql/marts/incidents.sql)
-    silence_min_minutes: Decimal = Field(default=Decimal(30), gt=0)
+    # (inferred, never counted as down: sql/marts/incidents.sql); at least the minute the
+    # daily rollup marks silences from (sql/macros/silence_floor_ms.sql)
+    silence_min_minutes: Decimal = Field(default=Decimal(30), ge=1)
     telemetry: TelemetrySettings = TelemetrySettings()
     clusters: dict[str, ClusterSettings] = {}
     # Each catalog GPU model's memory in MiB, as nvidia-smi's memory.total reads it (A100 80GB:

@@ -60,6 +60,7 @@ MACROS = (
     "macros/rate_precedence",
     "macros/series_key",
     "macros/sample_cover_ms",
+    "macros/silence_floor_ms",
 )
 
 

@@ -20,8 +20,10 @@
 -- month and the node's service window; NULL when the end is not recorded. jobs_hit: the jobs
 -- holding a GPU of the node at some moment of the incident, or ended by it (NODE_FAIL at its
 -- start).
--- Reads the daily rollup's samples files ($sample_files) and sample_series (their series'
--- names). Parameters: $billing_month, $month_start, $month_end, $silence_min_ms.
+-- Reads sample_series (each series' names and its first and last covered time of each day)
+-- and, of the daily rollup's samples files ($sample_files), the samples followed by a
+-- stretch without cover (silent_until).
+-- Parameters: $billing_month, $month_start, $month_end, $silence_min_ms.
 with nodes as (
     select * from node_service where billing_month = $billing_month
 ),
@@ -74,76 +76,98 @@ node_failures as (
     where not in_outage
 ),
 
-series_nodes as (
-    -- the node of each series of the month's samples (a sample names its series by key only)
-    select distinct cluster, node, series_key(cluster, node, gpu_index) as series_key
-    from sample_series
-    where billing_month = $billing_month
-),
-
-series_buckets as (
-    -- each series' samples in buckets as wide as the shortest silence: two samples further
-    -- apart than that are in different buckets with only empty ones between, so a node's
-    -- silences are exactly the gaps between consecutive non-empty buckets of its GPUs (and no
-    -- sort of the month's samples is needed, only of its buckets). Grouped on the integer key
-    -- first, the names joined on the fewer rows.
-    select
-        cluster,
-        series_key,
-        epoch_ms(ts) // $silence_min_ms as bucket,
-        min(ts) as first_ts,
-        -- the end of the time the bucket's samples stand for: silence starts after it (the
-        -- latest end, which a GPU's earlier sample may hold when GPUs' steps differ); in
-        -- epoch milliseconds, as timestamp + interval on each of the month's samples took
-        -- incidents from 25 to 34 s at 10,000 GPUs
-        max(epoch_ms(ts) + cover_ms) as covered_until_ms
-    from read_parquet($sample_files)
-    where ts >= $month_start::timestamp and ts < $month_end::timestamp
-    group by all
-),
-
-node_samples as (
-    select
-        n.cluster,
-        n.node,
-        b.bucket,
-        min(b.first_ts) as first_ts,
-        epoch_ms(max(b.covered_until_ms)) as covered_until
-    from series_buckets as b
-    join series_nodes as n using (cluster, series_key)
-    group by all
-),
-
-gaps as (
+series_days as (
+    -- each series' days in the month: its node (a sample names its series by key only), its
+    -- first sample and the end of its last one's covered time
     select
         cluster,
         node,
-        lag(covered_until) over per_node as silent_from,
-        first_ts as silent_to
-    from node_samples
-    window per_node as (partition by cluster, node order by bucket)
+        series_key(cluster, node, gpu_index) as series_key,
+        day,
+        min(first_ts) as first_ts,
+        max(covered_until) as covered_until
+    from sample_series
+    where billing_month = $billing_month
+    group by all
+),
+
+uncovered as (
+    -- each series' time that none of its samples covers, in stretches that do not overlap:
+    -- before its first sample of the month, between its days and after its last one
+    -- (series_days), and inside a day the stretches the rollup marked (silent_until: at least
+    -- silence_floor_ms(), no longer than a silence, of the same day and billing month). So no
+    -- pass over the month's samples but for the few marked: a stretch shorter than the
+    -- floor, or than a silence, cannot hold one.
+    select
+        cluster,
+        node,
+        series_key,
+        lag(covered_until) over (partition by cluster, series_key order by day) as uncovered_from,
+        first_ts as uncovered_to
+    from series_days
     union all
-    -- before a node's first sample of the month and after its last one
-    select cluster, node, null, min(first_ts) from node_samples group by all
+    select cluster, node, series_key, max(covered_until), null from series_days group by all
     union all
-    select cluster, node, max(covered_until), null
-    from node_samples
+    select s.cluster, d.node, s.series_key, epoch_ms(epoch_ms(s.ts) + s.cover_ms), s.silent_until
+    from read_parquet($sample_files) as s
+    join (select distinct cluster, node, series_key from series_days) as d
+        using (cluster, series_key)
+    where
+        s.silent_until is not null
+        and s.ts >= $month_start::timestamp and s.silent_until < $month_end::timestamp
+),
+
+in_service as (
+    -- the stretches inside the node's service window (its edges bound the open ones), as
+    -- long as a silence at least
+    select *
+    from (
+        select
+            u.cluster,
+            u.node,
+            greatest(coalesce(u.uncovered_from, n.service_from), n.service_from) as moment_from,
+            least(coalesce(u.uncovered_to, n.service_to), n.service_to) as moment_to
+        from uncovered as u
+        join nodes as n using (cluster, node)
+    )
+    where epoch_ms(moment_to) - epoch_ms(moment_from) >= $silence_min_ms
+),
+
+node_series as (
+    select cluster, node, count(distinct series_key) as series from series_days group by all
+),
+
+uncovered_changes as (
+    select cluster, node, moment, sum(change) as change
+    from (
+        select cluster, node, moment_from as moment, 1 as change from in_service
+        union all
+        select cluster, node, moment_to, -1 from in_service
+    )
     group by all
 ),
 
 silences as (
-    -- the gaps inside the node's service window (its edges bound the open ones)
-    select *
+    -- a node is silent while none of its GPUs' samples covers the time: a sweep counting
+    -- its series without cover; kept when as long as a silence
+    select cluster, node, silent_from, silent_to
     from (
         select
-            g.cluster,
-            g.node,
-            greatest(coalesce(g.silent_from, n.service_from), n.service_from) as silent_from,
-            least(coalesce(g.silent_to, n.service_to), n.service_to) as silent_to
-        from gaps as g
-        join nodes as n using (cluster, node)
+            c.cluster,
+            c.node,
+            c.moment as silent_from,
+            lead(c.moment) over timeline as silent_to,
+            sum(c.change) over running = g.series as silent
+        from uncovered_changes as c
+        join node_series as g using (cluster, node)
+        window
+            timeline as (partition by c.cluster, c.node order by c.moment),
+            running as (
+                partition by c.cluster, c.node order by c.moment
+                rows between unbounded preceding and current row
+            )
     )
-    where epoch_ms(silent_to) - epoch_ms(silent_from) >= $silence_min_ms
+    where silent and epoch_ms(silent_to) - epoch_ms(silent_from) >= $silence_min_ms
 ),
 
 edges as (

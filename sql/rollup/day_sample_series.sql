@@ -2,6 +2,9 @@
 -- series' samples came from, the series' step that day (step_ms, as on the rollup's samples),
 -- its samples (duplicates folded, as the rollup keeps them) and the milliseconds they stand for
 -- (cover_ms, the sum of the rollup's). telemetry_coverage sums them per cluster and month.
+-- first_ts: its first sample; covered_until: the end of its last sample's covered time (which
+-- the next day's first sample may cut short): where its silences between days begin and end
+-- (incidents.sql).
 -- A small output of its own rather than a column of the rollup's samples: a metric name on
 -- every sample would make the largest file bigger and its writing slower, while the metric is
 -- known per series and file. A series keeps the samples of its best-ranked metric only
@@ -20,7 +23,9 @@ with per_file as (
         o.series_id,
         o.file_id,
         count(*) as samples,
-        sum(sample_cover_ms(o.ts, o.next_ts, s.step_ms)) as cover_ms
+        sum(sample_cover_ms(o.ts, o.next_ts, s.step_ms)) as cover_ms,
+        min(o.ts) as first_ts,
+        max(epoch_ms(o.ts) + sample_cover_ms(o.ts, o.next_ts, s.step_ms)) as covered_until_ms
     from ordered_samples as o
     join series_steps as s using (series_id)
     where not o.look_ahead and (o.next_ts is null or o.next_ts > o.ts) and s.step_ms is not null
@@ -39,7 +44,9 @@ final as (
         end as util_metric,
         s.step_ms,
         sum(f.samples)::bigint as samples,
-        sum(f.cover_ms)::bigint as cover_ms
+        sum(f.cover_ms)::bigint as cover_ms,
+        min(f.first_ts) as first_ts,
+        epoch_ms(max(f.covered_until_ms)) as covered_until
     from per_file as f
     join series_steps as s using (series_id)
     join sample_sources as src using (file_id)

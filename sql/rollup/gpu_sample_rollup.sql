@@ -20,10 +20,15 @@
 -- (day_sample_series.sql), the idle threshold on the hours file (gpu_sample_hours.sql). At
 -- 10,000 GPUs they made half of this file's writing time (0.40 against 0.21 s a chunk of
 -- 3.8 M samples).
+-- silent_until: the timestamp of the series' next sample, when it comes the same UTC day and
+-- leaves the time after this sample's cover uncovered for at least silence_floor_ms() (a
+-- minute); NULL otherwise. incidents.sql finds a node's silences from these few marks and
+-- each series' first and last covered time of each day (day_sample_series.sql), instead of
+-- reading every sample of the month. Mostly NULL, the column costs little to write.
 -- A series whose step waits for a later chunk of the day (series_steps.sql: step_ms NULL) is
 -- written by that chunk.
 -- Reads the temporary tables ordered_samples and series_steps (each series' names and step).
--- Parameters: $idle_threshold_pct.
+-- Parameters: $idle_threshold_pct, $day_end.
 with distinct_samples as (
     -- of equal timestamps the last read wins; the others are folded duplicates
     select * from ordered_samples
@@ -69,6 +74,13 @@ final as (
         s.power_w,
         sample_cover_ms(s.ts, s.next_ts, st.step_ms) as cover_ms,
         case when s.util_pct < $idle_threshold_pct then s.idle_run end as run,
+        -- uncovered for at least the floor: the time to the next sample less the step (a
+        -- sample's cover is its step, or less when the next sample comes sooner)
+        case
+            when s.next_ts < $day_end::timestamp
+                and epoch_ms(s.next_ts) - epoch_ms(s.ts) - st.step_ms >= silence_floor_ms()
+                then s.next_ts
+        end as silent_until,
         -- the file's folder (partition_by), not columns of the file
         st.cluster,
         s.ts::date as day

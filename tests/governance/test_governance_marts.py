@@ -13,8 +13,10 @@ import duckdb
 import pytest
 from pytest import approx
 
+from pipelines.defs.governance.assets import _label_files
 from pipelines.defs.resources import prepare_connection
 from pipelines.sql import replace_month, run
+from tests.conftest import month_run, write
 
 T = dt.datetime
 NOV = {
@@ -785,3 +787,31 @@ def test_utilization_daily_check_passes_then_catches_a_lost_hour(con):
         ("c1", "H100", "allocated", approx(5.0), approx(6.0)),
         ("c1", "H100", "gpu_model rows allocated", approx(6.0), approx(5.0)),
     ]
+
+
+def test_the_label_check_reads_only_files_with_a_label(con, tmp_path):
+    # a label in a row of the second row group; a label column NULL throughout; no label column
+    labelled, all_null, unlabelled = (tmp_path / f"{name}.parquet" for name in "abc")
+    con.execute(
+        f"copy (select range as gpu_index, case when range = 3 then 'job-7' end as job_id "
+        f"from range(4)) to '{labelled}' (format parquet, row_group_size 2)"
+    )
+    con.execute(
+        f"copy (select 0 as gpu_index, null::varchar as pod) to '{all_null}' (format parquet)"
+    )
+    con.execute(f"copy (select 0 as gpu_index) to '{unlabelled}' (format parquet)")
+    con.execute("create table sample_sources (path varchar)")
+    con.executemany(
+        "insert into sample_sources values (?)",
+        [[str(unlabelled)], [str(all_null)], [str(labelled)]],
+    )
+    root = tmp_path / "site"
+    write(
+        root / "catalog/tenants.yaml",
+        "tenants:\n  - {id: a, name: A, department: D, cost_center: C, accounts: [a]}\n",
+    )
+    write(root / "catalog/rates.yaml", "rates:\n  - {gpu_model: '*', price_per_gpu_hour: 1}\n")
+    files = _label_files(month_run(con, root))["files"]
+    *read, schema_file = files
+    assert read == [str(labelled)]
+    assert schema_file.endswith(".parquet") and "schema" in schema_file

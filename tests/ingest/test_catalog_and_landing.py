@@ -82,6 +82,12 @@ def test_a_valid_catalog_loads_with_defaults(tmp_path):
             "settings.yaml: settings: field 'telemetry.step_s': Input should be greater than 0",
         ),
         (
+            # the daily rollup marks the silences of a minute or more only
+            {"settings.yaml": "silence_min_minutes: 0.5\n"},
+            "settings.yaml: settings: field 'silence_min_minutes': Input should be greater than "
+            "or equal to 1",
+        ),
+        (
             {"settings.yaml": "clusters:\n  atlas: {telemetry: {step_s: -15}}\n"},
             "settings.yaml: settings: field 'clusters.atlas.telemetry.step_s': Input should be "
             "greater than 0",

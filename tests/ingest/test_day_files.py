@@ -153,6 +153,47 @@ def test_a_month_with_days_rolled_up_without_their_series_names_them(tmp_path):
     ]
 
 
+def test_days_whose_rollups_cannot_give_silences_are_named(tmp_path):
+    # incidents finds silences from the samples' marks (silent_until) and each series' first
+    # and last covered time of a day, which earlier releases did not write
+    from pipelines.defs.governance.assets import _check_silence_marks
+    from pipelines.defs.ingest.assets import _check_series_columns
+
+    con = duckdb.connect()
+    samples, series = [], []
+    for day, marks, covered in (
+        (
+            "2026-11-01",
+            ", null::timestamp as silent_until",
+            ", ts as first_ts, ts as covered_until",
+        ),
+        ("2026-11-02", "", ", ts as first_ts"),
+    ):
+        folder = tmp_path / "cluster=c" / f"day={day}"
+        quality = tmp_path / "quality" / f"day={day}"
+        folder.mkdir(parents=True)
+        quality.mkdir(parents=True)
+        samples.append(str(folder / "samples_0_0.parquet"))
+        series.append(str(quality / "sample_series.parquet"))
+        con.execute(f"copy (select timestamp '{day}' as ts{marks}) to '{samples[-1]}'")
+        con.execute(f"copy (select timestamp '{day}' as ts{covered}) to '{series[-1]}'")
+    _check_silence_marks(con, samples[:1], "November 2026")  # the current format passes
+    _check_series_columns(con, series[:1], "November 2026")
+    with pytest.raises(ValueError) as error:
+        _check_silence_marks(con, samples, "November 2026")
+    assert str(error.value) == (
+        "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (without "
+        "the marks of uncovered stretches): materialise gpu_sample_rollup for these days again"
+    )
+    with pytest.raises(ValueError) as error:
+        _check_series_columns(con, series, "November 2026")
+    assert str(error.value) == (
+        "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (without "
+        "each series' first and last covered time): materialise gpu_sample_rollup for these "
+        "days again"
+    )
+
+
 def test_a_day_whose_hour_sums_are_doubles_is_named(tmp_path):
     from pipelines.defs.attribution.assets import _check_exact_hour_sums
 

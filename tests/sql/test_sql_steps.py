@@ -304,16 +304,17 @@ def given_ordered_samples(con, idle_threshold_pct: float) -> None:
     create_table(con, "series_steps", "rollup/series_steps", params)
 
 
-def rollup_rows(con, idle_threshold_pct: float) -> duckdb.DuckDBPyConnection:
-    """The rollup's samples (gpu_sample_rollup.sql) with their series' names and step from
-    series_steps (a sample names its series by series_key only): cluster, node, gpu_index, ts,
-    util_pct, mem_used_mib, power_w, cover_ms, step_ms, run, then series_key, hour, day."""
+def rollup_rows(con, idle_threshold_pct: float, day_end: dt.datetime) -> duckdb.DuckDBPyConnection:
+    """The rollup's samples (gpu_sample_rollup.sql) of the day before `day_end` with their
+    series' names and step from series_steps (a sample names its series by series_key only):
+    cluster, node, gpu_index, ts, util_pct, mem_used_mib, power_w, cover_ms, step_ms, run, then
+    series_key, hour, day, silent_until."""
     sql = _sql("rollup/gpu_sample_rollup")
     return con.execute(
         "select r.cluster, st.node, st.gpu_index, r.ts, r.util_pct, r.mem_used_mib, r.power_w, "
-        "r.cover_ms, st.step_ms, r.run, r.series_key, r.hour, r.day "
+        "r.cover_ms, st.step_ms, r.run, r.series_key, r.hour, r.day, r.silent_until "
         f"from ({sql}) as r join series_steps as st using (cluster, series_key)",
-        bind(sql, {"idle_threshold_pct": idle_threshold_pct}),
+        bind(sql, {"idle_threshold_pct": idle_threshold_pct, "day_end": day_end}),
     )
 
 
@@ -339,7 +340,7 @@ def test_sample_rollup_folds_duplicates_and_clips_cover(con):
     """,
     )
     given_ordered_samples(con, 15.0)
-    rows = rollup_rows(con, 15.0).fetchall()
+    rows = rollup_rows(con, 15.0, T(2026, 12, 1)).fetchall()
     # spacings 60 s and 90 s: too few (under 10) for a step of the series' own, and no other
     # series of the cluster has one: the step is 60 s (it was their median, 75 s, before steps
     # became robust; covers were 60, 75, 75 s). The duplicate at 23:58 keeps the last read
@@ -373,7 +374,7 @@ def test_a_busy_folded_duplicate_does_not_break_an_idle_run(con):
     """,
     )
     given_ordered_samples(con, 5.0)
-    rows = rollup_rows(con, 5.0).fetchall()
+    rows = rollup_rows(con, 5.0, T(2026, 11, 3)).fetchall()
     # run: an idle sample's label is 1 + the milliseconds from midnight to the latest busy
     # sample before it (0 before the first); busy samples have none
     assert sorted((r[1], r[3].time().isoformat(), r[4], r[9]) for r in rows) == [
@@ -415,7 +416,7 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
          "next_billing_month_at": T(2026, 11, 30, 23)}),
     )  # fmt: skip
     given_ordered_samples(con, 5.0)
-    rows = rollup_rows(con, 5.0).fetchall()
+    rows = rollup_rows(con, 5.0, T(2026, 12, 1)).fetchall()
     # spacings 58 min, 60 s, 90 s and 50 s (to the look-ahead): four, too few for a step of
     # the series' own, and the cluster has no other series: the step is 60 s (it was their
     # median, 75 s, before steps became robust; covers were 75, 60, 75, 50 s). The last
@@ -453,7 +454,7 @@ def every(seconds: int, first: str, count: int) -> list[str]:
 
 def rollup_steps_and_covers(con) -> dict[tuple[str, str], tuple[int, list[int]]]:
     """The rollup of the day: per (cluster, node), its step and its samples' covers (ms)."""
-    cursor = rollup_rows(con, 5.0)
+    cursor = rollup_rows(con, 5.0, T(2026, 11, 3))
     columns = [c[0] for c in cursor.description]
     result: dict[tuple[str, str], tuple[int, list[int]]] = {}
     rows = [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
@@ -530,6 +531,41 @@ def test_a_declared_step_overrides_the_estimate(con):
         ("c", "n3"): (30000, [30000, 30000]),
         ("d", "m1"): (60000, [60000] * 11),
     }
+
+
+def test_the_rollup_marks_where_a_series_leaves_a_minute_or_more_uncovered(con):
+    # declared step 60 s: a sample covers a minute, the time to the next sample beyond that is
+    # uncovered. n2's next sample is the next day's (looked ahead to).
+    n1 = ["00:00", "00:01", "00:03", "00:04:59", "00:06", "23:59"]
+    given_day_samples(
+        con,
+        sample_values({
+            ("c", "n1"): [f"2026-11-02 {at}" for at in n1],
+            ("c", "n2"): ["2026-11-02 23:50"],
+        }),
+        declared_steps={"c": 60000},
+    )  # fmt: skip
+    con.execute(
+        "insert into day_samples by name select series_id, timestamp '2026-11-03 00:30' as ts, "
+        "1 as util_rank, false as superseded, true as look_ahead, false as carried "
+        "from (select distinct series_id from day_samples where node = 'n2')"
+    )
+    given_ordered_samples(con, 5.0)
+    rows = rollup_rows(con, 5.0, T(2026, 11, 3)).fetchall()
+    marks = sorted((r[1], r[3].strftime("%H:%M:%S"), r[13]) for r in rows)
+    assert marks == [
+        ("n1", "00:00:00", None),
+        # 60 s uncovered (00:02-00:03): the floor, marked with the next sample's time
+        ("n1", "00:01:00", T(2026, 11, 2, 0, 3)),
+        # 59 s uncovered, then 1 s: not marked
+        ("n1", "00:03:00", None),
+        ("n1", "00:04:59", None),
+        ("n1", "00:06:00", T(2026, 11, 2, 23, 59)),
+        # the day's last sample: where its silence ends is another day's (incidents.sql finds
+        # it from each series' first and last covered time of each day)
+        ("n1", "23:59:00", None),
+        ("n2", "23:50:00", None),
+    ]
 
 
 def write_rollup(con, select: str, path, params: list | None = None) -> str:
@@ -1043,7 +1079,7 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
     series = run(con, "rollup/day_sample_series", {"day_start": T(2026, 11, 2)}).fetchall()
     assert series == [
         (dt.date(2026, 11, 1), dt.date(2026, 11, 2), "c", "n1", 0,
-         "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 60_000, 2, 120_000),
+         "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 60_000, 2, 120_000, T(2026, 11, 2), T(2026, 11, 2, 0, 2)),
     ]  # fmt: skip
 
 

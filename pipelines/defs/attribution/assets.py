@@ -1,6 +1,11 @@
 """Attribution: job time per GPU and hour, telemetry matched to it, the waste buckets."""
 
-from pipelines.defs.ingest.telemetry import month_hour_files, month_sample_files
+from pipelines.defs.ingest.telemetry import (
+    files_without,
+    month_hour_files,
+    month_sample_files,
+    stop_on_old_rollups,
+)
 from pipelines.defs.monthly import MonthRun
 from pipelines.defs.warehouse import Check, sql_table
 
@@ -39,9 +44,9 @@ def _check_rollup_format(con, files: list[str], label: str) -> None:
     """Days rolled up by an earlier release lack columns attribution reads (the join keys
     series_key and hour, the idle-run label run) and the sums per series-hour: name them,
     instead of a DuckDB binder error."""
-    old = _files_without(con, files, ROLLUP_COLUMNS_ADDED)
+    old = files_without(con, files, ROLLUP_COLUMNS_ADDED)
     if old:
-        _stop_on_old_rollups(label, old, f"without the columns {', '.join(ROLLUP_COLUMNS_ADDED)}")
+        stop_on_old_rollups(label, old, f"without the columns {', '.join(ROLLUP_COLUMNS_ADDED)}")
 
 
 # The sums per series-hour of memory and power (user_efficiency's memory use and energy) that
@@ -56,9 +61,9 @@ def _check_hours_columns(con, hour_files: list[str], label: str) -> None:
     """Days rolled up before the hours files carried memory and power sums would leave the
     whole hours of their jobs without memory or energy (too little, silently), and days whose
     hours files lack the idle threshold cannot be checked against the catalog's: name them."""
-    old = _files_without(con, hour_files, HOURS_COLUMNS_ADDED)
+    old = files_without(con, hour_files, HOURS_COLUMNS_ADDED)
     if old:
-        _stop_on_old_rollups(
+        stop_on_old_rollups(
             label, old, "without the sums of memory and power or the idle threshold per hour"
         )
 
@@ -73,26 +78,7 @@ def _check_exact_hour_sums(con, hour_files: list[str], label: str) -> None:
         {"files": hour_files},
     ).fetchall()]  # fmt: skip
     if old:
-        _stop_on_old_rollups(label, old, "utilisation summed as a double")
-
-
-def _files_without(con, files: list[str], columns: tuple[str, ...]) -> list[str]:
-    """The Parquet files among `files` that lack one of `columns` or more, in path order."""
-    return [path for (path,) in con.execute(
-        "select file_name from parquet_schema($files) group by file_name "
-        "having count(*) filter (list_contains($columns, name)) < len($columns) order by 1",
-        {"files": files, "columns": list(columns)},
-    ).fetchall()]  # fmt: skip
-
-
-def _stop_on_old_rollups(label: str, paths: list[str], why: str) -> None:
-    days = ", ".join(
-        sorted({part for path in paths for part in path.split("/") if part.startswith("day=")})
-    )
-    raise ValueError(
-        f"telemetry of {label}: {days} rolled up by an earlier release ({why}): materialise "
-        "gpu_sample_rollup for these days again"
-    )
+        stop_on_old_rollups(label, old, "utilisation summed as a double")
 
 
 def _check_idle_threshold(con, hour_files: list[str], threshold: float, label: str) -> None:

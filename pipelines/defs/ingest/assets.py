@@ -15,7 +15,13 @@ from pipelines.defs.ingest.loading import (
     write_account_tenants,
     write_month_job_gpus,
 )
-from pipelines.defs.ingest.telemetry import month_quality_files, roll_up_days, write_sample_sources
+from pipelines.defs.ingest.telemetry import (
+    files_without,
+    month_quality_files,
+    roll_up_days,
+    stop_on_old_rollups,
+    write_sample_sources,
+)
 from pipelines.defs.monthly import MonthRun
 from pipelines.defs.partitions import daily_partition, single_run
 from pipelines.defs.resources import ChargebackResource
@@ -162,8 +168,23 @@ telemetry_files = TableStep(
 )
 
 
+# The columns of the daily series files (day_sample_series.sql) that earlier releases did not
+# write: where each series' days begin and end, which incidents.sql finds silences from
+SERIES_COLUMNS_ADDED = ("first_ts", "covered_until")
+
+
 def _quality_files(run: MonthRun) -> dict[str, list[str]]:
-    return month_quality_files(run.folders.telemetry, run.month)
+    files = month_quality_files(run.folders.telemetry, run.month)
+    _check_series_columns(run.con, files["series_files"], run.month.label)
+    return files
+
+
+def _check_series_columns(con, series_files: list[str], label: str) -> None:
+    """Days rolled up before the series files said where each series' days begin and end
+    leave incidents without them: name them, instead of a DuckDB binder error."""
+    old = files_without(con, series_files, SERIES_COLUMNS_ADDED)
+    if old:
+        stop_on_old_rollups(label, old, "without each series' first and last covered time")
 
 
 # The month's share of what the daily rollups set aside and counted, and of their series'

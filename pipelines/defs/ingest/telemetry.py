@@ -76,7 +76,8 @@ SAMPLE_SCHEMA = pa.schema([
 ROLLUP_SCHEMA = pa.schema([
     ("series_key", pa.uint64()), ("hour", pa.timestamp("us")), ("ts", pa.timestamp("us")),
     ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
-    ("cover_ms", pa.int64()), ("run", pa.int64()), ("cluster", pa.string()), ("day", pa.date32()),
+    ("cover_ms", pa.int64()), ("run", pa.int64()), ("silent_until", pa.timestamp("us")),
+    ("cluster", pa.string()), ("day", pa.date32()),
 ])  # fmt: skip
 
 # The columns of the rollup's sums per series-hour (gpu_sample_hours.sql), for a month without.
@@ -611,6 +612,29 @@ def month_quality_files(telemetry_dir: Path, month: BillingMonth) -> dict[str, l
         "count_files": [str(folder / "sample_file_counts.parquet") for folder in quality],
         "series_files": [str(folder / "sample_series.parquet") for folder in quality],
     }
+
+
+def files_without(
+    con: duckdb.DuckDBPyConnection, files: list[str], columns: tuple[str, ...]
+) -> list[str]:
+    """The Parquet files among `files` that lack one of `columns` or more, in path order."""
+    return [path for (path,) in con.execute(
+        "select file_name from parquet_schema($files) group by file_name "
+        "having count(*) filter (list_contains($columns, name)) < len($columns) order by 1",
+        {"files": files, "columns": list(columns)},
+    ).fetchall()]  # fmt: skip
+
+
+def stop_on_old_rollups(label: str, paths: list[str], why: str) -> None:
+    """Stop the month `label`: the rollup files `paths` were written by an earlier release
+    (`why`: what they lack); names their days."""
+    days = ", ".join(
+        sorted({part for path in paths for part in path.split("/") if part.startswith("day=")})
+    )
+    raise ValueError(
+        f"telemetry of {label}: {days} rolled up by an earlier release ({why}): materialise "
+        "gpu_sample_rollup for these days again"
+    )
 
 
 def readable_sample_files(telemetry_dir: Path, paths: list[str]) -> list[str]:
