@@ -1,6 +1,7 @@
--- One row per GPU sample of the UTC day, ready for attribution: duplicates (same cluster, node,
--- GPU, timestamp) folded, and each sample's covered time in milliseconds: the series' step
--- but never past its next sample. The billing month's end is not a limit here: attribution
+-- One row per GPU sample of the UTC day in cluster $cluster, ready for attribution (the file
+-- cluster=<c>/day=<d>/samples_<chunk>_0.parquet: its folders name the cluster and day):
+-- duplicates (same cluster, node, GPU, timestamp) folded, and each sample's covered time in
+-- milliseconds: the series' step but never past its next sample. The billing month's end is not a limit here: attribution
 -- clips at each job's end in the month (job_gpu_hours.cover_until).
 -- The step (step_ms), the time one sample stands for, is the series' step that day
 -- (series_steps.sql).
@@ -28,7 +29,7 @@
 -- A series whose step waits for a later chunk of the day (series_steps.sql: step_ms NULL) is
 -- written by that chunk.
 -- Reads the temporary tables ordered_samples and series_steps (each series' names and step).
--- Parameters: $idle_threshold_pct, $day_end.
+-- Parameters: $cluster, $idle_threshold_pct, $day_end.
 with distinct_samples as (
     -- of equal timestamps the last read wins; the others are folded duplicates
     select * from ordered_samples
@@ -80,13 +81,10 @@ final as (
             when s.next_ts < $day_end::timestamp
                 and epoch_ms(s.next_ts) - epoch_ms(s.ts) - st.step_ms >= silence_floor_ms()
                 then s.next_ts
-        end as silent_until,
-        -- the file's folder (partition_by), not columns of the file
-        st.cluster,
-        s.ts::date as day
+        end as silent_until
     from idle_runs as s
     join series_steps as st using (series_id)
-    where st.step_ms is not null
+    where st.cluster = $cluster and st.step_ms is not null
 )
 
 select * from final

@@ -212,3 +212,32 @@ def test_the_demo_sites_days_in_chunks_write_what_they_write_in_one(tmp_path, mo
     assert (whole_files, chunked_files) == (6, 15)
     assert len(whole["samples"]) > 50_000  # about 20,000 a day
     assert chunked == whole
+
+
+def test_a_clusters_folder_names_it_as_duckdbs_partitions_do(tmp_path):
+    # each chunk writes its clusters' files itself (not through COPY ... PARTITION_BY): a
+    # cluster named with a space, '=' and a non-ASCII letter reads back as it is written
+    clusters = ["plain-1", "lab a=1", "Zürich"]
+    for cluster in clusters:
+        folder = tmp_path / "landing/telemetry" / cluster
+        folder.mkdir(parents=True)
+        _write(folder / "a.parquet", [(MIDNIGHT + dt.timedelta(hours=8), "n1", 0, 50.0, None)])
+    chargeback = resource_for(tmp_path)
+    telemetry.roll_up_days(chargeback, load_catalog(catalog_dir(tmp_path)), [DAY])
+    out = chargeback.telemetry_dir
+    rows = duckdb.execute(
+        f"select cluster, day, ts from read_parquet('{out}/cluster=*/day=*/samples_*.parquet') "
+        "order by cluster"
+    ).fetchall()
+    assert rows == [
+        (cluster, DAY, MIDNIGHT + dt.timedelta(hours=8)) for cluster in sorted(clusters)
+    ]
+    partitioned = tmp_path / "partitioned"
+    duckdb.execute(
+        f"copy (select unnest($clusters) as cluster, 1 as v) to '{partitioned}' "
+        "(format parquet, partition_by (cluster))",
+        {"clusters": clusters},
+    )
+    assert sorted(p.name for p in out.glob("cluster=*")) == sorted(
+        p.name for p in partitioned.iterdir()
+    )

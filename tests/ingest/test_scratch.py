@@ -36,13 +36,11 @@ def test_a_scratch_connection_spills_to_its_local_folder(tmp_path, spill_dir):
     assert list(spill.iterdir()) == []
 
 
-def test_the_days_cursors_flush_partitioned_writes_every_row_group(tmp_path):
-    # the days run on cursors of the scratch connection: a plain SET of the flush threshold
-    # stays on the connection itself, and the rollup's COPY then buffers 524,288 rows a thread
+def test_the_days_cursors_do_not_keep_insertion_order(tmp_path):
+    # the days run on cursors of the scratch connection, which must have its settings: large
+    # copies stream when no statement orders them
     with resource_for(tmp_path).scratch() as con:
         cursor = con.cursor()
-        setting = "select current_setting('partitioned_write_flush_threshold')"
-        assert cursor.execute(setting).fetchone() == (122_880,)
         assert cursor.execute("select current_setting('preserve_insertion_order')").fetchone() == (
             False,
         )

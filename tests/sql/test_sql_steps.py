@@ -305,16 +305,20 @@ def given_ordered_samples(con, idle_threshold_pct: float) -> None:
 
 
 def rollup_rows(con, idle_threshold_pct: float, day_end: dt.datetime) -> duckdb.DuckDBPyConnection:
-    """The rollup's samples (gpu_sample_rollup.sql) of the day before `day_end` with their
-    series' names and step from series_steps (a sample names its series by series_key only):
-    cluster, node, gpu_index, ts, util_pct, mem_used_mib, power_w, cover_ms, step_ms, run, then
-    series_key, hour, day, silent_until."""
+    """The rollup's samples (gpu_sample_rollup.sql) of the day before `day_end`, every cluster's
+    (the rollup writes a file per cluster), with their series' names and step from series_steps
+    (a sample names its series by series_key only): cluster, node, gpu_index, ts, util_pct,
+    mem_used_mib, power_w, cover_ms, step_ms, run, then series_key, hour, silent_until."""
     sql = _sql("rollup/gpu_sample_rollup")
+    clusters = [c for (c,) in con.execute("select distinct cluster from series_steps").fetchall()]
+    for number, cluster in enumerate(clusters):
+        params = {"cluster": cluster, "idle_threshold_pct": idle_threshold_pct, "day_end": day_end}
+        add = "create temp table rolled_up as" if number == 0 else "insert into rolled_up"
+        con.execute(f"{add} select $cluster as cluster, * from ({sql})", bind(sql, params))
     return con.execute(
         "select r.cluster, st.node, st.gpu_index, r.ts, r.util_pct, r.mem_used_mib, r.power_w, "
-        "r.cover_ms, st.step_ms, r.run, r.series_key, r.hour, r.day, r.silent_until "
-        f"from ({sql}) as r join series_steps as st using (cluster, series_key)",
-        bind(sql, {"idle_threshold_pct": idle_threshold_pct, "day_end": day_end}),
+        "r.cover_ms, st.step_ms, r.run, r.series_key, r.hour, r.silent_until "
+        "from rolled_up as r join series_steps as st using (cluster, series_key)"
     )
 
 
@@ -552,7 +556,7 @@ def test_the_rollup_marks_where_a_series_leaves_a_minute_or_more_uncovered(con):
     )
     given_ordered_samples(con, 5.0)
     rows = rollup_rows(con, 5.0, T(2026, 11, 3)).fetchall()
-    marks = sorted((r[1], r[3].strftime("%H:%M:%S"), r[13]) for r in rows)
+    marks = sorted((r[1], r[3].strftime("%H:%M:%S"), r[12]) for r in rows)
     assert marks == [
         ("n1", "00:00:00", None),
         # 60 s uncovered (00:02-00:03): the floor, marked with the next sample's time
