@@ -262,6 +262,13 @@ def test_days_rolled_up_two_at_once_equal_days_rolled_up_one_by_one(
         "2026-11-01": {"samples": 11520, "rejected": 0, "files": 1},
         "2026-11-02": {"samples": 11520, "rejected": 0, "files": 1},
     }
+    # days rolled up in chunks (of about 4,000 samples here) run two at once again
+    monkeypatch.setattr(telemetry, "CHUNK_SAMPLES", 4_000)
+    assert telemetry.days_at_once(estimated, DAYS) == 2
+    in_chunks = _rolled_up(tmp_path / "chunks", files, copied)
+    assert in_chunks == one_by_one
+    samples_files = sorted(p.name for p in (tmp_path / "chunks").rglob("samples_*.parquet"))
+    assert samples_files == [f"samples_{k}_0.parquet" for k in (0, 0, 1, 1, 2, 2)]
 
 
 def _spans(paths: list[Path]) -> dict:

@@ -64,7 +64,9 @@ def test_a_files_span_is_found_once_and_again_when_the_file_is_written_anew(tmp_
     assert again[nov1] == FileSpan(dt.datetime(2026, 11, 2, 8), dt.datetime(2026, 11, 2, 8), 0, 1)
 
 
-def test_small_days_are_rolled_up_two_at_once_and_large_ones_one_by_one(monkeypatch):
+def test_small_days_and_days_in_chunks_are_rolled_up_two_at_once_others_one_by_one(
+    monkeypatch,
+):
     from pipelines.defs.ingest import telemetry
 
     monkeypatch.setattr(telemetry, "SMALL_DAY_SAMPLES", 100)
@@ -84,6 +86,12 @@ def test_small_days_are_rolled_up_two_at_once_and_large_ones_one_by_one(monkeypa
     spans["nov3"] = FileSpan(dt.datetime(2026, 11, 3), dt.datetime(2026, 11, 3, 1), 0, 101)
     assert at_once([nov1, nov2, nov3]) == 1
     assert at_once([nov1, nov2]) == 2
+    # a day rolled up in chunks holds a chunk at a time: two at once again
+    monkeypatch.setattr(telemetry, "CHUNK_SAMPLES", 101)
+    assert at_once([nov1, nov2, nov3]) == 1
+    spans["nov3"] = FileSpan(dt.datetime(2026, 11, 3), dt.datetime(2026, 11, 3, 1), 0, 102)
+    assert at_once([nov1, nov2, nov3]) == 2
+    assert at_once([nov3]) == 1
 
 
 def test_a_day_reads_its_files_the_next_days_files_and_the_files_it_owns(tmp_path):

@@ -171,10 +171,14 @@ def roll_up_days(
 
 # Days of at most this many samples (estimated from the files' spans) are rolled up two at once,
 # each on a cursor of its own: such a day is largely DuckDB's fixed cost per statement, which
-# a second day overlaps (the demo's 91 days: 42-43.5 -> 31-33 s in paired runs). Larger days
-# run one at a time: two 1.44 M-sample days of the bench month at once took the rollup's peak
-# RSS from 1,018 to 1,498 MiB for no gain in time. Both share the scratch database's memory
-# limit.
+# a second day overlaps (the demo's 91 days: 42-43.5 -> 31-33 s in paired runs). So are days
+# rolled up in chunks (more than CHUNK_SAMPLES): a chunk's statements leave the second core
+# idle at times (its rows come from one or two row groups of a file, which one thread scans),
+# and each day holds one chunk at a time: four 10,000-GPU days took 28.0 s a day one by one,
+# 24.6 s two at once, at 1.2 and 1.8 GiB peak RSS (/tmp/prof/two_days.py, not committed).
+# Days between run one at a time: two 1.44 M-sample days of the bench month at once gained
+# 9 % (0.75 -> 0.68 s a day) for 610 -> 940 MiB, near the bench's 1 GiB target. Days at once
+# share the scratch database's memory limit.
 SMALL_DAY_SAMPLES = 1_000_000
 
 
@@ -197,9 +201,11 @@ def estimated_day_samples(
 
 def days_at_once(estimated: collections.Counter[dt.date], days: list[dt.date]) -> int:
     """How many of `days` to roll up at once: two when each is small (SMALL_DAY_SAMPLES of
-    their `estimated_day_samples`), else one."""
-    small = all(estimated[day] <= SMALL_DAY_SAMPLES for day in days)
-    return 2 if small and len(days) > 1 else 1
+    their `estimated_day_samples`) or the largest is rolled up in chunks (CHUNK_SAMPLES: each
+    day then holds a chunk at most), else one."""
+    largest = max((estimated[day] for day in days), default=0)
+    overlap = largest <= SMALL_DAY_SAMPLES or largest > CHUNK_SAMPLES
+    return 2 if overlap and len(days) > 1 else 1
 
 
 def declared_steps(sources: list[dict], catalog: Catalog) -> list[dict]:
