@@ -1044,19 +1044,22 @@ def same_charge_lines(first: Path, second: Path) -> bool:
 
 
 def mode_scale_month(args) -> dict:
-    """The whole month at scale (issue 20: 10,000 GPUs x 15 s x 30 days), end to end, twice:
-    in process, as the daily schedule and the monthly run would do it on one machine (one
+    """The whole month at scale (issue 20: 10,000 GPUs x 15 s x 30 days), end to end, three
+    times: in process, as the daily schedule and the monthly run would do it on one machine (one
     rollup run per UTC day, then the monthly run on a fresh warehouse, all in one child
-    process: its peak RSS is the largest of any of them); then with the days fanned out on
+    process: its peak RSS is the largest of any of them); in process as a backfill of the month
+    (`_in_process_backfill`: the days in one run); then with the days fanned out on
     `--workers` Celery workers (`fanned_out_month`), whose charge lines must equal the
     in-process run's. `--fan-out-only` keeps the in-process half of the last saved run (same
     data and code). The data is generated once and cached under --work."""
     days = int(args.days)
     root, summary, cfg = measured_dataset(args, days)
     if args.fan_out_only:
-        in_process = json.loads(RESULTS.read_text())["scale_month"]["in_process"]
+        saved = json.loads(RESULTS.read_text())["scale_month"]
+        in_process, backfill = saved["in_process"], saved.get("in_process_backfill")
     else:
         in_process = _in_process_month(root, cfg)
+        backfill = _in_process_backfill(root, cfg)
     fanned_out = None
     if args.workers:
         fanned_out = fanned_out_month(args, root, args.memory_limit)
@@ -1082,6 +1085,10 @@ def mode_scale_month(args) -> dict:
         "target_s": target,
         "in_process": in_process,
         "in_process_within_target": in_process["success"] and in_process["seconds"] <= target,
+        "in_process_backfill": backfill,
+        "in_process_backfill_within_target": backfill is not None
+        and backfill["success"]
+        and backfill["seconds"] <= target,
         "fanned_out": fanned_out,
     }
 
@@ -1109,6 +1116,41 @@ def _in_process_month(root: Path, cfg: dict) -> dict:
             if step != "gpu_sample_rollup"
         },
         "step_peak_rss_mib": month["step_peak_rss_mib"],
+        "checks": month["checks"],
+        "load_avg": month["load_avg"],
+    }
+
+
+def _in_process_backfill(root: Path, cfg: dict) -> dict:
+    """The month in process as a backfill from the UI does it: the 30 days in one rollup run
+    (roll_up_days then runs days of several chunks two at once), then the monthly run; on a
+    warehouse and rollup folder of its own under `root/backfill`, whose charge lines must equal
+    the day-by-day run's. The rollup folder is removed after (it is as large as the landing
+    data)."""
+    backfill = root / "backfill"
+    backfill_cfg = {**cfg, "root": str(backfill), "data": str(root), "tag": "-backfill"}
+    month = measure("month", root / "logs", **backfill_cfg)
+    rollup_s = round(sum(day["seconds"] for day in month["rollup_runs"]), 2)
+    same = same_charge_lines(root / "warehouse.duckdb", backfill / "warehouse.duckdb")
+    shutil.rmtree(backfill / "warehouse_telemetry", ignore_errors=True)
+    print(
+        f"in process, the days as one backfill run: {month['seconds']:.0f} s end to end "
+        f"({rollup_s:.0f} s of rollup, monthly run {month['seconds'] - rollup_s:.0f} s), peak "
+        f"RSS {month['peak_rss_mib']} MiB; charge lines identical: {same}"
+    )
+    return {
+        "seconds": month["seconds"],
+        "rollup_days_s": rollup_s,
+        "monthly_run_s": round(month["seconds"] - rollup_s, 2),
+        "peak_rss_mib": month["peak_rss_mib"],
+        "success": month["success"],
+        "same_charge_lines_as_in_process": same,
+        "rollup_peak_rss_mib": month["rollup_runs"][0]["peak_rss_mib"],
+        "monthly_step_s": {
+            step: seconds
+            for step, seconds in month["step_s"].items()
+            if step != "gpu_sample_rollup"
+        },
         "checks": month["checks"],
         "load_avg": month["load_avg"],
     }
