@@ -94,10 +94,10 @@ series_days as (
 uncovered as (
     -- each series' time that none of its samples covers, in stretches that do not overlap:
     -- before its first sample of the month, between its days and after its last one
-    -- (series_days), and inside a day the stretches the rollup marked (silent_until: at least
-    -- silence_floor_ms(), no longer than a silence, of the same day and billing month). So no
-    -- pass over the month's samples but for the few marked: a stretch shorter than the
-    -- floor, or than a silence, cannot hold one.
+    -- (series_days), and inside a day the stretches the rollup marked (silent_until: those of
+    -- silence_floor_ms() or more, between two samples of the day and billing month). Only the
+    -- marked samples are read, not the month's: an unmarked stretch is shorter than the floor,
+    -- which a silence never is (settings), so it cannot hold one.
     select
         cluster,
         node,

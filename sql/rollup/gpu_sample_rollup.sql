@@ -1,8 +1,9 @@
 -- One row per GPU sample of the UTC day in cluster $cluster, ready for attribution (the file
 -- cluster=<c>/day=<d>/samples_<chunk>_0.parquet: its folders name the cluster and day):
 -- duplicates (same cluster, node, GPU, timestamp) folded, and each sample's covered time in
--- milliseconds: the series' step but never past its next sample. The billing month's end is not a limit here: attribution
--- clips at each job's end in the month (job_gpu_hours.cover_until).
+-- milliseconds: the series' step but never past its next sample. The billing month's end is
+-- not a limit here: attribution clips at each job's end in the month
+-- (job_gpu_hours.cover_until).
 -- The step (step_ms), the time one sample stands for, is the series' step that day
 -- (series_steps.sql).
 -- Allocated time that no sample covers is unmeasured (attribution), never idle.

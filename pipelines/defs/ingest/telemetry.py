@@ -175,10 +175,10 @@ def roll_up_days(
 # rolled up in chunks (more than CHUNK_SAMPLES): a chunk's statements leave the second core
 # idle at times (its rows come from one or two row groups of a file, which one thread scans),
 # and each day holds one chunk at a time: four 10,000-GPU days took 28.0 s a day one by one,
-# 24.6 s two at once, at 1.2 and 1.8 GiB peak RSS (/tmp/prof/two_days.py, not committed).
-# Days between run one at a time: two 1.44 M-sample days of the bench month at once gained
-# 9 % (0.75 -> 0.68 s a day) for 610 -> 940 MiB, near the bench's 1 GiB target. Days at once
-# share the scratch database's memory limit.
+# 24.6 s two at once, at 1.2 and 1.8 GiB peak RSS (benchmarks/rollup_day.py --days 4
+# --at-once 1, 2). Days between run one at a time: eight 1.44 M-sample days of the bench month
+# two at once gained 9 % (0.75 -> 0.68 s a day) for 610 -> 940 MiB, near the bench's 1 GiB
+# target. Days at once share the scratch database's memory limit.
 SMALL_DAY_SAMPLES = 1_000_000
 
 
@@ -497,10 +497,10 @@ def _written_clusters(con: duckdb.DuckDBPyConnection) -> list[str]:
     wait for a later chunk): one samples file each, in the cluster's folder.
 
     Their folders are named as DuckDB's PARTITION_BY names them and its Parquet reader reads
-    them back (cluster=<the name percent-encoded>), but each is written by a COPY of its own:
-    a 10,000-GPU chunk of 3.9 M samples took 0.33-0.37 s to write through PARTITION_BY and
-    0.19-0.23 s without (/tmp/prof/copy_prof.py, not committed), and a chunk is mostly one
-    cluster's nodes."""
+    them back (cluster=<the name percent-encoded>), but each is written by a COPY of its own,
+    as a chunk is mostly one cluster's nodes: the samples COPYs of a 10,000-GPU day took
+    7.0-7.1 s through PARTITION_BY, 5.3-5.8 s so (benchmarks/rollup_day.py, paired runs); a
+    chunk's rows alone, from a table, 0.33-0.37 s against 0.19-0.23 s."""
     return [cluster for (cluster,) in con.execute(
         "select distinct cluster from series_steps where step_ms is not null order by cluster"
     ).fetchall()]  # fmt: skip
