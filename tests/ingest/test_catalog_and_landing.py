@@ -306,3 +306,20 @@ def test_a_mig_profile_mistake_names_the_profile(tmp_path, table, message):
     with pytest.raises(CatalogError) as error:
         load_catalog(path)
     assert str(error.value) == f"{path / 'rates.yaml'}: {message}"
+
+
+def test_the_exports_are_hashed_a_file_per_core_in_their_order(tmp_path):
+    import hashlib
+
+    from pipelines.landing import discover, sha256_each
+
+    fixtures = Path(__file__).parents[1] / "fixtures/nvidia-smi"
+    folder = tmp_path / "landing/telemetry/lab"
+    folder.mkdir(parents=True)
+    for source in sorted(fixtures.glob("*.csv"))[:3]:
+        (folder / source.name).write_bytes(source.read_bytes())
+    exports = discover(tmp_path / "landing", "telemetry")
+    assert len(exports) == 3
+    assert sha256_each(exports) == [
+        hashlib.sha256(export.path.read_bytes()).hexdigest() for export in exports
+    ]

@@ -15,7 +15,7 @@ from pipelines.defs.monthly import MonthRun, materialize_months
 from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.reports.publish import carry_over, month_staging
 from pipelines.defs.resources import ChargebackResource
-from pipelines.landing import discover
+from pipelines.landing import discover, sha256_each
 from pipelines.reports.exports import (
     catalog_version,
     folder_name,
@@ -48,11 +48,11 @@ def report_asset(
 def _landing_files(landing: Path) -> list[dict[str, str]]:
     """Every scheduler and telemetry export in `landing`: its file name, cluster, format and
     sha256."""
+    exports = [export for area in ("scheduler", "telemetry") for export in discover(landing, area)]
     return [
         {"file": export.name, "cluster": export.cluster, "format": export.format.name,
-         "sha256": export.sha256()}
-        for area in ("scheduler", "telemetry")
-        for export in discover(landing, area)
+         "sha256": sha256}
+        for export, sha256 in zip(exports, sha256_each(exports), strict=True)
     ]  # fmt: skip
 
 
