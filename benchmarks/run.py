@@ -1095,27 +1095,35 @@ def mode_scale_month(args) -> dict:
 
 def _in_process_month(root: Path, cfg: dict) -> dict:
     month = measure("month", root / "logs", **cfg, day_by_day=True)
+    summary = _month_summary(month)
     per_day = [day["seconds"] for day in month["rollup_runs"]]
-    rollup_s = round(sum(per_day), 2)
-    monthly_s = round(month["seconds"] - rollup_s, 2)
     print(
-        f"in process: {month['seconds']:.0f} s end to end ({rollup_s:.0f} s of "
+        f"in process: {month['seconds']:.0f} s end to end ({summary['rollup_days_s']:.0f} s of "
         f"{len(per_day)} rollup days: {min(per_day):.1f}-{max(per_day):.1f} s a day; monthly run "
-        f"{monthly_s:.0f} s), peak RSS {month['peak_rss_mib']} MiB"
+        f"{summary['monthly_run_s']:.0f} s), peak RSS {month['peak_rss_mib']} MiB"
     )
+    return {
+        **summary,
+        "rollup_per_day": month["rollup_runs"],
+        "step_peak_rss_mib": month["step_peak_rss_mib"],
+    }
+
+
+def _month_summary(month: dict) -> dict:
+    """A measured month's seconds, split into its rollup runs' and the monthly run's (each
+    monthly step's), its peak RSS, success, checks and the load when it started."""
+    rollup_s = round(sum(day["seconds"] for day in month["rollup_runs"]), 2)
     return {
         "seconds": month["seconds"],
         "rollup_days_s": rollup_s,
-        "monthly_run_s": monthly_s,
+        "monthly_run_s": round(month["seconds"] - rollup_s, 2),
         "peak_rss_mib": month["peak_rss_mib"],
         "success": month["success"],
-        "rollup_per_day": month["rollup_runs"],
         "monthly_step_s": {
             step: seconds
             for step, seconds in month["step_s"].items()
             if step != "gpu_sample_rollup"
         },
-        "step_peak_rss_mib": month["step_peak_rss_mib"],
         "checks": month["checks"],
         "load_avg": month["load_avg"],
     }
@@ -1130,29 +1138,19 @@ def _in_process_backfill(root: Path, cfg: dict) -> dict:
     backfill = root / "backfill"
     backfill_cfg = {**cfg, "root": str(backfill), "data": str(root), "tag": "-backfill"}
     month = measure("month", root / "logs", **backfill_cfg)
-    rollup_s = round(sum(day["seconds"] for day in month["rollup_runs"]), 2)
+    summary = _month_summary(month)
     same = same_charge_lines(root / "warehouse.duckdb", backfill / "warehouse.duckdb")
     shutil.rmtree(backfill / "warehouse_telemetry", ignore_errors=True)
     print(
         f"in process, the days as one backfill run: {month['seconds']:.0f} s end to end "
-        f"({rollup_s:.0f} s of rollup, monthly run {month['seconds'] - rollup_s:.0f} s), peak "
-        f"RSS {month['peak_rss_mib']} MiB; charge lines identical: {same}"
+        f"({summary['rollup_days_s']:.0f} s of rollup, monthly run "
+        f"{summary['monthly_run_s']:.0f} s), peak RSS {month['peak_rss_mib']} MiB; charge lines "
+        f"identical: {same}"
     )
     return {
-        "seconds": month["seconds"],
-        "rollup_days_s": rollup_s,
-        "monthly_run_s": round(month["seconds"] - rollup_s, 2),
-        "peak_rss_mib": month["peak_rss_mib"],
-        "success": month["success"],
+        **summary,
         "same_charge_lines_as_in_process": same,
         "rollup_peak_rss_mib": month["rollup_runs"][0]["peak_rss_mib"],
-        "monthly_step_s": {
-            step: seconds
-            for step, seconds in month["step_s"].items()
-            if step != "gpu_sample_rollup"
-        },
-        "checks": month["checks"],
-        "load_avg": month["load_avg"],
     }
 
 
