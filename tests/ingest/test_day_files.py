@@ -18,6 +18,13 @@ def _samples(path, timestamps: list[str | None]) -> str:
     return str(path)
 
 
+def stop_message(check, *args) -> str:
+    """What `check(*args)` stops the month with (it must stop: a ValueError)."""
+    with pytest.raises(ValueError) as error:
+        check(*args)
+    return str(error.value)
+
+
 def test_spans_give_first_and_last_readable_timestamp_and_the_unreadable_rows(tmp_path):
     nov1 = _samples(tmp_path / "a.parquet", ["2026-11-01 23:59:00", "2026-11-01 00:00:00"])
     broken = _samples(tmp_path / "b.parquet", ["not a time", None, "2026-11-03 10:00:00"])
@@ -125,9 +132,7 @@ def test_a_month_with_days_rolled_up_by_an_earlier_release_names_them(tmp_path):
             f"copy (select timestamp '{day} 10:00' as ts, 'n1' as node{keys}) to '{files[-1]}'"
         )
     _check_rollup_format(con, files[:1], "November 2026")  # the current format passes
-    with pytest.raises(ValueError) as error:
-        _check_rollup_format(con, files, "November 2026")
-    assert str(error.value) == (
+    assert stop_message(_check_rollup_format, con, files, "November 2026") == (
         "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (without "
         "the columns series_key, hour, run): materialise gpu_sample_rollup for these days again"
     )
@@ -145,9 +150,7 @@ def test_a_month_with_days_rolled_up_without_their_series_names_them(tmp_path):
         quality.mkdir(parents=True)
         if day.day not in (3, 4):
             (quality / "sample_series.parquet").touch()
-    with pytest.raises(ValueError) as error:
-        month_quality_files(tmp_path, month)
-    assert str(error.value) == (
+    assert stop_message(month_quality_files, tmp_path, month) == (
         "telemetry of 2026-11: UTC day(s) 2026-11-03, 2026-11-04 rolled up by an earlier release "
         "(without each series' metric and step): materialise gpu_sample_rollup for these days "
         "again"
@@ -187,15 +190,11 @@ def test_days_whose_rollups_cannot_give_silences_are_named(tmp_path):
         con.execute(f"copy (select timestamp '{day}' as ts{covered}) to '{series[-1]}'")
     _check_silence_marks(con, samples[:1], "November 2026")  # the current format passes
     _check_series_columns(con, series[:1], "November 2026")
-    with pytest.raises(ValueError) as error:
-        _check_silence_marks(con, samples, "November 2026")
-    assert str(error.value) == (
+    assert stop_message(_check_silence_marks, con, samples, "November 2026") == (
         "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (without "
         "the marks of uncovered stretches): materialise gpu_sample_rollup for these days again"
     )
-    with pytest.raises(ValueError) as error:
-        _check_series_columns(con, series, "November 2026")
-    assert str(error.value) == (
+    assert stop_message(_check_series_columns, con, series, "November 2026") == (
         "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (without "
         "each series' first and last covered time): materialise gpu_sample_rollup for these "
         "days again"
@@ -213,9 +212,7 @@ def test_a_day_whose_hour_sums_are_doubles_is_named(tmp_path):
         files.append(str(folder / "hours_0.parquet"))
         con.execute(f"copy (select {sums} as util_weighted_ms) to '{files[-1]}'")
     _check_exact_hour_sums(con, files[:1], "November 2026")  # exact sums pass
-    with pytest.raises(ValueError) as error:
-        _check_exact_hour_sums(con, files, "November 2026")
-    assert str(error.value) == (
+    assert stop_message(_check_exact_hour_sums, con, files, "November 2026") == (
         "telemetry of November 2026: day=2026-11-02 rolled up by an earlier release (utilisation "
         "summed as a double): materialise gpu_sample_rollup for these days again"
     )
@@ -236,9 +233,7 @@ def test_a_day_whose_hours_lack_memory_power_or_the_idle_threshold_is_named(tmp_
         files.append(str(folder / "hours_0.parquet"))
         con.execute(f"copy (select 1::bigint as cover_ms{sums}) to '{files[-1]}'")
     _check_hours_columns(con, files[:1], "November 2026")  # the current format passes
-    with pytest.raises(ValueError) as error:
-        _check_hours_columns(con, files, "November 2026")
-    assert str(error.value) == (
+    assert stop_message(_check_hours_columns, con, files, "November 2026") == (
         "telemetry of November 2026: day=2026-11-02, day=2026-11-03 rolled up by an earlier "
         "release (without the sums of memory and power or the idle threshold per hour): "
         "materialise gpu_sample_rollup for these days again"
@@ -256,9 +251,7 @@ def test_a_day_rolled_up_with_another_idle_threshold_stops_the_month(tmp_path):
         files.append(str(folder / "hours_0_0.parquet"))
         con.execute(f"copy (select {threshold}::double as idle_threshold_pct) to '{files[-1]}'")
     _check_idle_threshold(con, files[:1], 5.0, "November 2026")  # the catalog's threshold
-    with pytest.raises(ValueError) as error:
-        _check_idle_threshold(con, files, 5.0, "November 2026")
-    assert str(error.value) == (
+    assert stop_message(_check_idle_threshold, con, files, 5.0, "November 2026") == (
         "telemetry of November 2026: days rolled up with idle_threshold_pct [5.0, 10.0], the "
         "catalog says 5.0: materialise gpu_sample_rollup for the month's days again"
     )

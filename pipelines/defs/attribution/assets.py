@@ -1,7 +1,7 @@
 """Attribution: job time per GPU and hour, telemetry matched to it, the waste buckets."""
 
 from pipelines.defs.ingest.telemetry import (
-    files_without,
+    check_rollup_columns,
     month_hour_files,
     month_sample_files,
     stop_on_old_rollups,
@@ -44,9 +44,8 @@ def _check_rollup_format(con, files: list[str], label: str) -> None:
     """Days rolled up by an earlier release lack columns attribution reads (the join keys
     series_key and hour, the idle-run label run) and the sums per series-hour: name them,
     instead of a DuckDB binder error."""
-    old = files_without(con, files, ROLLUP_COLUMNS_ADDED)
-    if old:
-        stop_on_old_rollups(label, old, f"without the columns {', '.join(ROLLUP_COLUMNS_ADDED)}")
+    why = f"without the columns {', '.join(ROLLUP_COLUMNS_ADDED)}"
+    check_rollup_columns(con, files, ROLLUP_COLUMNS_ADDED, label, why)
 
 
 # The sums per series-hour of memory and power (user_efficiency's memory use and energy) that
@@ -61,11 +60,8 @@ def _check_hours_columns(con, hour_files: list[str], label: str) -> None:
     """Days rolled up before the hours files carried memory and power sums would leave the
     whole hours of their jobs without memory or energy (too little, silently), and days whose
     hours files lack the idle threshold cannot be checked against the catalog's: name them."""
-    old = files_without(con, hour_files, HOURS_COLUMNS_ADDED)
-    if old:
-        stop_on_old_rollups(
-            label, old, "without the sums of memory and power or the idle threshold per hour"
-        )
+    why = "without the sums of memory and power or the idle threshold per hour"
+    check_rollup_columns(con, hour_files, HOURS_COLUMNS_ADDED, label, why)
 
 
 def _check_exact_hour_sums(con, hour_files: list[str], label: str) -> None:

@@ -3,10 +3,9 @@ and service, failures, capacity verdict, and the telemetry labels checked agains
 scheduler."""
 
 from pipelines.defs.ingest.telemetry import (
-    files_without,
+    check_rollup_columns,
     month_sample_files,
     readable_sample_files,
-    stop_on_old_rollups,
 )
 from pipelines.defs.monthly import MonthRun
 from pipelines.defs.warehouse import Check, sql_table
@@ -35,9 +34,8 @@ def _sample_files(run: MonthRun) -> dict[str, list[str]]:
 def _check_silence_marks(con, sample_files: list[str], label: str) -> None:
     """Days rolled up before the samples marked the stretches they leave uncovered
     (silent_until) would hide their silences from incidents: name them."""
-    old = files_without(con, sample_files, ("silent_until",))
-    if old:
-        stop_on_old_rollups(label, old, "without the marks of uncovered stretches")
+    why = "without the marks of uncovered stretches"
+    check_rollup_columns(con, sample_files, ("silent_until",), label, why)
 
 
 # incidents of the month (outage windows, node failures, telemetry silences) and what they

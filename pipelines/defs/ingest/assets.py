@@ -16,10 +16,9 @@ from pipelines.defs.ingest.loading import (
     write_month_job_gpus,
 )
 from pipelines.defs.ingest.telemetry import (
-    files_without,
+    check_rollup_columns,
     month_quality_files,
     roll_up_days,
-    stop_on_old_rollups,
     write_sample_sources,
 )
 from pipelines.defs.monthly import MonthRun
@@ -182,9 +181,8 @@ def _quality_files(run: MonthRun) -> dict[str, list[str]]:
 def _check_series_columns(con, series_files: list[str], label: str) -> None:
     """Days rolled up before the series files said where each series' days begin and end
     leave incidents without them: name them, instead of a DuckDB binder error."""
-    old = files_without(con, series_files, SERIES_COLUMNS_ADDED)
-    if old:
-        stop_on_old_rollups(label, old, "without each series' first and last covered time")
+    why = "without each series' first and last covered time"
+    check_rollup_columns(con, series_files, SERIES_COLUMNS_ADDED, label, why)
 
 
 # The month's share of what the daily rollups set aside and counted, and of their series'

@@ -174,11 +174,12 @@ def roll_up_days(
 # a second day overlaps (the demo's 91 days: 42-43.5 -> 31-33 s in paired runs). So are days
 # rolled up in chunks (more than CHUNK_SAMPLES): a chunk's statements leave the second core
 # idle at times (its rows come from one or two row groups of a file, which one thread scans),
-# and each day holds one chunk at a time: four 10,000-GPU days took 28.0 s a day one by one,
-# 24.6 s two at once, at 1.2 and 1.8 GiB peak RSS (benchmarks/rollup_day.py --days 4
-# --at-once 1, 2). Days between run one at a time: eight 1.44 M-sample days of the bench month
-# two at once gained 9 % (0.75 -> 0.68 s a day) for 610 -> 940 MiB, near the bench's 1 GiB
-# target. Days at once share the scratch database's memory limit.
+# and each day holds one chunk at a time: four 10,000-GPU days took 28.0-31.0 s a day one by
+# one, 24.6-25.2 s two at once, at 1.2-1.3 and 1.7-1.8 GiB peak RSS (two runs of
+# benchmarks/rollup_day.py --days 4 --at-once 1, then 2). Days between run one at a time: eight
+# 1.44 M-sample days of the bench month two at once gained 2-9 % (three pairs) for 610-630 ->
+# 860-950 MiB, near the bench's 1 GiB target. Days at once share the scratch database's
+# memory limit.
 SMALL_DAY_SAMPLES = 1_000_000
 
 
@@ -621,15 +622,23 @@ def month_quality_files(telemetry_dir: Path, month: BillingMonth) -> dict[str, l
     }
 
 
-def files_without(
-    con: duckdb.DuckDBPyConnection, files: list[str], columns: tuple[str, ...]
-) -> list[str]:
-    """The Parquet files among `files` that lack one of `columns` or more, in path order."""
-    return [path for (path,) in con.execute(
+def check_rollup_columns(
+    con: duckdb.DuckDBPyConnection,
+    files: list[str],
+    columns: tuple[str, ...],
+    label: str,
+    why: str,
+) -> None:
+    """Stop the month `label` when rollup files among `files` lack one of `columns` (written
+    by an earlier release; `why` says what they lack), naming their days: not a DuckDB binder
+    error, nor figures short of what the columns carry."""
+    old = [path for (path,) in con.execute(
         "select file_name from parquet_schema($files) group by file_name "
         "having count(*) filter (list_contains($columns, name)) < len($columns) order by 1",
         {"files": files, "columns": list(columns)},
     ).fetchall()]  # fmt: skip
+    if old:
+        stop_on_old_rollups(label, old, why)
 
 
 def stop_on_old_rollups(label: str, paths: list[str], why: str) -> None:
