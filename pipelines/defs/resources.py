@@ -56,6 +56,7 @@ MACROS = (
     "macros/rate_applies",
     "macros/rate_precedence",
     "macros/series_key",
+    "macros/util_rank",
     "macros/sample_cover_ms",
     "macros/silence_floor_ms",
 )

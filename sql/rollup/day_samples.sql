@@ -10,13 +10,15 @@
 -- Rows name their file by file_id and their series (cluster, node, GPU) by series_id, the
 -- day's number for it: the day's sorts and joins on two integers take half the time they
 -- took on the names (the rollup joins the names back once per series).
--- util_rank: which utilisation metric a row carries (2 DCGM GR_ENGINE_ACTIVE, 1 any other,
--- 0 none: a memory- or power-only series). Where a GPU has rows of rank 2 in the day, its
--- rank-1 rows are superseded (DESIGN: GR_ENGINE_ACTIVE is preferred) and counted as folded
--- duplicates.
+-- util_rank: which utilisation metric a row carries (macro util_rank: 2 DCGM GR_ENGINE_ACTIVE,
+-- 1 any other, 0 none: a memory- or power-only series). Where a GPU has rows of rank 2 in the
+-- day, its rank-1 rows are superseded (DESIGN: GR_ENGINE_ACTIVE is preferred) and counted as
+-- folded duplicates.
 -- look_ahead rows (one per series of the day) carry only the timestamp of the series'
 -- first valid utilisation sample of the next UTC day, so that covered time reaches past
--- midnight exactly as if the days were one.
+-- midnight exactly as if the days were one. It is looked for in the next day's first hour
+-- first: reading the whole next day for it was a fifth of this statement's time at 10,000
+-- GPUs (0.73-0.81 against 0.58-0.61 s a chunk of 3.8 M samples).
 -- billing_month: $billing_month, or $next_billing_month from $next_billing_month_at on (a
 -- billing timezone other than UTC starts a month inside a UTC day).
 -- A chunk of the day: the rows whose node, as written, is in [$node_from, $node_until) (NULL:
@@ -40,11 +42,7 @@ with typed as not materialized (
         try_cast(s.util_pct as double) as util_pct,
         try_cast(s.mem_used_mib as double) as mem_used_mib,
         try_cast(s.power_w as double) as power_w,
-        case coalesce(s.util_metric, '')
-            when 'DCGM_FI_PROF_GR_ENGINE_ACTIVE' then 2
-            when 'none' then 0
-            else 1
-        end as util_rank,
+        util_rank(s.util_metric) as util_rank,
         s.parse_error as source_error,
         src.median_day,
         src.ts_from,
@@ -107,14 +105,55 @@ series as (
     )
 ),
 
+next_day_valid as not materialized (
+    select cluster, node, gpu_index, util_rank, ts
+    from checked
+    where ts >= $day_end::timestamp and ts < $day_end::timestamp + interval 1 day
+        and reject_reason is null and util_rank > 0
+),
+
+next_day_rank as (
+    -- the best metric a row of the next day can carry: the highest util_rank in the files
+    -- with samples that day (sample_file_spans.sql)
+    select coalesce(max(max_util_rank), 0) as util_rank
+    from sample_file_spans
+    where list_contains($files, path)
+        and first_ts < $day_end::timestamp + interval 1 day and last_ts >= $day_end::timestamp
+),
+
+early_firsts as (
+    -- per series, its best-ranked first valid sample in the next day's first hour
+    select cluster, node, gpu_index, arg_max(first_ts, util_rank) as ts, max(util_rank) as best
+    from (
+        select cluster, node, gpu_index, util_rank, min(ts) as first_ts
+        from next_day_valid
+        where ts < $day_end::timestamp + interval 1 hour
+        group by all
+    )
+    group by all
+),
+
+settled_firsts as (
+    -- final when no later row can outrank it
+    select cluster, node, gpu_index, ts
+    from early_firsts
+    where best >= (select util_rank from next_day_rank)
+),
+
 next_day_firsts as (
-    -- per series and metric rank, the first valid sample of the next day; the best rank wins
+    -- per series and metric rank, the first valid sample of the next day; the best rank wins.
+    -- Found in the next day's first hour for most series: the whole day is searched only for
+    -- the day's series not settled there (none, mostly: DuckDB then skips that read)
+    select * from settled_firsts
+    union all
     select cluster, node, gpu_index, arg_max(first_ts, util_rank) as ts
     from (
         select cluster, node, gpu_index, util_rank, min(ts) as first_ts
-        from checked
-        where ts >= $day_end::timestamp and ts < $day_end::timestamp + interval 1 day
-            and reject_reason is null and util_rank > 0
+        from next_day_valid
+        semi join (
+            select cluster, node, gpu_index from series
+            anti join settled_firsts using (cluster, node, gpu_index)
+        ) using (cluster, node, gpu_index)
         group by all
     )
     group by all

@@ -31,8 +31,10 @@
 -- written by that chunk.
 -- Reads the temporary tables ordered_samples and series_steps (each series' names and step).
 -- Parameters: $cluster, $idle_threshold_pct, $day_end.
-with distinct_samples as (
-    -- of equal timestamps the last read wins; the others are folded duplicates
+with distinct_samples as not materialized (
+    -- of equal timestamps the last read wins; the others are folded duplicates. Read twice
+    -- below: DuckDB would materialise it, which took a quarter of this statement's time
+    -- (0.27-0.29 against 0.20-0.21 s a chunk of 3.8 M samples at 10,000 GPUs)
     select * from ordered_samples
     where not look_ahead and (next_ts is null or next_ts > ts)
 ),

@@ -273,5 +273,6 @@ def test_days_rolled_up_two_at_once_equal_days_rolled_up_one_by_one(
 
 def _spans(paths: list[Path]) -> dict:
     from pipelines.defs.ingest.telemetry import sample_file_spans
+    from pipelines.defs.resources import prepare_connection
 
-    return sample_file_spans(duckdb.connect(), [str(path) for path in paths])
+    return sample_file_spans(prepare_connection(duckdb.connect()), [str(path) for path in paths])

@@ -253,7 +253,7 @@ def check_telemetry_export(root: Path, path: Path, catalog: Catalog) -> None:
     except LandingError as error:
         assert_one_line_naming(error, path)
         return
-    con = duckdb.connect()
+    con = prepare_connection(duckdb.connect())
     converted = con.execute(
         "select source_line, parse_error from read_parquet(?) order by source_line",
         [source["path"]],

@@ -29,7 +29,7 @@ def test_spans_give_first_and_last_readable_timestamp_and_the_unreadable_rows(tm
     nov1 = _samples(tmp_path / "a.parquet", ["2026-11-01 23:59:00", "2026-11-01 00:00:00"])
     broken = _samples(tmp_path / "b.parquet", ["not a time", None, "2026-11-03 10:00:00"])
     unreadable = _samples(tmp_path / "c.parquet", ["never"])
-    spans = sample_file_spans(duckdb.connect(), [nov1, broken, unreadable])
+    spans = sample_file_spans(prepare_connection(duckdb.connect()), [nov1, broken, unreadable])
     assert spans == {
         nov1: FileSpan(dt.datetime(2026, 11, 1), dt.datetime(2026, 11, 1, 23, 59), 0, 2),
         broken: FileSpan(dt.datetime(2026, 11, 3, 10), dt.datetime(2026, 11, 3, 10), 2, 1),
@@ -53,7 +53,7 @@ def test_a_files_span_is_found_once_and_again_when_the_file_is_written_anew(tmp_
     cache = tmp_path / "spans"
 
     def spans() -> tuple[dict, list]:
-        con = duckdb.connect()
+        con = prepare_connection(duckdb.connect())
         found = sample_file_spans(con, [nov1, broken], cache)
         return found, con.execute("select * from sample_file_spans order by path").fetchall()
 
@@ -110,7 +110,7 @@ def test_a_day_reads_its_files_the_next_days_files_and_the_files_it_owns(tmp_pat
     unreadable = _samples(tmp_path / "none.parquet", ["never"])
     schema = _samples(tmp_path / "schema.parquet", [])
     files = [oct31, nov1, nov2, nov3, week, unreadable, schema]
-    spans = sample_file_spans(duckdb.connect(), files)
+    spans = sample_file_spans(prepare_connection(duckdb.connect()), files)
 
     day = dt.date(2026, 11, 1)
     assert files_of_day(files, spans, day, []) == [nov1, nov2, week, schema]
@@ -301,7 +301,7 @@ def test_timestamps_far_from_the_files_median_day_are_unreadable_rows(tmp_path):
         "2030-03-17 00:00:00", "1969-12-31 23:00:00", "2100-01-01 00:00:00", "never",
     ])  # fmt: skip
     schema = _samples(tmp_path / "schema.parquet", [])
-    con = duckdb.connect()
+    con = prepare_connection(duckdb.connect())
     spans = sample_file_spans(con, [clock, schema])
     assert spans == {
         clock: FileSpan(dt.datetime(2025, 11, 3), dt.datetime(2027, 11, 3, 23, 59, 59), 6, 5)

@@ -439,6 +439,62 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
     ]
 
 
+def test_a_look_ahead_past_the_next_days_first_hour_or_of_a_better_metric_is_found(con, tmp_path):
+    # The look-ahead is looked for in the next day's first hour first (day_samples.sql). n1:
+    # ten samples 5 min apart to 23:55, then none until 01:30. n2: GPU_UTIL and
+    # GR_ENGINE_ACTIVE (preferred) at 23:58 and 23:59; the next day's GPU_UTIL row at 00:00:10
+    # is in the first hour, its first GR_ENGINE_ACTIVE one at 02:00
+    def write(name: str, node: str, metric: str | None, times: list[str]) -> str:
+        path = str(tmp_path / f"{name}.parquet")
+        values = ", ".join(f"(timestamp '{ts}', {line})" for line, ts in enumerate(times, 1))
+        metric_sql = "null::varchar" if metric is None else f"'{metric}'"
+        con.execute(
+            f"copy (select ts, '{node}' as node, 0 as gpu_index, 50.0 as util_pct, "
+            "null::double as mem_used_mib, null::double as power_w, "
+            f"{metric_sql} as util_metric, null::varchar as parse_error, source_line "
+            f"from (values {values}) as v(ts, source_line)) to '{path}'"
+        )
+        return path
+
+    files = [
+        write("a", "n1", None, [*every(300, "2026-11-02 23:10:00", 10), "2026-11-03 01:30:00"]),
+        write("engine", "n2", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+              ["2026-11-02 23:58:00", "2026-11-02 23:59:00", "2026-11-03 02:00:00"]),
+        write("util", "n2", "DCGM_FI_DEV_GPU_UTIL",
+              ["2026-11-02 23:58:00", "2026-11-02 23:59:00", "2026-11-03 00:00:10"]),
+    ]  # fmt: skip
+    con.execute(
+        "create table sample_sources as select path, file, 'c' as cluster, "
+        "(row_number() over (order by file) - 1)::integer as file_id, "
+        "'DCGM_FI_DEV_GPU_UTIL' as util_metric "
+        "from (select unnest($files) as path, parse_filename(path) as file)",
+        {"files": files},
+    )
+    given_declared_steps(con)
+    sample_file_spans(con, files)
+    con.execute(
+        "create table day_samples as " + _sql("rollup/day_samples"),
+        day_in_one_chunk({"files": files, "owned_files": [], "day_start": T(2026, 11, 2),
+         "day_end": T(2026, 11, 3), "billing_month": NOV["billing_month"],
+         "next_billing_month": dt.date(2026, 12, 1), "next_billing_month_at": NOV["month_end"]}),
+    )  # fmt: skip
+    assert con.execute(
+        "select n.node, d.ts from day_samples as d join (select distinct series_id, node "
+        "from day_samples where not look_ahead) as n using (series_id) where d.look_ahead "
+        "order by n.node"
+    ).fetchall() == [("n1", T(2026, 11, 3, 1, 30)), ("n2", T(2026, 11, 3, 2))]
+    given_ordered_samples(con, 5.0)
+    rows = rollup_rows(con, 5.0, T(2026, 11, 3)).fetchall()
+    # n1's tenth spacing (to 01:30) gives it a step of its own, the median 5 min (without the
+    # look-ahead, nine spacings: the 60 s of a cluster without one), which n2 takes as the
+    # cluster's; n2's last sample covers the step, not the 70 s to the GPU_UTIL row
+    assert sorted((r[1], r[3].time().isoformat(), r[7], r[8]) for r in rows) == [
+        *(("n1", ts[11:], 300_000, 300_000) for ts in every(300, "2026-11-02 23:10:00", 10)),
+        ("n2", "23:58:00", 60_000, 300_000),
+        ("n2", "23:59:00", 300_000, 300_000),
+    ]
+
+
 def sample_values(series: dict[tuple[str, str], list[str]]) -> str:
     """given_day_samples values (GPU 0, 50 %, a file per cluster) of each `(cluster, node)`'s
     timestamps."""

@@ -285,7 +285,7 @@ def sample_file_spans(
 SPANS_SCHEMA = pa.schema([
     ("path", pa.string()), ("first_ts", pa.timestamp("us")), ("last_ts", pa.timestamp("us")),
     ("plausible_rows", pa.int64()), ("unreadable_rows", pa.int64()),
-    ("median_day", pa.date32()), ("ts_from", pa.timestamp("us")),
+    ("max_util_rank", pa.int32()), ("median_day", pa.date32()), ("ts_from", pa.timestamp("us")),
     ("ts_until", pa.timestamp("us")),
 ])  # fmt: skip
 
