@@ -3,8 +3,8 @@
 -- metric), 0 none (a memory- or power-only series). Of a GPU's rows of a day, those of a lower
 -- rank than its best are superseded (sql/rollup/day_samples.sql).
 create or replace temp macro util_rank(util_metric) as
-    case coalesce(util_metric, '')
-        when 'DCGM_FI_PROF_GR_ENGINE_ACTIVE' then 2
-        when 'none' then 0
-        else 1
-    end
+case coalesce(util_metric, '')
+    when 'DCGM_FI_PROF_GR_ENGINE_ACTIVE' then 2
+    when 'none' then 0
+    else 1
+end
