@@ -327,6 +327,18 @@ def day_in_one_chunk(params: dict) -> dict:
     return {**params, "node_from": None, "node_until": None, "series_before": 0}
 
 
+def given_nov2_day_samples(con, files: list[str]) -> None:
+    """day_samples of 2 November (UTC, a November day) read from `files` in one chunk, after
+    their spans (the files' windows of timestamps)."""
+    sample_file_spans(con, files)
+    con.execute(
+        "create table day_samples as " + _sql("rollup/day_samples"),
+        day_in_one_chunk({"files": files, "owned_files": [], "day_start": T(2026, 11, 2),
+         "day_end": T(2026, 11, 3), "billing_month": NOV["billing_month"],
+         "next_billing_month": dt.date(2026, 12, 1), "next_billing_month_at": NOV["month_end"]}),
+    )  # fmt: skip
+
+
 def day_file_counts(con) -> list[tuple]:
     """day_sample_file_counts of a day in one chunk: its parts, summed."""
     create_table(con, "sample_count_parts", "rollup/sample_count_parts")
@@ -471,13 +483,7 @@ def test_a_look_ahead_past_the_next_days_first_hour_or_of_a_better_metric_is_fou
         {"files": files},
     )
     given_declared_steps(con)
-    sample_file_spans(con, files)
-    con.execute(
-        "create table day_samples as " + _sql("rollup/day_samples"),
-        day_in_one_chunk({"files": files, "owned_files": [], "day_start": T(2026, 11, 2),
-         "day_end": T(2026, 11, 3), "billing_month": NOV["billing_month"],
-         "next_billing_month": dt.date(2026, 12, 1), "next_billing_month_at": NOV["month_end"]}),
-    )  # fmt: skip
+    given_nov2_day_samples(con, files)
     assert con.execute(
         "select n.node, d.ts from day_samples as d join (select distinct series_id, node "
         "from day_samples where not look_ahead) as n using (series_id) where d.look_ahead "
@@ -1109,14 +1115,7 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
         [str(tmp_path)],
     )
     given_declared_steps(con)
-    files = [str(tmp_path / f"{n}.parquet") for n in ("util", "engine", "fb")]
-    sample_file_spans(con, files)  # the files' windows of timestamps
-    con.execute(
-        "create table day_samples as " + _sql("rollup/day_samples"),
-        day_in_one_chunk({"files": files, "owned_files": [], "day_start": T(2026, 11, 2),
-         "day_end": T(2026, 11, 3), "billing_month": NOV["billing_month"],
-         "next_billing_month": dt.date(2026, 12, 1), "next_billing_month_at": NOV["month_end"]}),
-    )  # fmt: skip
+    given_nov2_day_samples(con, [str(tmp_path / f"{n}.parquet") for n in ("util", "engine", "fb")])
     given_ordered_samples(con, 5.0)
     rows = con.execute(
         "select ts::time, util_pct, mem_used_mib, file from ordered_samples "
