@@ -328,8 +328,8 @@ def day_in_one_chunk(params: dict) -> dict:
 
 
 def given_nov2_day_samples(con, files: list[str]) -> None:
-    """day_samples of 2 November (UTC, a November day) read from `files` in one chunk, after
-    their spans (the files' windows of timestamps)."""
+    """day_samples of 2 November (UTC) read from `files` in one chunk, after their spans (the
+    files' windows of timestamps)."""
     sample_file_spans(con, files)
     con.execute(
         "create table day_samples as " + _sql("rollup/day_samples"),
@@ -455,7 +455,8 @@ def test_a_look_ahead_past_the_next_days_first_hour_or_of_a_better_metric_is_fou
     # The look-ahead is looked for in the next day's first hour first (day_samples.sql). n1:
     # ten samples 5 min apart to 23:55, then none until 01:30. n2: GPU_UTIL and
     # GR_ENGINE_ACTIVE (preferred) at 23:58 and 23:59; the next day's GPU_UTIL row at 00:00:10
-    # is in the first hour, its first GR_ENGINE_ACTIVE one at 02:00
+    # is in the first hour, its first GR_ENGINE_ACTIVE one at 02:00. n3: as n2, but its next
+    # GR_ENGINE_ACTIVE row comes at 00:00:30, in the first hour too
     def write(name: str, node: str, metric: str | None, times: list[str]) -> str:
         path = str(tmp_path / f"{name}.parquet")
         values = ", ".join(f"(timestamp '{ts}', {line})" for line, ts in enumerate(times, 1))
@@ -474,6 +475,10 @@ def test_a_look_ahead_past_the_next_days_first_hour_or_of_a_better_metric_is_fou
               ["2026-11-02 23:58:00", "2026-11-02 23:59:00", "2026-11-03 02:00:00"]),
         write("util", "n2", "DCGM_FI_DEV_GPU_UTIL",
               ["2026-11-02 23:58:00", "2026-11-02 23:59:00", "2026-11-03 00:00:10"]),
+        write("engine3", "n3", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+              ["2026-11-02 23:58:00", "2026-11-02 23:59:00", "2026-11-03 00:00:30"]),
+        write("util3", "n3", "DCGM_FI_DEV_GPU_UTIL",
+              ["2026-11-02 23:58:00", "2026-11-02 23:59:00", "2026-11-03 00:00:10"]),
     ]  # fmt: skip
     con.execute(
         "create table sample_sources as select path, file, 'c' as cluster, "
@@ -488,16 +493,21 @@ def test_a_look_ahead_past_the_next_days_first_hour_or_of_a_better_metric_is_fou
         "select n.node, d.ts from day_samples as d join (select distinct series_id, node "
         "from day_samples where not look_ahead) as n using (series_id) where d.look_ahead "
         "order by n.node"
-    ).fetchall() == [("n1", T(2026, 11, 3, 1, 30)), ("n2", T(2026, 11, 3, 2))]
+    ).fetchall() == [
+        ("n1", T(2026, 11, 3, 1, 30)), ("n2", T(2026, 11, 3, 2)), ("n3", T(2026, 11, 3, 0, 0, 30))
+    ]  # fmt: skip
     given_ordered_samples(con, 5.0)
     rows = rollup_rows(con, 5.0, T(2026, 11, 3)).fetchall()
     # n1's tenth spacing (to 01:30) gives it a step of its own, the median 5 min (without the
     # look-ahead, nine spacings: the 60 s of a cluster without one), which n2 takes as the
-    # cluster's; n2's last sample covers the step, not the 70 s to the GPU_UTIL row
+    # cluster's, as n3 does; n2's last sample covers the step, not the 70 s to the GPU_UTIL
+    # row, and n3's the 90 s to its GR_ENGINE_ACTIVE one
     assert sorted((r[1], r[3].time().isoformat(), r[7], r[8]) for r in rows) == [
         *(("n1", ts[11:], 300_000, 300_000) for ts in every(300, "2026-11-02 23:10:00", 10)),
         ("n2", "23:58:00", 60_000, 300_000),
         ("n2", "23:59:00", 300_000, 300_000),
+        ("n3", "23:58:00", 60_000, 300_000),
+        ("n3", "23:59:00", 90_000, 300_000),
     ]
 
 
