@@ -57,6 +57,7 @@ MACROS = (
     "macros/rate_precedence",
     "macros/series_key",
     "macros/util_rank",
+    "macros/unix_ms",
     "macros/sample_cover_ms",
     "macros/silence_floor_ms",
 )

@@ -25,7 +25,7 @@ with per_file as (
         count(*) as samples,
         sum(sample_cover_ms(o.ts, o.next_ts, s.step_ms)) as cover_ms,
         min(o.ts) as first_ts,
-        max(epoch_ms(o.ts) + sample_cover_ms(o.ts, o.next_ts, s.step_ms)) as covered_until_ms
+        max(unix_ms(o.ts) + sample_cover_ms(o.ts, o.next_ts, s.step_ms)) as covered_until_ms
     from ordered_samples as o
     join series_steps as s using (series_id)
     where not o.look_ahead and (o.next_ts is null or o.next_ts > o.ts) and s.step_ms is not null

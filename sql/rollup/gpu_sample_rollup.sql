@@ -64,7 +64,7 @@ latest_busy as (
 idle_runs as (
     select
         *,
-        coalesce(epoch_ms(last_busy_ts) - epoch_ms(date_trunc('day', ts)) + 1, 0) as idle_run
+        coalesce(unix_ms(last_busy_ts) - unix_ms(date_trunc('day', ts)) + 1, 0) as idle_run
     from latest_busy
 ),
 
@@ -82,7 +82,7 @@ final as (
         -- sample's cover is its step, or less when the next sample comes sooner)
         case
             when s.next_ts < $day_end::timestamp
-                and epoch_ms(s.next_ts) - epoch_ms(s.ts) - st.step_ms >= silence_floor_ms()
+                and unix_ms(s.next_ts) - unix_ms(s.ts) - st.step_ms >= silence_floor_ms()
                 then s.next_ts
         end as silent_until
     from idle_runs as s

@@ -33,7 +33,7 @@ own_steps as (
     select
         series_id,
         count(next_ts) as spacings,
-        percentile_disc(0.5) within group (order by epoch_ms(next_ts) - epoch_ms(ts))
+        percentile_disc(0.5) within group (order by unix_ms(next_ts) - unix_ms(ts))
             as own_step_ms
     from distinct_samples
     group by all

@@ -371,6 +371,24 @@ def test_sample_rollup_folds_duplicates_and_clips_cover(con):
     ]
 
 
+def test_unix_ms_rounds_sub_milliseconds_as_epoch_ms_does(con):
+    # the rollup's covers, steps and idle-run labels take unix_ms of each sample (epoch_ms
+    # costs twice as much); a clock of microseconds must give the milliseconds it gave before
+    rows = con.execute(
+        "select unix_ms(t), epoch_ms(t) from (values "
+        "(timestamp '1970-01-01 00:00:00'), (timestamp '2026-11-02 00:00:00.0004'), "
+        "(timestamp '2026-11-02 00:00:00.0005'), (timestamp '2026-11-02 00:00:00.0009'), "
+        "(timestamp '2099-12-31 23:59:59.9995')) as v(t)"
+    ).fetchall()
+    assert rows == [
+        (0, 0),
+        (1_793_577_600_000, 1_793_577_600_000),
+        (1_793_577_600_001, 1_793_577_600_001),
+        (1_793_577_600_001, 1_793_577_600_001),
+        (4_102_444_800_000, 4_102_444_800_000),
+    ]
+
+
 def test_a_busy_folded_duplicate_does_not_break_an_idle_run(con):
     # n1 at 00:01 was read twice: busy in a.parquet, idle in b.parquet (the last read, which
     # wins). The idle run 00:00-00:02 is unbroken, as if the busy reading had never come.
