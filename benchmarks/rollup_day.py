@@ -20,6 +20,7 @@ import argparse
 import datetime as dt
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,12 +54,15 @@ def main() -> None:
     # every 5 ms: a statement of the 1,000-GPU day takes 0.05-0.3 s
     rss = run.RssSampler(interval_s=0.005)
     timed: list[tuple[str, float, int]] = []
-    running: list[str] = []  # the timed steps running: a step inside another is not listed
+    # the timed steps running, a thread's own (a day's chunk files are written on a thread of
+    # their own): a step inside another is not listed
+    threads = threading.local()
 
     def timing(step, name_at: int):
         """`step` timed, named by its argument `name_at` (the SQL file)."""
 
         def timed_step(con, *step_args, **kwargs):
+            running = threads.__dict__.setdefault("running", [])
             running.append(step_args[name_at])
             began = time.time()
             try:

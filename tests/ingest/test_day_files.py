@@ -383,11 +383,11 @@ def test_a_failed_day_stops_the_rollup_before_the_next_day_starts(
     days_started, days_reported = [], []
     roll_up_day = telemetry._roll_up_day
 
-    def failing_day(con, telemetry_dir, day, *rest):
+    def failing_day(con, telemetry_dir, day, *rest, **options):
         days_started.append(day)
         if day == days[failing]:
             raise RuntimeError("disk full")
-        return roll_up_day(con, telemetry_dir, day, *rest)
+        return roll_up_day(con, telemetry_dir, day, *rest, **options)
 
     monkeypatch.setattr(telemetry, "_roll_up_day", failing_day)
     chargeback = resource_for(tmp_path)

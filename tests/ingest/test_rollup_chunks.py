@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import threading
 from pathlib import Path
 
 import duckdb
@@ -149,6 +150,71 @@ def test_a_day_in_chunks_writes_what_it_writes_in_one(tmp_path, monkeypatch):
         "on r.series_key = series_key(s.cluster, s.node, s.gpu_index) order by all limit 1"
     )
     assert prepare_connection(duckdb.connect()).sql(series).fetchall() == [("n05", 0, 60_000)]
+
+
+def threads_of_steps(monkeypatch) -> dict[str, set[str]]:
+    """The threads that read chunks (the day_samples statement) and that write their files
+    (the samples COPY), recorded as the rollup runs."""
+    threads: dict[str, set[str]] = {"read": set(), "write": set()}
+    create_table, copy = telemetry.create_table, telemetry._copy
+
+    def recorded_create_table(con, table, name, *args, **kwargs):
+        if name == "rollup/day_samples":
+            threads["read"].add(threading.current_thread().name)
+        return create_table(con, table, name, *args, **kwargs)
+
+    def recorded_copy(con, name, *args):
+        if name == "rollup/gpu_sample_rollup":
+            threads["write"].add(threading.current_thread().name)
+        return copy(con, name, *args)
+
+    monkeypatch.setattr(telemetry, "create_table", recorded_create_table)
+    monkeypatch.setattr(telemetry, "_copy", recorded_copy)
+    return threads
+
+
+def test_a_day_alone_writes_a_chunk_while_it_reads_the_next(tmp_path, monkeypatch):
+    # a day rolled up alone writes each chunk's files on a thread of its own (ChunkWriter);
+    # days rolled up at once each write theirs on their own thread (the demo test above
+    # checks their rows)
+    messy_site(tmp_path)
+    threads = threads_of_steps(monkeypatch)
+    rolled_up(tmp_path, 500, monkeypatch)
+    assert len(threads["read"]) == len(threads["write"]) == 1
+    assert threads["read"] != threads["write"]
+    second_day = tmp_path / "landing/telemetry/c1/c.parquet"
+    _write(second_day, [(MIDNIGHT + dt.timedelta(days=1, hours=h), "n01", 0, 50.0, None)
+                        for h in range(2, 12)])  # fmt: skip
+    threads = threads_of_steps(monkeypatch)
+    chargeback = resource_for(tmp_path)
+    telemetry.roll_up_days(
+        chargeback, load_catalog(catalog_dir(tmp_path)), [DAY, DAY + dt.timedelta(days=1)]
+    )
+    assert len(threads["read"]) == 2
+    assert threads["write"] == threads["read"]
+
+
+def test_a_chunk_that_fails_to_write_fails_the_day_and_leaves_nothing(tmp_path, monkeypatch):
+    messy_site(tmp_path)
+    chargeback = resource_for(tmp_path)
+    monkeypatch.setattr(telemetry, "CHUNK_SAMPLES", 500)
+    copy = telemetry._copy
+
+    def failing_copy(con, name, params, target):
+        if target.name == "hours_2_0.parquet":
+            raise duckdb.IOException("disk full")
+        return copy(con, name, params, target)
+
+    monkeypatch.setattr(telemetry, "_copy", failing_copy)
+    with pytest.raises(duckdb.IOException, match="disk full"):
+        telemetry.roll_up_days(chargeback, load_catalog(catalog_dir(tmp_path)), [DAY])
+    folder = chargeback.telemetry_dir
+    assert not list(folder.glob("cluster=*")) and not list(folder.glob("quality"))
+    assert not list((folder / ".staging").iterdir())
+    # a run after it rolls the day up whole
+    monkeypatch.setattr(telemetry, "_copy", copy)
+    counts = telemetry.roll_up_days(chargeback, load_catalog(catalog_dir(tmp_path)), [DAY])
+    assert counts == {"2026-11-02": {"samples": 2944, "rejected": 5, "files": 2}}
 
 
 def test_a_day_with_a_node_name_in_white_space_is_one_chunk(tmp_path, monkeypatch):

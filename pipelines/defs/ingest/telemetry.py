@@ -13,7 +13,8 @@ A sample names its series by series_key (sql/macros/series_key.sql) only: the se
 the names, the hours file the day's idle threshold.
 
 A large day is rolled up in chunks of nodes, one after the other (`node_chunks`), so that each
-fits DuckDB's memory; most days are one chunk.
+fits DuckDB's memory; most days are one chunk. A day rolled up alone writes a chunk's files
+while it reads the next (`ChunkWriter`).
 
 A day is written to a staging folder and moved into place once complete, so a failed day leaves
 the previous output; its quality folder moves last and marks the day as rolled up. The monthly
@@ -39,7 +40,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,8 +142,9 @@ def roll_up_days(
             owned = sorted(path for path, owner in owners.items() if owner == day)
             day_files = files_of_day(files, spans, day, owned)
             counts = _roll_up_day(
-                local.con, telemetry_dir, day, day_files, owned, catalog, estimated[day]
-            )
+                local.con, telemetry_dir, day, day_files, owned, catalog, estimated[day],
+                overlap_writes=at_once == 1,
+            )  # fmt: skip
             return counts, time.perf_counter() - started
 
         try:
@@ -176,7 +178,9 @@ def roll_up_days(
 # idle at times (its rows come from one or two row groups of a file, which one thread scans),
 # and each day holds one chunk at a time: four 10,000-GPU days took 28.0-31.0 s a day one by
 # one, 24.6-25.2 s two at once, at 1.2-1.3 and 1.7-1.8 GiB peak RSS (two runs of
-# benchmarks/rollup_day.py --days 4 --at-once 1, then 2). Days between run one at a time: eight
+# benchmarks/rollup_day.py --days 4 --at-once 1, then 2). Since a day alone writes a chunk
+# while it reads the next (ChunkWriter), one by one took 21.8 s a day at 1.47 GiB, two at once
+# 21.1 s at 1.86 GiB (one pair of the same runs). Days between run one at a time: eight
 # 1.44 M-sample days of the bench month two at once gained 2-9 % (three pairs) for 610-630 ->
 # 860-950 MiB, near the bench's 1 GiB target. Days at once share the scratch database's
 # memory limit.
@@ -383,13 +387,18 @@ def _roll_up_day(
     owned_files: list[str],
     catalog: Catalog,
     estimated_samples: float,
+    *,
+    overlap_writes: bool = False,
 ) -> dict[str, int]:
     """Roll up one UTC day chunk by chunk (node_chunks) into a staging folder, then publish it.
 
     Each chunk's samples go to `samples_<chunk>_0.parquet` (and its sums per series-hour to
     `hours_<chunk>_0.parquet`); the day's quality files gather every chunk's rows. A series
     whose step waits for the day's cluster step (sql/rollup/series_steps.sql) is carried into
-    the next chunk, and the last chunk writes it."""
+    the next chunk, and the last chunk writes it.
+
+    `overlap_writes`: a chunk's files are written on a cursor and thread of their own while
+    `con` reads the next chunk (ChunkWriter), for a day rolled up alone."""
     settings = catalog.settings
     day_start = dt.datetime.combine(day, dt.time())
     month = BillingMonth.containing(day_start, settings.billing_timezone)
@@ -409,10 +418,10 @@ def _roll_up_day(
     staging = telemetry_dir / ".staging" / name
     staging.parent.mkdir(parents=True, exist_ok=True)
     # the day's tables that every chunk adds to
-    day_tables = [
-        "prior_own_steps", "sample_count_parts", "day_sample_rejects", "day_sample_series"
-    ]  # fmt: skip
+    day_tables = ["prior_own_steps", "sample_count_parts", "day_sample_rejects"]
     con.execute("create or replace temp table prior_own_steps (cluster varchar, own_step_ms int8)")
+    overlap = overlap_writes and len(chunks) > 1
+    writer = ChunkWriter(con, staging, f"day_{uuid.uuid4().hex[:8]}", overlap)
     try:
         counts = {"samples": 0}
         series_before = 0
@@ -424,11 +433,13 @@ def _roll_up_day(
                 "series_before": series_before,
                 "last_chunk": number == len(chunks) - 1,
             }
-            counts["samples"] += _roll_up_chunk(con, chunk, staging, number)
+            _read_chunk(con, chunk, writer.tables_of(number), number == 0)
             [(series_before,)] = con.execute(
                 "select coalesce(max(series_id), $before) from series_steps",
                 {"before": series_before},
             ).fetchall()
+            writer.write(chunk, number)
+        counts["samples"] = writer.finish()
         quality = staging / "quality" / f"day={day.isoformat()}"
         quality.mkdir(parents=True, exist_ok=True)
         counts["rejected"] = _write_table(
@@ -438,35 +449,36 @@ def _roll_up_day(
         counts["files"] = _copy(
             con, "rollup/day_sample_file_counts", params, quality / "sample_file_counts.parquet"
         )
-        _write_table(
-            con, "day_sample_series", "billing_month, cluster, node, gpu_index, util_metric",
-            quality / "sample_series.parquet",
-        )  # fmt: skip
+        writer.write_series(quality / "sample_series.parquet")
         checkpoint("rollup_day_written")
         _publish(staging, telemetry_dir, day)
     finally:
+        writer.close()
         shutil.rmtree(staging, ignore_errors=True)
-        chunk_tables = ["day_samples", "ordered_samples", "series_steps", "carried_samples"]
-        for table in [*chunk_tables, *day_tables]:
+        for table in [*CHUNK_TABLES, "carried_samples", *day_tables]:
             con.execute(f"drop table if exists {table}")
     return counts
 
 
-def _roll_up_chunk(
-    con: duckdb.DuckDBPyConnection, chunk: dict[str, Any], staging: Path, number: int
-) -> int:
-    """Roll up chunk `number` of a day (`chunk`: the day's parameters and the chunk's) into
-    `staging`; add its quality rows and parts to the day's tables (created by the first
-    chunk). Returns the samples written."""
-    first = number == 0
-    create_table(con, "day_samples", "rollup/day_samples", chunk, temporary=True)
+# A chunk's tables, which its files are written from (ChunkWriter)
+CHUNK_TABLES = ["day_samples", "ordered_samples", "series_steps"]
+
+
+def _read_chunk(
+    con: duckdb.DuckDBPyConnection, chunk: dict[str, Any], temporary: bool, first: bool
+) -> None:
+    """Read a chunk of a day (`chunk`: the day's parameters and the chunk's) into its tables
+    ordered_samples and series_steps (`temporary` or not: ChunkWriter.tables_of); add its
+    quality rows and own steps to the day's tables (created by the `first` chunk) and keep the
+    rows of its series that wait for the day's cluster step for the next chunk."""
+    create_table(con, "day_samples", "rollup/day_samples", chunk, temporary=temporary)
     if not first:
         con.execute(
             "insert into day_samples by name "
             "select * replace (true as carried) from carried_samples"
         )
-    create_table(con, "ordered_samples", "rollup/ordered_samples", chunk, temporary=True)
-    create_table(con, "series_steps", "rollup/series_steps", chunk, temporary=True)
+    create_table(con, "ordered_samples", "rollup/ordered_samples", chunk, temporary=temporary)
+    create_table(con, "series_steps", "rollup/series_steps", chunk, temporary=temporary)
     _add_rows(con, "sample_count_parts", "rollup/sample_count_parts", chunk, first)
     _add_rows(con, "day_sample_rejects", "rollup/day_sample_rejects", chunk, first)
     con.execute(
@@ -479,18 +491,107 @@ def _roll_up_chunk(
         "semi join (select series_id from series_steps where step_ms is null) using (series_id)"
     )
     con.execute("drop table day_samples")
-    samples = 0
-    day = f"day={chunk['day_start'].date().isoformat()}"
-    for cluster in _written_clusters(con):
-        folder = staging / f"cluster={quote(cluster, safe='')}" / day
-        folder.mkdir(parents=True, exist_ok=True)
-        written = folder / f"samples_{number}_0.parquet"
-        samples += _copy(con, "rollup/gpu_sample_rollup", {**chunk, "cluster": cluster}, written)
-        hours = written.with_name(f"hours_{number}_0.parquet")
-        _copy(con, "rollup/gpu_sample_hours", {**chunk, "samples_file": str(written)}, hours)
-    _add_rows(con, "day_sample_series", "rollup/day_sample_series", chunk, first)
-    con.execute("drop table ordered_samples")
-    return samples
+
+
+class ChunkWriter:
+    """Writes each chunk's files (its samples and hours per cluster) and adds its series to the
+    day's series (the table day_sample_series, which write_series writes), from the chunk's
+    tables ordered_samples and series_steps, one chunk after the other.
+
+    Without `overlap`, on `con`, after each chunk is read, from its temporary tables. With it,
+    on a cursor and thread of its own while `con` reads the next chunk: a day's chunks one
+    after the other left the second core idle at times (a chunk's rows come from a row group
+    or two of a file, which one thread scans), and writing is a third of a chunk's time. A
+    10,000-GPU day went 22.7-23.4 -> 20.8-21.4 s, 172 -> 187 % CPU, 1.24 -> 1.47 GiB peak RSS
+    (benchmarks/rollup_day.py, alternating runs). Each chunk's tables are then in a schema of
+    its own, which both cursors read (temporary tables are a cursor's own), dropped once its
+    files are written."""
+
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, staging: Path, name: str, overlap: bool
+    ) -> None:
+        # name: the day's, unique in the database; its chunks' schemas are <name>_<chunk>
+        self.con, self.staging, self.name = con, staging, name
+        self.cursor = prepare_connection(con.cursor()) if overlap else con
+        self.pool = ThreadPoolExecutor(max_workers=1) if overlap else None
+        self.pending: Future[int] | None = None
+        self.samples = 0
+        self.schemas: list[str] = []
+
+    def tables_of(self, number: int) -> bool:
+        """Make `con` create chunk `number`'s tables where the writer reads them; returns
+        whether they are temporary."""
+        if self.pool is None:
+            return True
+        schema = self._schema(number)
+        self.con.execute(f"create schema {schema}")
+        self.schemas.append(schema)
+        self.con.execute(f"set search_path = '{schema},main'")
+        return False
+
+    def write(self, chunk: dict[str, Any], number: int) -> None:
+        """Write chunk `number` (read last by `con`): now, or on the writer's thread once the
+        chunk before it is written."""
+        if self.pool is None:
+            self.samples += self._write(chunk, number)
+            return
+        self._wait()
+        self.pending = self.pool.submit(self._write, chunk, number, self._schema(number))
+
+    def finish(self) -> int:
+        """Wait for the last chunk's files; returns the samples written."""
+        self._wait()
+        return self.samples
+
+    def write_series(self, target: Path) -> None:
+        """Write the day's series, every chunk's, to Parquet at `target`."""
+        _write_table(
+            self.cursor, "day_sample_series",
+            "billing_month, cluster, node, gpu_index, util_metric", target,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        """Wait for a write still running (a failed day), drop what the chunks left."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            for schema in self.schemas:
+                self.cursor.execute(f"drop schema if exists {schema} cascade")
+            self.con.execute("reset search_path")
+        self.cursor.execute("drop table if exists day_sample_series")
+        if self.cursor is not self.con:
+            self.cursor.close()
+
+    def _schema(self, number: int) -> str:
+        return f"{self.name}_{number}"
+
+    def _wait(self) -> None:
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            self.samples += pending.result()
+
+    def _write(self, chunk: dict[str, Any], number: int, schema: str | None = None) -> int:
+        con = self.cursor
+        if schema is not None:
+            con.execute(f"set search_path = '{schema},main'")
+        samples = 0
+        day = f"day={chunk['day_start'].date().isoformat()}"
+        for cluster in _written_clusters(con):
+            folder = self.staging / f"cluster={quote(cluster, safe='')}" / day
+            folder.mkdir(parents=True, exist_ok=True)
+            written = folder / f"samples_{number}_0.parquet"
+            samples += _copy(
+                con, "rollup/gpu_sample_rollup", {**chunk, "cluster": cluster}, written
+            )
+            hours = written.with_name(f"hours_{number}_0.parquet")
+            _copy(con, "rollup/gpu_sample_hours", {**chunk, "samples_file": str(written)}, hours)
+        _add_rows(con, "day_sample_series", "rollup/day_sample_series", chunk, number == 0)
+        if schema is None:
+            con.execute("drop table ordered_samples")
+        else:
+            con.execute(f"drop schema {schema} cascade")
+            con.execute("reset search_path")
+            self.schemas.remove(schema)
+        return samples
 
 
 def _written_clusters(con: duckdb.DuckDBPyConnection) -> list[str]:
