@@ -194,18 +194,30 @@ def test_a_day_alone_writes_a_chunk_while_it_reads_the_next(tmp_path, monkeypatc
     assert threads["write"] == threads["read"]
 
 
-def test_a_chunk_that_fails_to_write_fails_the_day_and_leaves_nothing(tmp_path, monkeypatch):
+@pytest.mark.parametrize("failing", ["writing chunk 2", "reading chunk 3"])
+def test_a_chunk_that_fails_fails_the_day_and_leaves_nothing(tmp_path, monkeypatch, failing):
+    # the writer's thread writes chunk 2 while the day's cursor reads chunk 3: a failure on
+    # either side fails the day once the other is done, and nothing of the day is published
     messy_site(tmp_path)
     chargeback = resource_for(tmp_path)
     monkeypatch.setattr(telemetry, "CHUNK_SAMPLES", 500)
-    copy = telemetry._copy
+    copy, create_table = telemetry._copy, telemetry.create_table
+    chunks_read = []
 
     def failing_copy(con, name, params, target):
-        if target.name == "hours_2_0.parquet":
+        if failing == "writing chunk 2" and target.name == "hours_2_0.parquet":
             raise duckdb.IOException("disk full")
         return copy(con, name, params, target)
 
+    def failing_create_table(con, table, name, *args, **kwargs):
+        if name == "rollup/day_samples":
+            chunks_read.append(table)
+            if failing == "reading chunk 3" and len(chunks_read) == 4:
+                raise duckdb.IOException("disk full")
+        return create_table(con, table, name, *args, **kwargs)
+
     monkeypatch.setattr(telemetry, "_copy", failing_copy)
+    monkeypatch.setattr(telemetry, "create_table", failing_create_table)
     with pytest.raises(duckdb.IOException, match="disk full"):
         telemetry.roll_up_days(chargeback, load_catalog(catalog_dir(tmp_path)), [DAY])
     folder = chargeback.telemetry_dir
@@ -213,6 +225,7 @@ def test_a_chunk_that_fails_to_write_fails_the_day_and_leaves_nothing(tmp_path, 
     assert not list((folder / ".staging").iterdir())
     # a run after it rolls the day up whole
     monkeypatch.setattr(telemetry, "_copy", copy)
+    monkeypatch.setattr(telemetry, "create_table", create_table)
     counts = telemetry.roll_up_days(chargeback, load_catalog(catalog_dir(tmp_path)), [DAY])
     assert counts == {"2026-11-02": {"samples": 2944, "rejected": 5, "files": 2}}
 
