@@ -179,8 +179,8 @@ def roll_up_days(
 # and each day holds one chunk at a time: four 10,000-GPU days took 28.0-31.0 s a day one by
 # one, 24.6-25.2 s two at once, at 1.2-1.3 and 1.7-1.8 GiB peak RSS (two runs of
 # benchmarks/rollup_day.py --days 4 --at-once 1, then 2). Since a day alone writes a chunk
-# while it reads the next (ChunkWriter), one by one took 21.8 s a day at 1.47 GiB, two at once
-# 21.1 s at 1.86 GiB (one pair of the same runs). Days between run one at a time: eight
+# while it reads the next (ChunkWriter), one by one took 21.8 s a day at 1,468 MiB, two at
+# once 21.1 s at 1,858 MiB (one pair of the same runs). Days between run one at a time: eight
 # 1.44 M-sample days of the bench month two at once gained 2-9 % (three pairs) for 610-630 ->
 # 860-950 MiB, near the bench's 1 GiB target. Days at once share the scratch database's
 # memory limit.
@@ -455,13 +455,10 @@ def _roll_up_day(
     finally:
         writer.close()
         shutil.rmtree(staging, ignore_errors=True)
-        for table in [*CHUNK_TABLES, "carried_samples", *day_tables]:
+        chunk_tables = ["day_samples", "ordered_samples", "series_steps", "carried_samples"]
+        for table in [*chunk_tables, *day_tables]:
             con.execute(f"drop table if exists {table}")
     return counts
-
-
-# A chunk's tables, which its files are written from (ChunkWriter)
-CHUNK_TABLES = ["day_samples", "ordered_samples", "series_steps"]
 
 
 def _read_chunk(
@@ -502,10 +499,10 @@ class ChunkWriter:
     on a cursor and thread of its own while `con` reads the next chunk: a day's chunks one
     after the other left the second core idle at times (a chunk's rows come from a row group
     or two of a file, which one thread scans), and writing is a third of a chunk's time. A
-    10,000-GPU day went 22.7-23.4 -> 20.8-21.4 s, 172 -> 187 % CPU, 1.24 -> 1.47 GiB peak RSS
-    (benchmarks/rollup_day.py, alternating runs). Each chunk's tables are then in a schema of
-    its own, which both cursors read (temporary tables are a cursor's own), dropped once its
-    files are written."""
+    10,000-GPU day went 22.7-23.4 -> 20.8-21.4 s, 172-173 -> 186-187 % CPU, 1,210-1,244 ->
+    1,407-1,465 MiB peak RSS (benchmarks/rollup_day.py, alternating runs). Each chunk's tables
+    are then in a schema of its own, which both cursors read (temporary tables are a cursor's
+    own), dropped once its files are written."""
 
     def __init__(
         self, con: duckdb.DuckDBPyConnection, staging: Path, name: str, overlap: bool
@@ -516,7 +513,7 @@ class ChunkWriter:
         self.pool = ThreadPoolExecutor(max_workers=1) if overlap else None
         self.pending: Future[int] | None = None
         self.samples = 0
-        self.schemas: list[str] = []
+        self.schemas: list[str] = []  # created on `con`; each dropped once written, or by close
 
     def tables_of(self, number: int) -> bool:
         """Make `con` create chunk `number`'s tables where the writer reads them; returns
@@ -590,7 +587,6 @@ class ChunkWriter:
         else:
             con.execute(f"drop schema {schema} cascade")
             con.execute("reset search_path")
-            self.schemas.remove(schema)
         return samples
 
 
