@@ -2,7 +2,9 @@
 
 `landing/scheduler/<cluster>/...` and `landing/telemetry/<cluster>/...`: the folder names the
 cluster. A file that is not recognised stops the run with one line naming it, unless it matches
-an ignore pattern (`.ignore` or hidden files, README*, *.md, *.txt; also when gzipped).
+an ignore pattern (`.ignore` or hidden files, README*, *.md; also when gzipped). A `.txt` file
+is read by its content like any other: `sacct ... > jobs.txt` and `nvidia-smi ... > gpu.txt`
+are how exports are often saved, and a name must not drop them unseen.
 A gzip file is recognised by what it holds once decompressed. A file with no bytes, or blank
 lines only, is an export without rows (`pipelines/formats/empty.py`), not an unknown file.
 """
@@ -23,7 +25,8 @@ from pathlib import Path
 
 from pipelines.formats import ExportFormat, empty, open_binary, registered_formats, without_gz
 
-IGNORED = ("README*", "*.md", "*.txt", ".*", "*.ignore")
+# notes and files put aside on purpose, never exports
+IGNORED = ("README*", "*.md", ".*", "*.ignore")
 
 
 class LandingError(ValueError):
@@ -115,4 +118,7 @@ def _recognised(path: Path, area: str, size: int, mtime_ns: int, inode: int) -> 
     if empty.FORMATS[area].sniff(path, head):
         return empty.FORMATS[area]
     expected = "; or ".join(f.expected for f in candidates)
-    raise LandingError(f"{path}: line 1: unrecognised export, expected {expected}")
+    raise LandingError(
+        f"{path}: line 1: unrecognised export, expected {expected} "
+        "(a note kept here is named README*, *.md or *.ignore)"
+    )

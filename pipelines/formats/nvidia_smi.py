@@ -20,8 +20,8 @@ unit or not (`nounits`). Rules, each a decision:
   `parse_error` says why.
 - Node: a `hostname` or `node` column when the header has one, else the file name without its
   extension (and `.gz`), up to the first `_` (`gpu-a01.csv`, `gpu-a01_2026-11.csv.gz` ->
-  `gpu-a01`; host names cannot contain `_`). Name logs `.csv` or `.log` (gzipped or not): the
-  landing folder ignores `*.txt`.
+  `gpu-a01`; host names cannot contain `_`). Any extension will do (`.csv`, `.log`, `.txt`,
+  none; gzipped or not): a log is recognised by its content.
 - Timestamps are local time in the cluster's `scheduler_timezone`, stored as naive UTC. In the
   hour repeated when clocks go back, a GPU's lines before its log steps back in time are the
   first (daylight) pass, the lines after it the second.

@@ -278,7 +278,7 @@ def test_a_byte_order_mark_before_a_header_alone_is_still_a_sacct_export(tmp_pat
 def test_notes_are_ignored_gzipped_too(tmp_path):
     folder = tmp_path / "landing/scheduler/c1"
     folder.mkdir(parents=True)
-    for name in ("README.gz", "notes.txt.gz", "CHANGES.md.gz"):
+    for name in ("README.gz", "old-dump.ignore.gz", "CHANGES.md.gz"):
         (folder / name).write_bytes(gzip.compress(b"not an export\n"))
     write_variant(FIXTURES / "xdmod-slurm/phillips.log", folder, "gz")
     assert [f.name for f in discover(tmp_path / "landing", "scheduler")] == [

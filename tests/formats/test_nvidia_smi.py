@@ -114,7 +114,8 @@ def test_each_header_sets_the_columns_below_it(tmp_path):
 @pytest.mark.parametrize(
     ("name", "node"),
     [("gpu-a01.csv", "gpu-a01"), ("gpu-a01_2026-11.csv", "gpu-a01"),
-     ("gpu-a01.cluster.example.log", "gpu-a01.cluster.example"), ("gpu-a01", "gpu-a01")],
+     ("gpu-a01.cluster.example.log", "gpu-a01.cluster.example"), ("gpu-a01", "gpu-a01"),
+     ("gpu-a01.txt", "gpu-a01")],
 )  # fmt: skip
 def test_the_node_comes_from_the_file_name(tmp_path, name, node):
     path = tmp_path / name
@@ -167,7 +168,9 @@ def test_logs_are_recognised_by_content_not_extension(tmp_path):
         target = tmp_path / "telemetry/c1" / name.replace(".", "-")  # no extension
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(FIXTURES / name, target)
-    assert [f.format.name for f in discover(tmp_path, "telemetry")] == ["nvidia_smi"] * 3
+    # `nvidia-smi ... > gpu.txt`, as a log is often saved
+    shutil.copy(FIXTURES / "gpu-c03.log", tmp_path / "telemetry/c1/gpu-c03.txt")
+    assert [f.format.name for f in discover(tmp_path, "telemetry")] == ["nvidia_smi"] * 4
 
 
 @pytest.mark.parametrize(

@@ -455,12 +455,15 @@ def test_recognised_by_content_whatever_the_extension(tmp_path):
     shutil.copy(CASES / "utf8-multibyte-chars.log", folder / "sacct-noext")
     (folder / "ugly.out").write_text("\n".join(UGLY) + "\n", encoding="utf-8")
     (folder / "header-only.sacct").write_text(HEADER + "\n", encoding="utf-8")
-    (folder / "notes.txt").write_text("ignored\n", encoding="utf-8")
+    # `sacct ... > file.txt` is a common way to save a dump: read, not passed over by its name
+    shutil.copy(CASES / "accounting-logs.log", folder / "sacct-2026-11.txt")
+    (folder / "notes.md").write_text("ignored\n", encoding="utf-8")
     found = discover(tmp_path / "landing", "scheduler")
     assert [(f.name, f.format.name) for f in found] == [
         ("scheduler/phillips/dump.psv", "slurm_sacct"),
         ("scheduler/phillips/header-only.sacct", "slurm_sacct"),
         ("scheduler/phillips/phillips.log", "slurm_sacct"),
+        ("scheduler/phillips/sacct-2026-11.txt", "slurm_sacct"),
         ("scheduler/phillips/sacct-noext", "slurm_sacct"),
         ("scheduler/phillips/ugly.out", "slurm_sacct"),
     ]

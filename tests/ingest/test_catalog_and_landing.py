@@ -159,13 +159,17 @@ def test_exports_are_recognised_by_content(tmp_path):
     ]
 
 
-def test_an_unknown_file_stops_with_one_line_naming_it(tmp_path):
+@pytest.mark.parametrize("name", ["mystery.csv", "notes.txt"])
+def test_an_unknown_file_stops_with_one_line_naming_it(tmp_path, name):
+    # a .txt file is read by its content like any other (a sacct dump is often saved so): one
+    # that is no export stops the run as well, and the message says how to keep a note
     landing = tmp_path / "landing"
-    write(landing / "scheduler/c1/mystery.csv", "a,b,c\n1,2,3\n")
+    write(landing / "scheduler/c1" / name, "a,b,c\n1,2,3\n")
     with pytest.raises(LandingError) as error:
         discover(landing, "scheduler")
     message = str(error.value)
-    assert message.startswith(f"{landing}/scheduler/c1/mystery.csv: line 1: unrecognised export")
+    assert message.startswith(f"{landing}/scheduler/c1/{name}: line 1: unrecognised export")
+    assert message.endswith("(a note kept here is named README*, *.md or *.ignore)")
     assert "\n" not in message
 
 
