@@ -25,7 +25,7 @@ TABLES = {
     "sample_sources", "stg_telemetry_files", "sample_rejects", "sample_file_counts",
     "sample_series",
     "job_gpu_hours", "job_sample_time", "job_time_buckets", "gpu_capacity", "capacity_buckets",
-    "cost_pools", "job_gpu_charges", "job_usage", "cost_views", "quota_steps",
+    "cost_pools", "job_gpu_charges", "job_line_cents", "job_usage", "cost_views", "quota_steps",
     "reserved_quota_unused",
     "computed_charge_lines", "charge_lines", "charge_line_coverage", "tenant_month",
     "quota_compliance", "queue_stats",

@@ -234,7 +234,7 @@ def write_job_lines(ws: Worksheet, jobs: RowsQuery, currency: str) -> StreamedRo
         Column("Measured GPU-hours", "hours"),
         Column("Mean utilization (%)", "util"),
         *BUCKET_HOURS_COLUMNS,
-        Column(f"Amount ({currency}, informational)", "money"),
+        Column(f"Amount ({currency})", "money"),
         Column("Currency"),
         Column("Billing month", "date"),
     ]

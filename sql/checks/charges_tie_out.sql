@@ -1,4 +1,6 @@
--- One row per broken tie: a tenant whose lines do not sum to its amount, a month total that is
+-- One row per broken tie: a tenant whose lines do not sum to its amount, a tenant whose jobs'
+-- amounts (job_usage, the Job lines sheet) do not sum to its usage and credit lines, a month
+-- total that is
 -- not the exact usage minus the exact credits plus the exact unused reservations, each rounded
 -- half up to the cent (plus, in full_recovery, the idle-share and platform lines, whose sum to
 -- the cluster cost cluster_cost_recovered checks), or a line more than a cent from its exact
@@ -26,6 +28,25 @@ tenant_ties as (
     from lines as l
     full join tenants as t using (tenant_id)
     where coalesce(l.amount, 0) <> coalesce(t.amount, 0)
+),
+
+job_ties as (
+    select
+        'jobs' as level,
+        tenant_id as subject,
+        coalesce(j.amount, 0) as lines_amount,
+        coalesce(l.amount, 0) as expected_amount
+    from (
+        select tenant_id, sum(amount) as amount from job_usage
+        where billing_month = $billing_month
+        group by tenant_id
+    ) as j
+    full join (
+        select tenant_id, sum(amount) as amount from computed_charge_lines
+        where billing_month = $billing_month and charge_type in ('usage', 'credit')
+        group by tenant_id
+    ) as l using (tenant_id)
+    where coalesce(j.amount, 0) <> coalesce(l.amount, 0)
 ),
 
 total_tie as (
@@ -98,6 +119,8 @@ select
     expected_amount::double as expected_amount
 from (
     select * from tenant_ties
+    union all
+    select * from job_ties
     union all
     select * from total_tie where lines_amount is distinct from expected_amount
     union all

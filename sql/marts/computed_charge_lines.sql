@@ -15,7 +15,8 @@
 -- once, by the largest-remainder method within its charge type: every line gets its floor in
 -- cents, then the lines with the largest remainders get one more cent each until the type
 -- adds up to its exact total rounded half up. So lines sum to tenants and tenants to the
--- total, to the cent.
+-- total, to the cent. The usage and credit lines are rounded so in job_line_cents, which
+-- also splits each over its jobs (so a tenant's jobs sum to its lines).
 -- full_recovery (cost_pools has the month's pools): per pool (cluster × GPU model), left =
 -- pool cost − (usage − credits + reserved_unused) as rounded above, in whole cents. A
 -- positive left is shared by the month's idle_sharing policy, in whole cents by largest
@@ -37,48 +38,33 @@ with pools as (
     select * from cost_pools where billing_month = $billing_month
 ),
 
-priced as (
+job_lines as (
+    -- the usage and credit lines, rounded with their jobs' shares (job_line_cents)
     select
-        c.tenant_id, c.cluster, c.gpu_model, c.unit_price,
-        'Usage' as charge_category,
-        'usage' as charge_type,
+        tenant_id, cluster, gpu_model, unit_price,
+        case charge_type when 'usage' then 'Usage' else 'Credit' end as charge_category,
+        charge_type,
         null::varchar as capacity_reservation_id,
-        c.price_tier,
-        c.gpu_units,
-        c.charge_numerator
-    from job_gpu_charges as c
-    where c.billing_month = $billing_month
-    union all
-    select
-        c.tenant_id, c.cluster, c.gpu_model, c.unit_price,
-        'Credit',
-        'credit',
-        null,
-        c.price_tier,
-        c.credit_gpu_units,
-        c.credit_numerator
-    from job_gpu_charges as c
-    where c.billing_month = $billing_month and c.credit_gpu_units > 0
-    union all
-    select
-        r.tenant_id, r.cluster, r.gpu_model, r.unit_price,
-        'Usage',
-        'reserved_unused',
-        r.capacity_reservation_id,
-        null,
-        r.gpu_units,
-        r.charge_numerator
-    from reserved_quota_unused as r
-    where r.billing_month = $billing_month and r.gpu_units > 0
+        price_tier,
+        sum(gpu_units)::bigint as gpu_units,
+        sum(charge_numerator) as charge_numerator,
+        sum(cents) as cents
+    from job_line_cents
+    where billing_month = $billing_month
+    group by all
 ),
 
-lines as (
+reserved_lines as (
     select
-        tenant_id, cluster, gpu_model, unit_price, charge_category, charge_type,
-        capacity_reservation_id, price_tier,
+        tenant_id, cluster, gpu_model, unit_price,
+        'Usage' as charge_category,
+        'reserved_unused' as charge_type,
+        capacity_reservation_id,
+        null::varchar as price_tier,
         sum(gpu_units)::bigint as gpu_units,
         sum(charge_numerator) as charge_numerator
-    from priced
+    from reserved_quota_unused
+    where billing_month = $billing_month and gpu_units > 0
     group by all
 ),
 
@@ -87,35 +73,32 @@ floored as (
         *,
         charge_numerator // numerator_per_cent() as floor_cents,
         charge_numerator % numerator_per_cent() as remainder
-    from lines
+    from reserved_lines
 ),
 
-shortfall as (
+reserved_rounded as (
+    -- as job_line_cents rounds the usage and credit lines
     select
-        charge_type,
-        cents_half_up(sum(charge_numerator)) - sum(floor_cents) as cents
-    from floored
-    group by charge_type
-),
-
-rounded as (
-    select
-        f.* exclude (floor_cents, remainder),
-        f.floor_cents + case
+        * exclude (floor_cents, remainder),
+        floor_cents + case
             when row_number() over (
-                    partition by f.charge_type
                     order by
-                        f.remainder desc, f.tenant_id, f.cluster, f.gpu_model, f.unit_price,
-                        f.capacity_reservation_id, f.price_tier
-                ) <= s.cents then 1 else 0
+                        remainder desc, tenant_id, cluster, gpu_model, unit_price,
+                        capacity_reservation_id
+                ) <= cents_half_up(sum(charge_numerator) over ()) - sum(floor_cents) over ()
+                then 1
+            else 0
         end as cents
-    from floored as f
-    join shortfall as s using (charge_type)
+    from floored
 ),
 
 signed as (
     select * replace (case when charge_type = 'credit' then -cents else cents end as cents)
-    from rounded
+    from (
+        select * from job_lines
+        union all by name
+        select * from reserved_rounded
+    )
 ),
 
 pool_charged as (
@@ -143,7 +126,7 @@ pool_left as (
 
 usage_weights as (
     select cluster, gpu_model, tenant_id, sum(gpu_units)::hugeint as usage_units
-    from lines
+    from job_lines
     where charge_type = 'usage' and gpu_units > 0
     group by all
 ),

@@ -1,6 +1,8 @@
 -- One row per job × billing month: every job that held GPUs in the month or was submitted in
--- it, its allocated hours split into waste buckets, its utilisation and its informational
--- amount (the job's exact charge less its credit, rounded half up; the bill is charge_lines).
+-- it, its allocated hours split into waste buckets, its utilisation and its amount: its
+-- shares of its usage lines less its shares of its credit lines (job_line_cents), so a
+-- tenant's jobs add up to its usage and credit lines to the cent (the bill is charge_lines,
+-- which a closed month's corrections and, in full_recovery, the idle shares add to).
 -- tenant_id is the tenant of most of the job's charged time (its largest job_gpu_charges line;
 -- ties: the first tenant by id), or of its account at start.
 -- Parameters: $billing_month, $currency.
@@ -20,10 +22,10 @@ charges as (
         cluster,
         job_id,
         -- a tie goes to the first tenant by id, not to the row a thread happened to see first
-        first(tenant_id order by gpu_units desc, tenant_id) filter (gpu_units > 0)
-            as charged_tenant_id,
-        cents_half_up(sum(charge_numerator - credit_numerator)) as cents
-    from job_gpu_charges
+        first(tenant_id order by gpu_units desc, tenant_id)
+        filter (charge_type = 'usage' and gpu_units > 0) as charged_tenant_id,
+        sum(case when charge_type = 'credit' then -cents else cents end) as cents
+    from job_line_cents
     where billing_month = $billing_month
     group by all
 ),

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pipelines.defs.ingest.loading import gpu_shares
 from pipelines.defs.resources import prepare_connection
-from pipelines.sql import run
+from pipelines.sql import create_table, run
 
 NOV = {"billing_month": dt.date(2026, 11, 1), "currency": "USD"}
 UNITS_PER_CENT = 15_120_000_000_000  # 1,512,000,000 GPU units per GPU-hour x 10^4 / 10^2
@@ -28,7 +28,8 @@ RESERVED_DDL = (
     "charge_numerator hugeint)"
 )
 CHARGES_DDL = (
-    "create table job_gpu_charges (billing_month date, cluster varchar, tenant_id varchar, "
+    "create table job_gpu_charges (billing_month date, cluster varchar, job_id varchar, "
+    "tenant_id varchar, "
     "gpu_model varchar, unit_price decimal(18, 6), gpu_units bigint, "
     "charge_numerator hugeint, credit_gpu_units bigint, credit_numerator hugeint, "
     "price_tier varchar)"
@@ -61,9 +62,24 @@ reserved_line = st.tuples(
 
 
 def computed_lines(con) -> list[dict]:
+    create_table(con, "job_line_cents", "facts/job_line_cents", NOV)
     cursor = run(con, "marts/computed_charge_lines", NOV)
     columns = [c[0] for c in cursor.description]
     return [dict(zip(columns, r, strict=True)) for r in cursor.fetchall()]
+
+
+def assert_jobs_add_up_to_their_lines(con, result: list[dict]) -> None:
+    """Each tenant's jobs (their usage less credit cents, job_line_cents) add up to its usage
+    and credit lines to the cent."""
+    jobs = dict(con.execute(
+        "select tenant_id, sum(case when charge_type = 'credit' then -cents else cents end) "
+        "from job_line_cents group by all"
+    ).fetchall())  # fmt: skip
+    lines: dict[str, Decimal] = {}
+    for r in result:
+        if r["charge_type"] in ("usage", "credit"):
+            lines[r["tenant_id"]] = lines.get(r["tenant_id"], Decimal(0)) + r["amount"] * 100
+    assert jobs == lines
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -79,9 +95,11 @@ def test_lines_sum_to_tenants_and_the_total_to_the_cent(lines, reserved):
                      credit, credit * price_micro))  # fmt: skip
     for ddl in (CHARGES_DDL, TENANTS_DDL, COST_POOLS_DDL, RESERVED_DDL):
         con.execute(ddl)
-    for row in rows:
+    # jobs of one line: a tenant and model priced alike more than once
+    for number, row in enumerate(rows):
         con.execute(
-            "insert into job_gpu_charges values ('2026-11-01', 'c', ?, ?, ?, ?, ?, ?, ?, null)", row
+            "insert into job_gpu_charges values ('2026-11-01', 'c', ?, ?, ?, ?, ?, ?, ?, ?, null)",
+            [f"j{number}", *row],
         )
     reserved_numerators = []
     for tenant, model, scaled_units, price_micro in reserved:
@@ -116,6 +134,7 @@ def test_lines_sum_to_tenants_and_the_total_to_the_cent(lines, reserved):
     }  # fmt: skip
     assert len(keys) == len(result)
     assert not {r["charge_type"] for r in result} & {"idle_share", "platform"}
+    assert_jobs_add_up_to_their_lines(con, result)
 
 
 pool = st.tuples(
@@ -162,14 +181,15 @@ def test_full_recovery_lines_add_up_to_each_cluster_cost(pools, usage, reserved,
             [cluster, model, capacity, cents, Decimal(cents) / 100, price_micro,
              Decimal(price_micro) / 10**6, policy],
         )  # fmt: skip
-    for tenant, which, scaled_units, credited_pct in usage:
+    for number, (tenant, which, scaled_units, credited_pct) in enumerate(usage):
         cluster, model, price_micro = priced[which % len(priced)]
         units = scaled_units * 10**6
         credit = units * credited_pct // 100
         con.execute(
-            "insert into job_gpu_charges values ('2026-11-01', ?, ?, ?, ?, ?, ?, ?, ?, null)",
-            [cluster, tenant, model, Decimal(price_micro) / 10**6, units,
-             units * price_micro, credit, credit * price_micro],
+            "insert into job_gpu_charges values ('2026-11-01', ?, ?, ?, ?, ?, ?, ?, ?, ?, null)",
+            [cluster, f"j{number}", tenant, model,
+             Decimal(price_micro) / 10**6, units, units * price_micro, credit,
+             credit * price_micro],
         )  # fmt: skip
     for tenant, which, scaled_unused, scaled_guaranteed in reserved:
         cluster, model, price_micro = priced[which % len(priced)]
@@ -198,6 +218,8 @@ def test_full_recovery_lines_add_up_to_each_cluster_cost(pools, usage, reserved,
     # of it (largest remainder leaves no cent to the platform)
     platform = [(r["cluster"], r["gpu_model"]) for r in result if r["charge_type"] == "platform"]
     assert len(platform) == len(set(platform))
+    # at the derived rates too
+    assert_jobs_add_up_to_their_lines(con, result)
     shared = {(r["cluster"], r["gpu_model"]) for r in result if r["charge_type"] == "idle_share"}
     assert not [
         r for r in result

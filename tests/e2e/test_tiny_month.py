@@ -532,12 +532,22 @@ def test_charges_tie_out_fails_on_null_money(tiny, tmp_path):
     month = BillingMonth.of(dt.date(2026, 11, 1), "UTC")
     params = month.params(load_catalog(tiny / "catalog").settings)
     assert run(con, "checks/charges_tie_out", params).fetchall() == []
+    # a job's amount that leaves its tenant's jobs a cent off its lines
+    con.execute("update job_usage set amount = amount + 0.01 where job_id = 'J1'")
+    [(tenant, amount)] = con.execute(
+        "select tenant_id, sum(amount) from job_usage group by all having bool_or(job_id = 'J1')"
+    ).fetchall()
+    assert run(con, "checks/charges_tie_out", params).fetchall() == [
+        ("jobs", tenant, float(amount), float(amount - Decimal("0.01")))
+    ]
+    con.execute("update job_usage set amount = amount - 0.01 where job_id = 'J1'")
     # what a price missing upstream gave before the run stopped on it: the H100 time priced
     # NULL, and the lines and tenant totals built on it, which still add up
     con.execute(
         "update job_gpu_charges set unit_price = null, charge_numerator = null, "
         "credit_numerator = null where gpu_model = 'H100'"
     )
+    replace_month(con, "job_line_cents", "facts/job_line_cents", params)
     for table in ("computed_charge_lines", "charge_lines", "tenant_month"):
         replace_month(con, table, f"marts/{table}", params)
     assert run(con, "checks/charges_tie_out", params).fetchall() == [

@@ -762,7 +762,7 @@ def test_job_lines(written):
     _, _, wb = written
     ws = wb["Job lines"]
     assert [c.value for c in ws[1]][:3] == ["Tenant ID", "Cluster", "Job ID"]
-    assert ws["V1"].value == "Amount (USD, informational)"
+    assert ws["V1"].value == "Amount (USD)"
     assert [(ws[f"A{r}"].value, ws[f"B{r}"].value, ws[f"C{r}"].value) for r in (2, 3, 4)] == [
         ("chaff", "phillips", "10"),
         ("chaff", "phillips", "9"),

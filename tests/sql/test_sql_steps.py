@@ -895,7 +895,8 @@ def given_rate_card_month(con, tiers: tuple[tuple, ...] = ()) -> None:
 def test_charge_lines_round_by_largest_remainder(con):
     # three lines of 33 1/3 cents each (1.512e13 charge_numerator units per cent): exactly 1.00
     con.execute("""create table job_gpu_charges as select date '2026-11-01' as billing_month,
-        'c' as cluster, t as tenant_id, 'A100' as gpu_model, 1.0::decimal(18, 6) as unit_price,
+        'c' as cluster, 'j-' || t as job_id, t as tenant_id, 'A100' as gpu_model,
+        1.0::decimal(18, 6) as unit_price,
         1000::bigint as gpu_units, 504000000000000::hugeint as charge_numerator,
         0::bigint as credit_gpu_units, 0::hugeint as credit_numerator,
         null::varchar as price_tier
@@ -903,11 +904,31 @@ def test_charge_lines_round_by_largest_remainder(con):
     con.execute("create table catalog_tenants (tenant_id varchar, name varchar, "
                 "department varchar, cost_center varchar)")  # fmt: skip
     given_rate_card_month(con)
+    create_table(con, "job_line_cents", "facts/job_line_cents", NOV)
     rows = run(con, "marts/computed_charge_lines", NOV).fetchall()
     amounts = [row[-2] for row in rows]
     # each is 33.333 cents: floors 0.33 x 3 = 0.99, one cent to the first by tie-break
     assert amounts == [Decimal("0.34"), Decimal("0.33"), Decimal("0.33")]
     assert sum(amounts) == Decimal("1.00")
+
+
+def test_a_line_is_split_over_its_jobs_to_the_cent(con):
+    # one tenant's line of three jobs of 33 1/3 cents each, and a credit of 1/3 cent on one:
+    # the line is 1.00 (floors 0.33 x 3, one cent more to the first job by cluster and job
+    # id); the credit line rounds to 0.00, and so does its job's share
+    con.execute("""create table job_gpu_charges as select date '2026-11-01' as billing_month,
+        'c' as cluster, j as job_id, 'a' as tenant_id, 'A100' as gpu_model,
+        1.0::decimal(18, 6) as unit_price,
+        1000::bigint as gpu_units, 504000000000000::hugeint as charge_numerator,
+        (j = 'j2')::bigint * 10 as credit_gpu_units,
+        (j = 'j2')::hugeint * 5040000000000 as credit_numerator,
+        null::varchar as price_tier
+        from unnest(['j3', 'j1', 'j2']) as u(j)""")
+    create_table(con, "job_line_cents", "facts/job_line_cents", NOV)
+    assert con.execute(
+        "select job_id, charge_type, cents from job_line_cents order by all"
+    ).fetchall() == [("j1", "usage", 34), ("j2", "credit", 0), ("j2", "usage", 33),
+                     ("j3", "usage", 33)]  # fmt: skip
 
 
 def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):

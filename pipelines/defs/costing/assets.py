@@ -24,6 +24,8 @@ def _priced_job_time(run: MonthRun) -> None:
 
 
 job_gpu_charges = sql_table("job_gpu_charges", "facts", GROUP, prepare=_priced_job_time)
+# each usage and credit line's cents, split over its jobs (job_usage, computed_charge_lines)
+job_line_cents = sql_table("job_line_cents", "facts", GROUP)
 
 
 def _unmapped_accounts(found: list[dict]) -> dict[str, str]:
@@ -117,7 +119,8 @@ charge_line_coverage = sql_table("charge_line_coverage", "marts", GROUP)
 cost_views = sql_table("cost_views", "marts", GROUP)
 
 STEPS = [
-    cost_pools, job_gpu_charges, capacity_buckets, job_usage, cost_views, quota_steps,
+    cost_pools, job_gpu_charges, job_line_cents, capacity_buckets, job_usage, cost_views,
+    quota_steps,
     reserved_quota_unused, computed_charge_lines, charge_lines, charge_line_coverage,
 ]  # fmt: skip
 # tenant_month reads quota_compliance (governance): it comes after that
