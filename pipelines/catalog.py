@@ -11,6 +11,8 @@ import datetime as dt
 import difflib
 import fnmatch
 import functools
+import types
+import typing
 import zoneinfo
 from collections.abc import Callable
 from decimal import Decimal
@@ -24,11 +26,15 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from pipelines.iso4217 import CURRENCY_CODES
 
@@ -188,10 +194,40 @@ class Settings(_Strict):
         return None if step is None else int(step * 1000)
 
 
+def _after_valid_from(valid_to: dt.date | None, info: ValidationInfo) -> dt.date | None:
+    """`valid_to` (exclusive) after `valid_from`: an entry valid from a day to the same day or
+    an earlier one is never in force, and would drop out of every month without a word."""
+    valid_from = info.data.get("valid_from")
+    if valid_to is not None and valid_from is not None and valid_to <= valid_from:
+        raise PydanticCustomError(
+            "empty_validity",
+            "{valid_to} is not after valid_from {valid_from}: the entry would never be in force "
+            "(valid_to is the first day it no longer is)",
+            {"valid_to": str(valid_to), "valid_from": str(valid_from)},
+        )
+    return valid_to
+
+
 class AccountMapping(_Strict):
     account: str
     valid_from: dt.date | None = None
     valid_to: dt.date | None = None
+
+    _valid_to = field_validator("valid_to")(_after_valid_from)
+
+
+def _account_entry_kind(entry: object) -> str:
+    return "account-mapping" if isinstance(entry, dict | AccountMapping) else "account-name"
+
+
+# An account is a name or a mapping with dates. Told apart by its shape, so that a mistake in a
+# mapping is reported as the mapping's (an unknown key), not as "not a valid string".
+AccountEntry = Annotated[
+    Annotated[str, Tag("account-name")] | Annotated[AccountMapping, Tag("account-mapping")],
+    Discriminator(_account_entry_kind),
+]
+# the tags name no key of an entry: dropped from the field a message names
+_UNION_TAGS = {"account-name", "account-mapping"}
 
 
 class Tenant(_Strict):
@@ -200,9 +236,11 @@ class Tenant(_Strict):
     department: str
     cost_center: str
     owner: str | None = None
-    accounts: list[str | AccountMapping] = Field(min_length=1)
+    accounts: list[AccountEntry] = Field(min_length=1)
     valid_from: dt.date | None = None
     valid_to: dt.date | None = None
+
+    _valid_to = field_validator("valid_to")(_after_valid_from)
 
     def mappings(self) -> list[AccountMapping]:
         """Account patterns with their validity; the tenant's dates apply where none is set."""
@@ -223,6 +261,8 @@ class Rate(_Strict):
     # account mapping is over a glob; None: every cluster
     cluster: str | None = Field(default=None, min_length=1)
 
+    _valid_to = field_validator("valid_to")(_after_valid_from)
+
 
 class PriceTier(_Strict):
     """rates.yaml `tiers:`: the price of a queue's or a QoS's GPU time, as a multiplier of the
@@ -234,6 +274,8 @@ class PriceTier(_Strict):
     multiplier: Decimal = Field(ge=0, decimal_places=4)
     valid_from: dt.date | None = None
     valid_to: dt.date | None = None
+
+    _valid_to = field_validator("valid_to")(_after_valid_from)
 
     @model_validator(mode="after")
     def _one_scope(self) -> PriceTier:
@@ -257,6 +299,23 @@ class Quota(_Strict):
     valid_from: dt.date | None = None
     valid_to: dt.date | None = None
 
+    _valid_to = field_validator("valid_to")(_after_valid_from)
+
+    @field_validator("limit_gpus")
+    @classmethod
+    def _not_below_guarantee(cls, limit: Decimal | None, info: ValidationInfo) -> Decimal | None:
+        # the limit caps the guarantee plus what may be borrowed (Kueue: nominalQuota +
+        # borrowingLimit): below the guarantee, using what is guaranteed would be a breach
+        guaranteed = info.data.get("guaranteed_gpus")
+        if limit is not None and guaranteed is not None and limit < guaranteed:
+            raise PydanticCustomError(
+                "limit_below_guarantee",
+                "{limit} is below guaranteed_gpus {guaranteed} (the limit is the guarantee "
+                "plus what may be borrowed)",
+                {"limit": str(limit), "guaranteed": str(guaranteed)},
+            )
+        return limit
+
 
 class Budget(_Strict):
     tenant: str
@@ -268,6 +327,15 @@ class Budget(_Strict):
     def _month_as_text(cls, value: object) -> object:
         # YAML reads an unquoted 2026-11 as text, but 2026-11-01 as a date.
         return value.strftime("%Y-%m") if isinstance(value, dt.date) else value
+
+    @field_validator("month")
+    @classmethod
+    def _a_month(cls, month: str) -> str:
+        if not 1 <= int(month[5:]) <= 12:
+            raise PydanticCustomError(
+                "month", "'{month}' is not a month (YYYY-MM, MM from 01 to 12)", {"month": month}
+            )
+        return month
 
 
 class Outage(_Strict):
@@ -294,6 +362,19 @@ class Node(_Strict):
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("in_service_to")
+    @classmethod
+    def _after_in_service_from(cls, end: dt.date | None, info: ValidationInfo) -> dt.date | None:
+        start = info.data.get("in_service_from")
+        if end is not None and start is not None and end <= start:
+            raise PydanticCustomError(
+                "empty_service",
+                "{end} is not after in_service_from {start}: the node would never be in service "
+                "(in_service_to is the first day it no longer is)",
+                {"end": str(end), "start": str(start)},
+            )
+        return end
 
 
 class Catalog(_Strict):
@@ -409,12 +490,65 @@ def _validate(model: type[BaseModel], data: object, path: Path, entry: str, raw:
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(entry)"
+        errors = error.errors()
+        # a misspelt key is also a required one missing: the unknown key says what to fix
+        first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+        loc = tuple(part for part in first["loc"] if part not in _UNION_TAGS)
+        field = ".".join(str(part) for part in loc) or "(entry)"
+        message = first["msg"]
+        if first["type"] == "extra_forbidden":
+            key = str(loc[-1])
+            message = f"unknown key '{key}' ({_key_hint(key, _keys_at(model, loc[:-1]))})"
         label = entry
         if isinstance(raw, dict) and ("id" in raw or "tenant" in raw):
             label += f" ({raw.get('id') or raw.get('tenant')})"
-        raise CatalogError(f"{path}: {label}: field '{field}': {first['msg']}") from None
+        raise CatalogError(f"{path}: {label}: field '{field}': {message}") from None
+
+
+def _keys_at(model: type[BaseModel], loc: tuple) -> tuple[str, ...]:
+    """The keys the entry at `loc` inside `model` may hold (`accounts.0` of a Tenant: those of
+    an AccountMapping), for the hint on an unknown key."""
+    annotation: object = model
+    for part in (*loc, None):
+        # through Annotated, `X | None`, the mapping branch of an account, to a model or container
+        while True:
+            origin = typing.get_origin(annotation)
+            if origin is Annotated:
+                annotation = typing.get_args(annotation)[0]
+            elif origin in (typing.Union, types.UnionType):
+                branches = [
+                    branch
+                    for branch in map(_unannotated, typing.get_args(annotation))
+                    if _holds_keys(branch)
+                ]
+                annotation = branches[0] if len(branches) == 1 else None
+            else:
+                break
+        if part is None:
+            break
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(str(part))
+            annotation = field.annotation if field else None
+        elif typing.get_origin(annotation) in (list, dict):
+            annotation = typing.get_args(annotation)[-1]  # an item, or a value by its key
+        else:
+            return ()
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return tuple(annotation.model_fields)
+    return ()
+
+
+def _unannotated(annotation: object) -> object:
+    while typing.get_origin(annotation) is Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _holds_keys(annotation: object) -> bool:
+    """A model, a list or a dict: what an entry's loc can lead into (not str, None...)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return typing.get_origin(annotation) in (list, dict)
 
 
 def _read_nodes(path: Path, require_cost: bool = False) -> list[Node]:
@@ -500,13 +634,18 @@ def _check_top_level_keys(document: dict, known: tuple[str, ...], path: Path) ->
     """A misspelt key (`tenant:`, `outage:`) would leave its entries silently unread."""
     for key in document:
         if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
-            hint = (
-                f"did you mean '{close[0]}'?"
-                if close
-                else "expected " + " or ".join(f"'{name}'" for name in known)
-            )
-            raise CatalogError(f"{path}: unknown key '{key}' ({hint})")
+            raise CatalogError(f"{path}: unknown key '{key}' ({_key_hint(str(key), known)})")
+
+
+def _key_hint(key: str, known: tuple[str, ...]) -> str:
+    """`did you mean 'tenants'?`, else the keys expected."""
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    if not known:
+        return "not a key of this entry"
+    names = [f"'{name}'" for name in known]
+    return "expected " + (f"{', '.join(names[:-1])} or {names[-1]}" if names[1:] else names[0])
 
 
 def _check_settings(settings: Settings, path: Path) -> None:

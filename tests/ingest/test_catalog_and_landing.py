@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import datetime as dt
 import gzip
 import os
 from pathlib import Path
@@ -99,6 +100,156 @@ def test_catalog_mistakes_name_file_entry_and_field(tmp_path, files, message):
         load_catalog(catalog_dir(tmp_path, **files))
     assert message in str(error.value)
     assert "\n" not in str(error.value).split(" is not valid YAML")[0]
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        pytest.param(
+            {"budgets.yaml": "budgets:\n  - {tenant: nlp, month: 2026-13, amount: 10}\n"},
+            "budgets.yaml: budgets[0] (nlp): field 'month': '2026-13' is not a month (YYYY-MM, "
+            "MM from 01 to 12)",
+            id="budget-month-13",
+        ),
+        pytest.param(
+            {"budgets.yaml": "budgets:\n  - {tenant: nlp, month: '2026-00', amount: 10}\n"},
+            "budgets.yaml: budgets[0] (nlp): field 'month': '2026-00' is not a month (YYYY-MM, "
+            "MM from 01 to 12)",
+            id="budget-month-00",
+        ),
+        pytest.param(
+            {
+                "rates.yaml": "rates:\n  - {gpu_model: '*', price_per_gpu_hour: 1.5, "
+                "valid_from: 2026-12-01, valid_to: 2026-11-01}\n"
+            },
+            "rates.yaml: rates[0]: field 'valid_to': 2026-11-01 is not after valid_from "
+            "2026-12-01: the entry would never be in force (valid_to is the first day it no "
+            "longer is)",
+            id="rate-valid-to-before-valid-from",
+        ),
+        pytest.param(
+            {
+                "rates.yaml": RATES + "tiers:\n  - {queue: spot, multiplier: 0.5, "
+                "valid_from: 2026-11-01, valid_to: 2026-11-01}\n"
+            },
+            "rates.yaml: tiers[0]: field 'valid_to': 2026-11-01 is not after valid_from "
+            "2026-11-01: the entry would never be in force (valid_to is the first day it no "
+            "longer is)",
+            id="tier-valid-to-on-valid-from",
+        ),
+        pytest.param(
+            {
+                "tenants.yaml": "tenants:\n  - {id: a, name: A, department: D, cost_center: C, "
+                "accounts: [{account: a, valid_from: 2026-11-15, valid_to: 2026-11-15}]}\n"
+            },
+            "tenants.yaml: tenants[0] (a): field 'accounts.0.valid_to': 2026-11-15 is not after "
+            "valid_from 2026-11-15: the entry would never be in force (valid_to is the first "
+            "day it no longer is)",
+            id="mapping-valid-to-on-valid-from",
+        ),
+        pytest.param(
+            {
+                "tenants.yaml": "tenants:\n  - {id: a, name: A, department: D, cost_center: C, "
+                "accounts: [a], valid_from: 2026-12-01, valid_to: 2026-11-01}\n"
+            },
+            "tenants.yaml: tenants[0] (a): field 'valid_to': 2026-11-01 is not after valid_from "
+            "2026-12-01: the entry would never be in force (valid_to is the first day it no "
+            "longer is)",
+            id="tenant-valid-to-before-valid-from",
+        ),
+        pytest.param(
+            {
+                "quotas.yaml": "quotas:\n  - {tenant: nlp, pool: A100, guaranteed_gpus: 16, "
+                "valid_from: 2026-12-01, valid_to: 2026-11-01}\n"
+            },
+            "quotas.yaml: quotas[0] (nlp): field 'valid_to': 2026-11-01 is not after valid_from "
+            "2026-12-01: the entry would never be in force (valid_to is the first day it no "
+            "longer is)",
+            id="quota-valid-to-before-valid-from",
+        ),
+        pytest.param(
+            {
+                "quotas.yaml": "quotas:\n  - {tenant: nlp, pool: A100, guaranteed_gpus: 16, "
+                "limit_gpus: 4}\n"
+            },
+            "quotas.yaml: quotas[0] (nlp): field 'limit_gpus': 4 is below guaranteed_gpus 16 "
+            "(the limit is the guarantee plus what may be borrowed)",
+            id="quota-limit-below-guarantee",
+        ),
+        pytest.param(
+            {
+                "nodes.csv": "node,cluster,gpu_model,gpus,in_service_from,in_service_to\n"
+                "n1,c,A100,8,2026-11-01,2026-10-01\n"
+            },
+            "nodes.csv: line 2: field 'in_service_to': 2026-10-01 is not after in_service_from "
+            "2026-11-01: the node would never be in service (in_service_to is the first day it "
+            "no longer is)",
+            id="node-in-service-to-before-from",
+        ),
+        pytest.param(
+            {
+                "tenants.yaml": "tenants:\n  - {id: a, name: A, department: D, cost_center: C, "
+                "accounts: [{account: a, valid_form: 2026-01-01}]}\n"
+            },
+            "tenants.yaml: tenants[0] (a): field 'accounts.0.valid_form': unknown key "
+            "'valid_form' (did you mean 'valid_from'?)",
+            id="mapping-unknown-key",
+        ),
+        pytest.param(
+            {
+                "tenants.yaml": "tenants:\n  - {id: a, name: A, department: D, cost_center: C, "
+                "accounts: [{account: a, until: 2026-01-01}]}\n"
+            },
+            "tenants.yaml: tenants[0] (a): field 'accounts.0.until': unknown key 'until' "
+            "(expected 'account', 'valid_from' or 'valid_to')",
+            id="mapping-unknown-key-no-close-match",
+        ),
+        pytest.param(
+            {
+                "tenants.yaml": "tenants:\n  - {id: a, name: A, department: D, cost_center: C, "
+                "accounts: [7]}\n"
+            },
+            "tenants.yaml: tenants[0] (a): field 'accounts.0': Input should be a valid string",
+            id="account-neither-name-nor-mapping",
+        ),
+        pytest.param(
+            {
+                "budgets.yaml": "budgets:\n  - {tenant: nlp, month: 2026-11, amount: 10, "
+                "currency: EUR}\n"
+            },
+            "budgets.yaml: budgets[0] (nlp): field 'currency': unknown key 'currency' "
+            "(expected 'tenant', 'month' or 'amount')",
+            id="budget-unknown-key",
+        ),
+        pytest.param(
+            {
+                "settings.yaml": "clusters:\n  atlas: {sharing: {nodes: 'g*', mode: mps, "
+                "replica: 2}}\n"
+            },
+            "settings.yaml: settings: field 'clusters.atlas.sharing.0.replica': unknown key "
+            "'replica' (did you mean 'replicas'?)",
+            id="settings-unknown-nested-key",
+        ),
+    ],
+)
+def test_catalog_mistakes_stop_the_load_with_one_exact_line(tmp_path, files, message):
+    folder = catalog_dir(tmp_path, **files)
+    with pytest.raises(CatalogError) as error:
+        load_catalog(folder)
+    assert str(error.value) == f"{folder}/{message}"
+
+
+def test_a_limit_equal_to_the_guarantee_and_back_to_back_validities_load(tmp_path):
+    quotas = (
+        "quotas:\n"
+        "  - {tenant: nlp, pool: A100, guaranteed_gpus: 8, limit_gpus: 8, valid_to: 2026-11-15}\n"
+        "  - {tenant: nlp, pool: A100, guaranteed_gpus: 4, valid_from: 2026-11-15}\n"
+    )
+    catalog = load_catalog(catalog_dir(tmp_path, **{"quotas.yaml": quotas}))
+    assert [(q.limit_gpus, q.valid_from) for q in catalog.quotas] == [
+        (8, None),
+        (None, dt.date(2026, 11, 15)),
+    ]
 
 
 def test_a_declared_telemetry_step_is_the_clusters_own_else_the_catalogs(tmp_path):
