@@ -11,6 +11,7 @@ import datetime as dt
 import difflib
 import fnmatch
 import functools
+import io
 import types
 import typing
 import zoneinfo
@@ -477,9 +478,56 @@ def _mig_profiles(table: object, path: Path) -> dict[str, Fraction]:
         raise CatalogError(f"{path}: field '{field}': {first['msg']}") from None
 
 
+class _DuplicateKeyError(Exception):
+    def __init__(self, key: object, line: int, first_line: int) -> None:
+        super().__init__(key, line, first_line)
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key written twice in one mapping: YAML would keep the last
+    value and drop the other without a word (a tenant's second `cost_center:`)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first_lines: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *defaults`: keys written next to it override the merged ones
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in first_lines:
+                    raise _DuplicateKeyError(key, line, first_lines[key])
+                first_lines[key] = line
+            except TypeError:
+                continue  # an unhashable key: the constructor below reports it
+        return super().construct_mapping(node, deep)
+
+
+def _read_text(path: Path) -> str:
+    """A catalog file's text: UTF-8, with or without the byte order mark that Excel and some
+    Windows editors write ("CSV UTF-8"), which would otherwise stick to the first key/column."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        line_start = data.rfind(b"\n", 0, error.start) + 1
+        column = len(data[line_start : error.start].decode("utf-8-sig")) + 1
+        raise CatalogError(
+            f"{path}: line {line}, column {column}: byte {data[error.start]:#04x} is not UTF-8 "
+            "(save the file as UTF-8)"
+        ) from None
+
+
 def _read_yaml(path: Path) -> object:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(_read_text(path), Loader=_UniqueKeyLoader)  # a SafeLoader
+    except _DuplicateKeyError as error:
+        raise CatalogError(
+            f"{path}: line {error.line}: field '{error.key}': duplicate key, already on line "
+            f"{error.first_line} (YAML would keep the last and drop the other silently)"
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
@@ -553,7 +601,7 @@ def _holds_keys(annotation: object) -> bool:
 
 def _read_nodes(path: Path, require_cost: bool = False) -> list[Node]:
     """The inventory; `require_cost` (full_recovery) makes monthly_cost mandatory."""
-    with path.open(newline="", encoding="utf-8") as handle:
+    with io.StringIO(_read_text(path), newline="") as handle:
         reader = csv.DictReader(handle)
         expected = set(Node.model_fields)
         required = {"node", "cluster", "gpu_model", "gpus"} | (

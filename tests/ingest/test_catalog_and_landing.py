@@ -230,6 +230,33 @@ def test_catalog_mistakes_name_file_entry_and_field(tmp_path, files, message):
             "'replica' (did you mean 'replicas'?)",
             id="settings-unknown-nested-key",
         ),
+        pytest.param(
+            {
+                "tenants.yaml": "tenants:\n  - id: a\n    name: A\n    department: D\n"
+                "    cost_center: C\n    cost_center: C2\n    accounts: [a]\n"
+            },
+            "tenants.yaml: line 6: field 'cost_center': duplicate key, already on line 5 (YAML "
+            "would keep the last and drop the other silently)",
+            id="duplicate-key-in-an-entry",
+        ),
+        pytest.param(
+            {
+                "settings.yaml": "clusters:\n  atlas: {scheduler_timezone: UTC, "
+                "scheduler_timezone: Europe/Berlin}\n"
+            },
+            "settings.yaml: line 2: field 'scheduler_timezone': duplicate key, already on line 2 "
+            "(YAML would keep the last and drop the other silently)",
+            id="duplicate-key-on-one-line",
+        ),
+        pytest.param(
+            {
+                "rates.yaml": RATES + "tiers: []\nrates:\n  - {gpu_model: A100, "
+                "price_per_gpu_hour: 2}\n"
+            },
+            "rates.yaml: line 4: field 'rates': duplicate key, already on line 1 (YAML would "
+            "keep the last and drop the other silently)",
+            id="duplicate-top-level-key",
+        ),
     ],
 )
 def test_catalog_mistakes_stop_the_load_with_one_exact_line(tmp_path, files, message):
@@ -250,6 +277,56 @@ def test_a_limit_equal_to_the_guarantee_and_back_to_back_validities_load(tmp_pat
         (8, None),
         (None, dt.date(2026, 11, 15)),
     ]
+
+
+def test_yaml_merge_keys_may_be_overridden_next_to_them(tmp_path):
+    settings = (
+        "clusters:\n"
+        "  atlas: &site {scheduler_timezone: Europe/Berlin, gpu_models: {a100: A100}}\n"
+        "  titan:\n"
+        "    <<: *site\n"
+        "    scheduler_timezone: UTC\n"
+    )
+    catalog = load_catalog(catalog_dir(tmp_path, **{"settings.yaml": settings}))
+    assert catalog.cluster("titan").scheduler_timezone == "UTC"
+    assert catalog.cluster("titan").gpu_models == {"a100": "A100"}
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        (
+            "tenants.yaml",
+            "tenants:\n  - {id: a, name: M\u00fcller, department: D, cost_center: C, "
+            "accounts: [a]}\n".encode("latin-1"),
+            "tenants.yaml: line 2, column 20: byte 0xfc is not UTF-8 (save the file as UTF-8)",
+        ),
+        (
+            "nodes.csv",
+            "node,cluster,gpu_model,gpus,rack\nn1,c,A100,8,R\u00e4ck 1\n".encode("cp1252"),
+            "nodes.csv: line 2, column 14: byte 0xe4 is not UTF-8 (save the file as UTF-8)",
+        ),
+    ],
+    ids=["latin-1-yaml", "windows-1252-csv"],
+)
+def test_a_catalog_file_not_in_utf8_names_file_line_and_byte(tmp_path, name, data, message):
+    folder = catalog_dir(tmp_path)
+    (folder / name).write_bytes(data)
+    with pytest.raises(CatalogError) as error:
+        load_catalog(folder)
+    assert str(error.value) == f"{folder}/{message}"
+
+
+def test_catalog_files_saved_with_a_utf8_byte_order_mark_load(tmp_path):
+    # Excel's "CSV UTF-8" and some Windows editors begin the file with one
+    folder = catalog_dir(tmp_path)
+    (folder / "nodes.csv").write_bytes(
+        codecs.BOM_UTF8 + "node,cluster,gpu_model,gpus,rack\nn1,c,A100,8,Räck 1\n".encode()
+    )
+    (folder / "tenants.yaml").write_bytes(codecs.BOM_UTF8 + TENANTS.encode())
+    catalog = load_catalog(folder)
+    assert [(n.node, n.gpus, n.rack) for n in catalog.nodes] == [("n1", 8, "Räck 1")]
+    assert [t.id for t in catalog.tenants] == ["nlp", "vision", "robotics"]
 
 
 def test_a_declared_telemetry_step_is_the_clusters_own_else_the_catalogs(tmp_path):
