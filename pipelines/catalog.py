@@ -603,18 +603,38 @@ def _read_nodes(path: Path, require_cost: bool = False) -> list[Node]:
     """The inventory; `require_cost` (full_recovery) makes monthly_cost mandatory."""
     with io.StringIO(_read_text(path), newline="") as handle:
         reader = csv.DictReader(handle)
-        expected = set(Node.model_fields)
+        columns = reader.fieldnames or []
+        known = tuple(Node.model_fields)
+        # a misspelt column (`in_service_until`) would be read as absent, its values lost
+        for number, column in enumerate(columns, start=1):
+            if column not in known:
+                close = difflib.get_close_matches(column, known, n=1, cutoff=0.6)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                raise CatalogError(
+                    f"{path}: line 1: column {number} '{column}' is not a nodes.csv column "
+                    f"({hint}known: {', '.join(known)})"
+                )
+            if columns.index(column) + 1 != number:
+                raise CatalogError(
+                    f"{path}: line 1: column {number} '{column}' repeats column "
+                    f"{columns.index(column) + 1}"
+                )
         required = {"node", "cluster", "gpu_model", "gpus"} | (
             {"monthly_cost"} if require_cost else set()
         )
-        missing = required - set(reader.fieldnames or [])
+        missing = required - set(columns)
         if missing:
             why = " (cost_mode full_recovery needs monthly_cost)" if require_cost else ""
             raise CatalogError(f"{path}: line 1: missing columns {sorted(missing)}{why}")
         nodes = []
         first_line: dict[tuple[str, str], int] = {}
-        for line, row in enumerate(reader, start=2):
-            row = {key: value for key, value in row.items() if key in expected}
+        for row in reader:
+            line = reader.line_num  # blank lines are skipped, not counted out
+            if None in row:  # csv's key for the values past the header's columns
+                raise CatalogError(
+                    f"{path}: line {line}: {len(columns) + len(row[None])} values, the header "
+                    f"has {len(columns)} columns"
+                )
             node = _validate(Node, row, path, f"line {line}")
             if require_cost and node.monthly_cost is None:
                 raise CatalogError(

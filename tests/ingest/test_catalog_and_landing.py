@@ -257,6 +257,30 @@ def test_catalog_mistakes_name_file_entry_and_field(tmp_path, files, message):
             "keep the last and drop the other silently)",
             id="duplicate-top-level-key",
         ),
+        pytest.param(
+            {"nodes.csv": "node,cluster,gpu_model,gpus,in_service_until\nn1,c,A100,8,2027-01-01\n"},
+            "nodes.csv: line 1: column 5 'in_service_until' is not a nodes.csv column (did you "
+            "mean 'in_service_to'? known: node, cluster, gpu_model, gpus, rack, fault_domain, "
+            "driver_version, in_service_from, in_service_to, monthly_cost)",
+            id="nodes-misspelt-column",
+        ),
+        pytest.param(
+            {"nodes.csv": "node,cluster,gpu_model,gpus,owner\nn1,c,A100,8,ml\n"},
+            "nodes.csv: line 1: column 5 'owner' is not a nodes.csv column (known: node, "
+            "cluster, gpu_model, gpus, rack, fault_domain, driver_version, in_service_from, "
+            "in_service_to, monthly_cost)",
+            id="nodes-unknown-column",
+        ),
+        pytest.param(
+            {"nodes.csv": "node,cluster,gpu_model,gpus,rack,rack\nn1,c,A100,8,r1,r2\n"},
+            "nodes.csv: line 1: column 6 'rack' repeats column 5",
+            id="nodes-column-twice",
+        ),
+        pytest.param(
+            {"nodes.csv": "node,cluster,gpu_model,gpus\nn1,c,A100,8\n\nn2,c,A100,8,4\n"},
+            "nodes.csv: line 4: 5 values, the header has 4 columns",
+            id="nodes-values-past-the-header",
+        ),
     ],
 )
 def test_catalog_mistakes_stop_the_load_with_one_exact_line(tmp_path, files, message):
