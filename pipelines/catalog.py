@@ -726,6 +726,9 @@ def _check_settings(settings: Settings, path: Path) -> None:
             f"{path}: settings: field 'currency': '{settings.currency}' is not an ISO 4217 "
             f"currency code ({hint})"
         )
+    for name, cluster in settings.clusters.items():
+        if cluster.sacct_fields is not None:
+            _check_sacct_fields(cluster.sacct_fields, f"{path}: settings: field 'clusters.{name}")
     zones = [("billing_timezone", settings.billing_timezone)] + [
         (f"clusters.{name}.scheduler_timezone", cluster.scheduler_timezone)
         for name, cluster in settings.clusters.items()
@@ -738,6 +741,34 @@ def _check_settings(settings: Settings, path: Path) -> None:
                 f"{path}: settings: field '{field}': unknown timezone '{zone}' "
                 f"({_timezone_hint(zone)})"
             ) from None
+
+
+def _check_sacct_fields(fields: list[str], where: str) -> None:
+    """A headerless sacct file's field order: names sacct knows, each once, with those a job
+    cannot be billed without. A misspelt `partiton` would read every job's queue as empty."""
+    # imported here: the Slurm reader imports this module for ClusterSettings
+    from pipelines.formats.slurm import READ_FIELDS, REQUIRED_FIELDS, SACCT_FIELDS
+
+    names = [name.strip().lower() for name in fields]
+    for i, name in enumerate(names):
+        if name not in SACCT_FIELDS:
+            close = difflib.get_close_matches(name, sorted(SACCT_FIELDS), n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise CatalogError(
+                f"{where}.sacct_fields.{i}': '{fields[i]}' is not a sacct field ({hint}the "
+                f"fields read: {', '.join(READ_FIELDS)}; any other of sacct --helpformat may "
+                "stand in the order)"
+            )
+        if names.index(name) != i:
+            raise CatalogError(
+                f"{where}.sacct_fields.{i}': '{fields[i]}' repeats sacct_fields.{names.index(name)}"
+            )
+    missing = [name for name in REQUIRED_FIELDS if name not in names]
+    if missing:
+        raise CatalogError(
+            f"{where}.sacct_fields': {', '.join(missing)} missing (a job is not billed without "
+            f"{', '.join(REQUIRED_FIELDS)})"
+        )
 
 
 def _timezone_hint(zone: str) -> str:

@@ -66,6 +66,35 @@ _COLUMNS = {
 _NOT_ENDED = {"RUNNING", "R", "PENDING", "PD", "SUSPENDED", "S", "REQUEUED", "RQ", "RESIZING"}
 # Without these a file cannot be billed: a header lacking one is not taken for this format.
 REQUIRED_FIELDS = ("jobid", "account", "start", "end", "state", "alloctres", "nodelist")
+# the fields the reader reads, in the default order; the others of a file are passed over
+READ_FIELDS = tuple(
+    name for name in DEFAULT_FIELDS if name in {*_COLUMNS.values(), "reqtres", "alloctres"}
+)
+# Every field `sacct --helpformat` lists (Slurm 20.11 to 24.11, with the older reqgres,
+# allocgres and reserved), in lower case: what a headerless file's configured order
+# (settings.yaml sacct_fields, checked on load) may name.
+SACCT_FIELDS = frozenset((
+    "account", "admincomment", "alloccpus", "allocgres", "allocnodes", "alloctres", "associd",
+    "avecpu", "avecpufreq", "avediskread", "avediskwrite", "avepages", "averss", "avevmsize",
+    "blockid", "cluster", "comment", "constraints", "consumedenergy", "consumedenergyraw",
+    "container", "cputime", "cputimeraw", "dbindex", "derivedexitcode", "elapsed", "elapsedraw",
+    "eligible", "end", "exitcode", "extra", "failednode", "flags", "gid", "group", "jobid",
+    "jobidraw", "jobname", "layout", "licenses", "maxdiskread", "maxdiskreadnode",
+    "maxdiskreadtask", "maxdiskwrite", "maxdiskwritenode", "maxdiskwritetask", "maxpages",
+    "maxpagesnode", "maxpagestask", "maxrss", "maxrssnode", "maxrsstask", "maxvmsize",
+    "maxvmsizenode", "maxvmsizetask", "mcslabel", "mincpu", "mincpunode", "mincputask", "ncpus",
+    "nnodes", "nodelist", "ntasks", "partition", "planned", "plannedcpu", "plannedcpuraw",
+    "priority", "qos", "qosraw", "qosreq", "reason", "reqcpufreq", "reqcpufreqgov",
+    "reqcpufreqmax", "reqcpufreqmin", "reqcpus", "reqgres", "reqmem", "reqnodes", "reqtres",
+    "reservation", "reservationid", "reserved", "restarts", "sluid", "start", "state", "stderr",
+    "stdin", "stdout", "submit", "submitline", "suspended", "systemcomment", "systemcpu",
+    "timelimit", "timelimitraw", "totalcpu", "tresusageinave", "tresusageinmax",
+    "tresusageinmaxnode", "tresusageinmaxtask", "tresusageinmin", "tresusageinminnode",
+    "tresusageinmintask", "tresusageintot", "tresusageoutave", "tresusageoutmax",
+    "tresusageoutmaxnode", "tresusageoutmaxtask", "tresusageoutmin", "tresusageoutminnode",
+    "tresusageoutmintask", "tresusageouttot", "uid", "user", "usercpu", "wckey", "wckeyid",
+    "workdir"
+))  # fmt: skip
 
 # 123, 123_4, 123_[1-9], 123_[1,5-7%2], 123+0; a step adds .batch, .extern, .0 ...
 JOB_ID = re.compile(r"[0-9]+(?:_(?:[0-9]+|\[[0-9,%-]+\]))?(?:\+[0-9]+)?(?:\.[A-Za-z0-9_]+)?")

@@ -102,6 +102,14 @@ def test_catalog_mistakes_name_file_entry_and_field(tmp_path, files, message):
     assert "\n" not in str(error.value).split(" is not valid YAML")[0]
 
 
+# Open XDMoD's order (DESIGN.md), the partition misspelt
+XDMOD_WITH_A_TYPO = (
+    "jobid, jobidraw, cluster, partiton, qos, account, group, gid, user, uid, submit, eligible, "
+    "start, end, elapsed, exitcode, state, nnodes, ncpus, reqcpus, reqmem, reqtres, alloctres, "
+    "timelimit, nodelist, jobname"
+)
+
+
 @pytest.mark.parametrize(
     ("files", "message"),
     [
@@ -281,6 +289,31 @@ def test_catalog_mistakes_name_file_entry_and_field(tmp_path, files, message):
             "nodes.csv: line 4: 5 values, the header has 4 columns",
             id="nodes-values-past-the-header",
         ),
+        pytest.param(
+            {"settings.yaml": f"clusters:\n  atlas: {{sacct_fields: [{XDMOD_WITH_A_TYPO}]}}\n"},
+            "settings.yaml: settings: field 'clusters.atlas.sacct_fields.3': 'partiton' is not "
+            "a sacct field (did you mean 'partition'? the fields read: jobid, cluster, "
+            "partition, qos, account, user, submit, start, end, exitcode, state, reqtres, "
+            "alloctres, nodelist, jobname; any other of sacct --helpformat may stand in the "
+            "order)",
+            id="sacct-field-misspelt",
+        ),
+        pytest.param(
+            {
+                "settings.yaml": "clusters:\n  atlas: {sacct_fields: [JobID, Account, Start, "
+                "End, State, AllocTRES, NodeList, Partition, Start]}\n"
+            },
+            "settings.yaml: settings: field 'clusters.atlas.sacct_fields.8': 'Start' repeats "
+            "sacct_fields.2",
+            id="sacct-field-twice",
+        ),
+        pytest.param(
+            {"settings.yaml": "clusters:\n  atlas: {sacct_fields: [jobid, start]}\n"},
+            "settings.yaml: settings: field 'clusters.atlas.sacct_fields': account, end, state, "
+            "alloctres, nodelist missing (a job is not billed without jobid, account, start, "
+            "end, state, alloctres, nodelist)",
+            id="sacct-fields-without-required",
+        ),
     ],
 )
 def test_catalog_mistakes_stop_the_load_with_one_exact_line(tmp_path, files, message):
@@ -301,6 +334,13 @@ def test_a_limit_equal_to_the_guarantee_and_back_to_back_validities_load(tmp_pat
         (8, None),
         (None, dt.date(2026, 11, 15)),
     ]
+
+
+def test_sacct_fields_may_name_any_sacct_field_in_any_case(tmp_path):
+    order = "[JobID, Partition, Account, Start, End, State, AllocTRES, NodeList, WorkDir]"
+    settings = f"clusters:\n  atlas: {{sacct_fields: {order}}}\n"
+    catalog = load_catalog(catalog_dir(tmp_path, **{"settings.yaml": settings}))
+    assert catalog.cluster("atlas").sacct_fields[-1] == "WorkDir"
 
 
 def test_yaml_merge_keys_may_be_overridden_next_to_them(tmp_path):
