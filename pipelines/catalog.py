@@ -556,47 +556,33 @@ def _validate(model: type[BaseModel], data: object, path: Path, entry: str, raw:
 def _keys_at(model: type[BaseModel], loc: tuple) -> tuple[str, ...]:
     """The keys the entry at `loc` inside `model` may hold (`accounts.0` of a Tenant: those of
     an AccountMapping), for the hint on an unknown key."""
-    annotation: object = model
-    for part in (*loc, None):
-        # through Annotated, `X | None`, the mapping branch of an account, to a model or container
-        while True:
-            origin = typing.get_origin(annotation)
-            if origin is Annotated:
-                annotation = typing.get_args(annotation)[0]
-            elif origin in (typing.Union, types.UnionType):
-                branches = [
-                    branch
-                    for branch in map(_unannotated, typing.get_args(annotation))
-                    if _holds_keys(branch)
-                ]
-                annotation = branches[0] if len(branches) == 1 else None
-            else:
-                break
-        if part is None:
-            break
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+    annotation = _container(model)
+    for part in loc:
+        if _is_model(annotation):
             field = annotation.model_fields.get(str(part))
-            annotation = field.annotation if field else None
+            annotation = _container(field.annotation) if field else None
         elif typing.get_origin(annotation) in (list, dict):
-            annotation = typing.get_args(annotation)[-1]  # an item, or a value by its key
+            annotation = _container(typing.get_args(annotation)[-1])  # an item, a value
         else:
             return ()
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return tuple(annotation.model_fields)
-    return ()
+    return tuple(annotation.model_fields) if _is_model(annotation) else ()
 
 
-def _unannotated(annotation: object) -> object:
+def _container(annotation: Any) -> Any:
+    """Through Annotated and unions (`X | None`, an account's name or mapping) to the one model,
+    list or dict a key can lead into; None when there is none."""
     while typing.get_origin(annotation) is Annotated:
         annotation = typing.get_args(annotation)[0]
-    return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        branches = [b for b in map(_container, typing.get_args(annotation)) if b is not None]
+        return branches[0] if len(branches) == 1 else None
+    if _is_model(annotation) or typing.get_origin(annotation) in (list, dict):
+        return annotation
+    return None
 
 
-def _holds_keys(annotation: object) -> bool:
-    """A model, a list or a dict: what an entry's loc can lead into (not str, None...)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return True
-    return typing.get_origin(annotation) in (list, dict)
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def _read_nodes(path: Path, require_cost: bool = False) -> list[Node]:
