@@ -730,14 +730,18 @@ def _check_settings(settings: Settings, path: Path) -> None:
 
 
 def _check_sacct_fields(fields: list[str], where: str) -> None:
-    """A headerless sacct file's field order: names sacct knows, each once, with those a job
-    cannot be billed without. A misspelt `partiton` would read every job's queue as empty."""
+    """A headerless sacct file's field order: each name once, with those a job cannot be
+    billed without, and no misspelt field: a misspelt `partiton` would read every job's queue
+    as empty. A name sacct does not list (SACCT_FIELDS) is taken for a misspelling when it is
+    like a field the reader reads; unlike all of them, for a field of a Slurm release newer
+    than the list, passed over as the reader passes over every field it does not read."""
     # imported here: the Slurm reader imports this module for ClusterSettings
     from pipelines.formats.slurm import READ_FIELDS, REQUIRED_FIELDS, SACCT_FIELDS
 
     names = [name.strip().lower() for name in fields]
     for i, name in enumerate(names):
-        if name not in SACCT_FIELDS:
+        meant = difflib.get_close_matches(name, READ_FIELDS, n=1, cutoff=0.75)
+        if name not in SACCT_FIELDS and meant:
             close = difflib.get_close_matches(name, sorted(SACCT_FIELDS), n=1, cutoff=0.6)
             hint = f"did you mean '{close[0]}'? " if close else ""
             raise CatalogError(

@@ -337,10 +337,14 @@ def test_a_limit_equal_to_the_guarantee_and_back_to_back_validities_load(tmp_pat
 
 
 def test_sacct_fields_may_name_any_sacct_field_in_any_case(tmp_path):
-    order = "[JobID, Partition, Account, Start, End, State, AllocTRES, NodeList, WorkDir]"
+    # WorkDir: a field the reader does not read; HetJobOffset: none sacct lists here, nor like
+    # any the reader reads (a newer Slurm's), passed over too
+    order = (
+        "[JobID, Partition, Account, Start, End, State, AllocTRES, NodeList, WorkDir, HetJobOffset]"
+    )
     settings = f"clusters:\n  atlas: {{sacct_fields: {order}}}\n"
     catalog = load_catalog(catalog_dir(tmp_path, **{"settings.yaml": settings}))
-    assert catalog.cluster("atlas").sacct_fields[-1] == "WorkDir"
+    assert catalog.cluster("atlas").sacct_fields[-2:] == ["WorkDir", "HetJobOffset"]
 
 
 def test_yaml_merge_keys_may_be_overridden_next_to_them(tmp_path):
