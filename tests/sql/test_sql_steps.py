@@ -114,6 +114,23 @@ class TestStgJobRecords:
         ).fetchall()
         assert rows == [("ny", T(2026, 11, 2, 15, 0)), ("utc", T(2026, 11, 2, 10, 0))]
 
+    @pytest.mark.parametrize(
+        ("text", "zone", "utc"),
+        [
+            ("2026-11-10 12:00:00+01:00", "UTC", T(2026, 11, 10, 11)),
+            ("2026-11-10 12:00:00+0100", "UTC", T(2026, 11, 10, 11)),
+            ("2026-11-10 12:00:00+01", "UTC", T(2026, 11, 10, 11)),  # an hour-only offset
+            ("2026-11-10T12:00-05", "Europe/Berlin", T(2026, 11, 10, 17)),
+            ("2026-11-10T12:00:00Z", "Europe/Berlin", T(2026, 11, 10, 12)),
+            ("2026-11-10 12:00:00", "Europe/Berlin", T(2026, 11, 10, 11)),
+            ("2026-11-10", "Europe/Berlin", T(2026, 11, 9, 23)),  # a date has no offset
+        ],
+    )
+    def test_to_utc_keeps_an_offset_else_takes_the_zone(self, con, text, zone, utc):
+        assert con.execute(
+            "select to_utc($text, $zone)", {"text": text, "zone": zone}
+        ).fetchone() == (utc,)
+
     def test_latest_most_complete_record_ranks_first(self, con):
         given_raw_jobs(con, [
             raw_job(2, "9", end=None, state="RUNNING", file="dump-1.csv"),
