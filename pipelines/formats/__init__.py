@@ -35,6 +35,8 @@ RowReader = Callable[[Path, ClusterSettings], Iterator[dict]]
 # row reader (a fast path: building a dict per row is most of a large export's load time)
 TableReader = Callable[[Path, ClusterSettings], "pa.Table | None"]
 SampleConverter = Callable[[Path, Path, ClusterSettings], int]
+# (path, its cluster's settings) -> whether DuckDB reads the file in place, unconverted
+InPlace = Callable[[Path, ClusterSettings], bool]
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class ExportFormat:
     read_rows: RowReader | None = None
     read_table: TableReader | None = None
     to_parquet: SampleConverter | None = None  # None: DuckDB reads the file in place
+    # with to_parquet: whether a file needs no conversion after all (None: every file does)
+    read_in_place: InPlace | None = None
     # samples: the utilisation metric util_pct comes from, unless a row names DCGM's
     # GR_ENGINE_ACTIVE (the reports name each cluster's metrics by it)
     util_metric: str | None = None
@@ -58,10 +62,15 @@ class ExportFormat:
         sniff: Sniffer,
         to_parquet: SampleConverter | None = None,
         util_metric: str | None = None,
+        read_in_place: InPlace | None = None,
     ) -> ExportFormat:
         """A telemetry format: its files are converted to canonical samples Parquet
-        (`to_parquet`) or read in place; it has no row readers."""
-        return cls(name, "samples", expected, sniff, to_parquet=to_parquet, util_metric=util_metric)
+        (`to_parquet`) or read in place (no `to_parquet`, or `read_in_place` says so for the
+        file); it has no row readers."""
+        return cls(
+            name, "samples", expected, sniff, to_parquet=to_parquet, util_metric=util_metric,
+            read_in_place=read_in_place,
+        )  # fmt: skip
 
     @property
     def area(self) -> str:

@@ -5,11 +5,22 @@ with its file and line so that typing, and rejecting, happens in SQL (`sql/stagi
 A jobs file may add `job_name` (optional, like every column outside the required ones): the
 job's name (a Kubernetes pod's name, Slurm's JobName), NULL when absent.
 
-GPU samples are Parquet, which DuckDB reads in place, or CSV, converted to canonical Parquet
-(`samples_to_parquet`) with each row's `source_line` and, for a field that does not read as
-its type, a `parse_error` naming the field, so that the row is rejected with its line.
-CSV files may be gzipped (`.csv.gz`, recognised by content) and carry CRLF line ends or a
-UTF-8 byte order mark.
+GPU samples are Parquet or CSV. CSV is converted to canonical Parquet (`samples_to_parquet`)
+with each row's `source_line` and, for a field that does not read as its type, a `parse_error`
+naming the field, so that the row is rejected with its line. CSV files may be gzipped
+(`.csv.gz`, recognised by content) and carry CRLF line ends or a UTF-8 byte order mark.
+
+Sample times are stored as naive UTC (DESIGN.md: a timestamp without a zone is in the
+cluster's `scheduler_timezone`). Text with its own offset after the time of day (`Z`,
+`+01:00`, `+0100`, `+01`: the rule of sql/macros/to_utc.sql, as for the jobs' times) is that
+instant; text without one, and a Parquet TIMESTAMP column without a zone, is local time in
+the cluster's zone; a Parquet TIMESTAMP WITH TIME ZONE (isAdjustedToUTC) is an instant. In the
+hour repeated when clocks go back, a GPU's (node and gpu_index's) rows before its rows step
+back in time, in file order, are the first (daylight) pass and the rows after it the second,
+as nvidia-smi logs are read (pipelines/formats/nvidia_smi.py).
+So a Parquet file is read in place by the rollup when that needs no conversion (its `ts` an
+instant, or naive in a UTC cluster: `parquet_read_in_place`), and converted otherwise
+(`parquet_samples_to_parquet`: text times, or naive ones of a cluster in another zone).
 """
 
 from __future__ import annotations
@@ -315,13 +326,31 @@ SAMPLE_PARQUET_SCHEMA = pa.schema([
     ("gpu_model", pa.string()), ("parse_error", pa.string()),
 ])  # fmt: skip
 
+# A timestamp text with its own offset after the time of day (Z, +01:00, +0100, +01): the
+# rule of sql/macros/to_utc.sql, by which the jobs' times are typed
+_OFFSET = r"\d:\d\d(:\d\d(\.\d*)?)?(Z|[+-]\d\d(:?\d\d)?)$"
+_UTC_ZONES = ("UTC", "ETC/UTC", "GMT", "ETC/GMT")
+
 # One chunk of samples CSV rows (text), typed with the casts the rollup applies to canonical
 # Parquet (sql/rollup/day_samples.sql), so that a CSV gives the samples its Parquet twin
 # gives. A value that is there but does not cast is the row's parse_error, naming the field
-# (the rollup rejects the row with it); a blank one is NULL, as in Parquet.
+# (the rollup rejects the row with it); a blank one is NULL, as in Parquet. ts: naive UTC
+# when the text has an offset, else as written (local_ts: local time, made UTC by _ZONED
+# unless the cluster's zone is UTC).
 _TYPE_SAMPLES = """
+with timed as (
+    select
+        *,
+        regexp_matches(ts, $offset) as has_offset,
+        case
+            when regexp_matches(ts, $offset) then timezone('UTC', try_cast(ts as timestamptz))
+            else try_cast(ts as timestamp)
+        end as typed_ts
+    from chunk
+)
+
 select
-    try_cast(ts as timestamp) as ts,
+    typed_ts as ts,
     node,
     try_cast(gpu_index as integer) as gpu_index,
     try_cast(util_pct as double) as util_pct,
@@ -332,7 +361,7 @@ select
     gpu_uuid,
     gpu_model,
     coalesce(parse_error, case
-        when ts is not null and try_cast(ts as timestamp) is null
+        when ts is not null and typed_ts is null
             then format('field ts: ''{}'' is not a timestamp', ts)
         when gpu_index is not null and try_cast(gpu_index as integer) is null
             then format('field gpu_index: ''{}'' is not a GPU index', gpu_index)
@@ -342,27 +371,200 @@ select
             then format('field mem_used_mib: ''{}'' is not a number', mem_used_mib)
         when power_w is not null and try_cast(power_w as double) is null
             then format('field power_w: ''{}'' is not a number', power_w)
-    end) as parse_error
-from chunk
+    end) as parse_error,
+    not has_offset as local_ts,
+    line as row_id
+from timed
 """
+
+# The rows of the temporary table `samples` (ts naive; local_ts: whether it is local time in
+# $zone; row_id: the row's place in the file) with ts in UTC, in file order. Local time to UTC
+# is worked out once per local minute (zone rules change on whole minutes). A local minute of
+# the hour repeated when clocks go back has two instants an hour apart: a GPU's rows take the
+# earlier one until its rows step back in time that day, then the later one (as nvidia_smi.py).
+_ZONED = """
+with minutes as (
+    select minute, timezone('UTC', timezone($zone, minute)) as guess
+    from (select distinct date_trunc('minute', ts) as minute from samples where local_ts)
+    where minute is not null
+),
+
+instants as (
+    select
+        minute,
+        guess,
+        case when timezone($zone, timezone('UTC', guess - interval 1 hour)) = minute
+            then guess - interval 1 hour end as earlier,
+        case when timezone($zone, timezone('UTC', guess + interval 1 hour)) = minute
+            then guess + interval 1 hour end as later
+    from minutes
+),
+
+placed as (
+    select s.*, i.guess, i.earlier, i.later, s.ts - i.minute as past_minute
+    from samples as s
+    left join instants as i on s.local_ts and i.minute = date_trunc('minute', s.ts)
+),
+
+repeated as (
+    -- the rows in a repeated hour, and whether their GPU's rows have stepped back that day
+    select
+        row_id,
+        count(*) filter (steps_back) over (
+            partition by node, gpu_index, ts::date order by row_id
+        ) > 0 as second_pass
+    from (
+        select
+            row_id,
+            node,
+            gpu_index,
+            ts,
+            ts < lag(ts) over (partition by node, gpu_index order by row_id) as steps_back
+        from placed
+        where earlier is not null or later is not null
+    )
+)
+
+select p.* exclude (guess, earlier, later, past_minute, local_ts, row_id) replace (
+    case
+        when not p.local_ts or p.guess is null then p.ts
+        when r.second_pass then coalesce(p.later, p.guess) + p.past_minute
+        else coalesce(p.earlier, p.guess) + p.past_minute
+    end as ts
+)
+from placed as p
+left join repeated as r using (row_id)
+order by p.row_id
+"""
+
+
+def _is_utc(zone: str) -> bool:
+    return zone.upper() in _UTC_ZONES
 
 
 def samples_to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
     """Convert one canonical samples CSV (plain or gzipped) to canonical samples Parquet at
-    `out`, streaming; returns the rows written (one per data row: none is dropped)."""
+    `out`, streaming in a UTC cluster (else the rows are held, in DuckDB, to be put in UTC
+    GPU by GPU); returns the rows written (one per data row: none is dropped)."""
+    utc = _is_utc(settings.scheduler_timezone)
     rows_written = 0
     con = duckdb.connect()
     try:
+        con.execute("set TimeZone = 'UTC'")
         with pq.ParquetWriter(out, SAMPLE_PARQUET_SCHEMA) as writer:
-            for chunk in _sample_text_chunks(path):
+            for number, chunk in enumerate(_sample_text_chunks(path)):
                 con.register("chunk", chunk)
-                typed = con.sql(_TYPE_SAMPLES).to_arrow_table()
+                typed = con.sql(_TYPE_SAMPLES, params={"offset": _OFFSET}).to_arrow_table()
                 con.unregister("chunk")
-                writer.write_table(typed.cast(SAMPLE_PARQUET_SCHEMA))
                 rows_written += typed.num_rows
+                if utc:
+                    _write_table(writer, typed)
+                    continue
+                con.register("typed", typed)
+                add = "insert into samples" if number else "create temp table samples as"
+                con.execute(f"{add} select * from typed")
+                con.unregister("typed")
+            if not utc:
+                _write_zoned(con, writer, settings.scheduler_timezone)
     finally:
         con.close()
     return rows_written
+
+
+def _write_table(writer: pq.ParquetWriter, table: pa.Table) -> None:
+    """Write `table`'s columns of the writer's schema, cast to it."""
+    writer.write_table(table.select(writer.schema.names).cast(writer.schema))
+
+
+def _write_zoned(con: duckdb.DuckDBPyConnection, writer: pq.ParquetWriter, zone: str) -> None:
+    """Write the rows of the temporary table `samples` with ts in UTC (`_ZONED`), in batches."""
+    reader = con.sql(_ZONED, params={"zone": zone}).to_arrow_reader()
+    for batch in reader:
+        _write_table(writer, pa.Table.from_batches([batch]))
+
+
+def parquet_read_in_place(path: Path, settings: ClusterSettings) -> bool:
+    """Whether the rollup reads a canonical samples Parquet file as it is: its `ts` is an
+    instant (TIMESTAMP WITH TIME ZONE, isAdjustedToUTC: DuckDB's UTC session casts it to naive
+    UTC), naive TIMESTAMP of a cluster whose zone is UTC (the rollup's hot path: its time
+    range reaches the Parquet scan), or neither a time nor text (rejected as it is). Naive
+    TIMESTAMP of a cluster in another zone, and text (which may carry offsets), are converted
+    (`parquet_samples_to_parquet`)."""
+    kind = _ts_kind(pq.read_schema(path))
+    return (
+        kind == "other"
+        or kind == "instant"
+        or (kind == "naive" and _is_utc(settings.scheduler_timezone))
+    )
+
+
+def _ts_kind(schema: pa.Schema) -> str:
+    """What a samples Parquet file's `ts` column (any case) holds: instant, naive, text or
+    other."""
+    kind = next((field.type for field in schema if field.name.lower() == "ts"), None)
+    if isinstance(kind, pa.DictionaryType):
+        kind = kind.value_type
+    if kind is not None and pa.types.is_timestamp(kind):
+        return "naive" if kind.tz is None else "instant"
+    if kind is not None and (
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+    ):
+        return "text"
+    return "other"
+
+
+# A canonical samples Parquet file's rows with ts naive (local_ts: whether it is local time;
+# text typed as _TYPE_SAMPLES types it) and their place in the file (row_id), for _ZONED; a
+# row without a source_line gets the number the rollup names a row read in place by (from 1).
+_PARQUET_SAMPLES = """
+create temp table samples as
+select * exclude (file_row_number) replace ({replaced}), {added}
+from read_parquet($path, file_row_number = true)
+"""
+_TEXT_TS = (
+    "case when regexp_matches(ts, $offset) then timezone('UTC', try_cast(ts as timestamptz)) "
+    "else try_cast(ts as timestamp) end"
+)
+
+
+def parquet_samples_to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
+    """Convert a canonical samples Parquet file that `parquet_read_in_place` does not read as it
+    is to one with ts in naive UTC, its other columns as they were (and source_line); returns
+    the rows written."""
+    schema = pq.read_schema(path)
+    kind = _ts_kind(schema)
+    text = kind == "text"
+    replaced = [f"{_TEXT_TS if text else 'try_cast(ts as timestamp)'} as ts"]
+    added = [
+        "not regexp_matches(ts, $offset) as local_ts"
+        if text
+        else f"{'true' if kind == 'naive' else 'false'} as local_ts",
+        "file_row_number as row_id",
+    ]
+    line = "file_row_number + 1"
+    if "source_line" in {field.name.lower() for field in schema}:
+        replaced.append(f"coalesce(source_line, {line}) as source_line")
+    else:
+        added.append(f"{line} as source_line")
+    zone = settings.scheduler_timezone
+    utc = _is_utc(zone)
+    select = "select * exclude (local_ts, row_id) from samples order by row_id" if utc else _ZONED
+    con = duckdb.connect()
+    try:
+        con.execute("set TimeZone = 'UTC'")
+        con.execute(
+            _PARQUET_SAMPLES.format(replaced=", ".join(replaced), added=", ".join(added)),
+            {"path": str(path), **({"offset": _OFFSET} if text else {})},
+        )
+        copy = f"copy ({select}) to '{_quoted(out)}' (format parquet)"
+        return con.execute(copy, {} if utc else {"zone": zone}).fetchone()[0]
+    finally:
+        con.close()
+
+
+def _quoted(path: Path) -> str:
+    # COPY takes no bound file name; the path is ours (the converter's cache), not input text
+    return path.as_posix().replace("'", "''")
 
 
 def _sample_text_chunks(path: Path) -> Iterator[pa.Table]:
@@ -415,7 +617,8 @@ FORMATS = [
         read_rows=_read_allocations,
         read_table=_read_allocations_table,
     ),
-    # GPU samples as Parquet, read in place, or as CSV, converted once to the same Parquet
+    # GPU samples as Parquet, read in place unless its times need putting in UTC
+    # (parquet_read_in_place), or as CSV, converted once to the same Parquet
     *(
         ExportFormat.of_samples(
             name=name,
@@ -423,10 +626,17 @@ FORMATS = [
             sniff=_has_columns(_REQUIRED_SAMPLE_COLUMNS, suffixes=(suffix,)),
             to_parquet=converter,
             util_metric=CANONICAL_UTIL_METRIC,
+            read_in_place=in_place,
         )
-        for name, encoding, suffix, converter in (
-            ("canonical_samples", "Parquet", ".parquet", None),
-            ("canonical_samples_csv", "CSV", ".csv", samples_to_parquet),
+        for name, encoding, suffix, converter, in_place in (
+            (
+                "canonical_samples",
+                "Parquet",
+                ".parquet",
+                parquet_samples_to_parquet,
+                parquet_read_in_place,
+            ),
+            ("canonical_samples_csv", "CSV", ".csv", samples_to_parquet, None),
         )
     ),
 ]

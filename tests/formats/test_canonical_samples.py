@@ -7,6 +7,7 @@ import codecs
 import datetime as dt
 import gzip
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import duckdb
 import pyarrow as pa
@@ -14,11 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.catalog import ClusterSettings, load_catalog
-from pipelines.defs.ingest.telemetry import roll_up_days
+from pipelines.defs.ingest.telemetry import roll_up_days, sample_sources
+from pipelines.defs.resources import prepare_connection
 from pipelines.formats import canonical, nvidia_smi
 from pipelines.landing import LandingError, discover
 from simulator.demo import generate_demo
-from tests.conftest import resource_for, write
+from tests.conftest import named_samples, resource_for, write
 from tests.ingest.test_catalog_and_landing import catalog_dir
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -276,3 +278,163 @@ def _spans(paths: list[Path]) -> dict:
     from pipelines.defs.resources import prepare_connection
 
     return sample_file_spans(prepare_connection(duckdb.connect()), [str(path) for path in paths])
+
+
+# --- time zones: stored in UTC, a zone-less time local to the cluster -----------------------
+# DESIGN.md: a timestamp without a zone is in the cluster's scheduler_timezone, and an explicit
+# offset is kept. Twelve one-minute samples per node from 12:00 on 10 November, written as
+# local time in Europe/Berlin (UTC+1): each is stored from 11:00 UTC, in cluster `berlin`
+# (scheduler_timezone Europe/Berlin) and, when its text names the offset, in cluster `utc`.
+
+ZONE_DAY = dt.date(2026, 11, 10)
+MINUTES = range(12)
+BERLIN = ClusterSettings(scheduler_timezone="Europe/Berlin")
+
+
+def _csv(rows: list[tuple[str, str]]) -> str:
+    """Samples CSV: per (node, time format), twelve one-minute samples of GPU 0."""
+    lines = ["ts,node,gpu_index,util_pct"]
+    lines += [f"{text.format(m=m)},{node},0,50" for node, text in rows for m in MINUTES]
+    return "\n".join(lines) + "\n"
+
+
+def _parquet(path: Path, node: str, times: list, kind: pa.DataType) -> None:
+    count = len(times)
+    pq.write_table(
+        pa.table(
+            {
+                "ts": pa.array(times, kind),
+                "node": [node] * count,
+                "gpu_index": [0] * count,
+                "util_pct": [50.0] * count,
+            }
+        ),  # fmt: skip
+        path,
+    )
+
+
+NOON = [T(2026, 11, 10, 12, m) for m in MINUTES]
+OFFSET_CSV = _csv([
+    ("csv-colon", "2026-11-10T12:{m:02}:00+01:00"), ("csv-hour", "2026-11-10 12:{m:02}:00+01"),
+])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def zoned_rollup(tmp_path_factory) -> dict[tuple[str, str], tuple]:
+    """The stored (first, last, samples) of each (cluster, node) after one rollup of ZONE_DAY,
+    and the path each cluster's naive Parquet is read from."""
+    root = tmp_path_factory.mktemp("zones")
+    catalog_dir(
+        root, **{"settings.yaml": "clusters:\n  berlin: {scheduler_timezone: Europe/Berlin}\n"}
+    )
+    for cluster in ("berlin", "utc"):
+        folder = root / "landing/telemetry" / cluster
+        write(folder / "naive.csv", _csv([("csv-naive", "2026-11-10 12:{m:02}:00")]))
+        write(folder / "offsets.csv", OFFSET_CSV)
+        _parquet(folder / "naive.parquet", "pq-naive", NOON, pa.timestamp("us"))
+    berlin = root / "landing/telemetry/berlin"
+    instants = [t.replace(tzinfo=ZoneInfo("Europe/Berlin")) for t in NOON]
+    _parquet(berlin / "instant.parquet", "pq-tz", instants, pa.timestamp("us", tz="UTC"))
+    texts = [f"2026-11-10 12:{m:02}:00" for m in MINUTES[:6]]
+    texts += [f"2026-11-10T12:{m:02}:00+01" for m in MINUTES[6:]]
+    _parquet(berlin / "text.parquet", "pq-text", texts, pa.string())
+    chargeback = resource_for(root)
+    catalog = load_catalog(root / "catalog")
+    roll_up_days(chargeback, catalog, [ZONE_DAY])
+    con = prepare_connection(duckdb.connect())
+    stored = con.execute(
+        f"select cluster, node, min(ts), max(ts), count(*) from {named_samples(root)} "
+        "group by all order by all"
+    ).fetchall()
+    read_from = {
+        source["file"]: source["path"]
+        for source in sample_sources(root / "landing", chargeback.telemetry_dir, catalog)
+    }
+    return {
+        "stored": {(cluster, node): tuple(rest) for cluster, node, *rest in stored},
+        "read_from": {name: Path(path) for name, path in read_from.items()},
+        "landing": root / "landing",
+    }
+
+
+FROM_11_UTC = (T(2026, 11, 10, 11), T(2026, 11, 10, 11, 11), 12)
+FROM_12_UTC = (T(2026, 11, 10, 12), T(2026, 11, 10, 12, 11), 12)
+
+
+def test_naive_csv_times_are_local_time_of_a_non_utc_cluster(zoned_rollup):
+    assert zoned_rollup["stored"][("berlin", "csv-naive")] == FROM_11_UTC
+
+
+@pytest.mark.parametrize("cluster", ["utc", "berlin"])
+@pytest.mark.parametrize("node", ["csv-colon", "csv-hour"], ids=["+01:00", "+01"])
+def test_csv_times_with_an_offset_keep_it_in_any_cluster(zoned_rollup, cluster, node):
+    assert zoned_rollup["stored"][(cluster, node)] == FROM_11_UTC
+
+
+def test_naive_parquet_times_are_local_time_of_a_non_utc_cluster(zoned_rollup):
+    assert zoned_rollup["stored"][("berlin", "pq-naive")] == FROM_11_UTC
+    # converted for it (the rollup reads the conversion, not the landing file)
+    assert "converted" in zoned_rollup["read_from"]["telemetry/berlin/naive.parquet"].parts
+
+
+def test_parquet_text_times_are_local_unless_they_carry_an_offset(zoned_rollup):
+    assert zoned_rollup["stored"][("berlin", "pq-text")] == FROM_11_UTC
+
+
+def test_parquet_timestamptz_is_an_instant_read_in_place(zoned_rollup):
+    assert zoned_rollup["stored"][("berlin", "pq-tz")] == FROM_11_UTC
+    read_from = zoned_rollup["read_from"]["telemetry/berlin/instant.parquet"]
+    assert read_from == zoned_rollup["landing"] / "telemetry/berlin/instant.parquet"
+
+
+def test_naive_times_of_a_utc_cluster_are_utc_and_its_parquet_is_read_in_place(zoned_rollup):
+    assert zoned_rollup["stored"][("utc", "csv-naive")] == FROM_12_UTC
+    assert zoned_rollup["stored"][("utc", "pq-naive")] == FROM_12_UTC
+    read_from = zoned_rollup["read_from"]["telemetry/utc/naive.parquet"]
+    assert read_from == zoned_rollup["landing"] / "telemetry/utc/naive.parquet"
+
+
+# 25 October 2026 in Europe/Berlin: clocks go back from 03:00 CEST to 02:00 CET, so 02:00-02:59
+# comes twice. Two GPUs, their rows interleaved, each stepping back once (as nvidia-smi logs
+# are read: a GPU's rows before it steps back are the first pass, the rows after it the second)
+FALL_BACK_LOCAL = ["01:45", "02:00", "02:30", "02:45", "02:00", "02:30", "03:00"]
+FALL_BACK_UTC = [
+    T(2026, 10, 24, 23, 45), T(2026, 10, 25, 0), T(2026, 10, 25, 0, 30), T(2026, 10, 25, 0, 45),
+    T(2026, 10, 25, 1), T(2026, 10, 25, 1, 30), T(2026, 10, 25, 2),
+]  # fmt: skip
+
+
+def _zoned(out: Path) -> list[tuple]:
+    return duckdb.execute(
+        "select gpu_index, list(ts order by source_line) from read_parquet(?) "
+        "group by gpu_index order by gpu_index",
+        [str(out)],
+    ).fetchall()
+
+
+def test_csv_times_in_the_repeated_hour_follow_each_gpus_rows(tmp_path):
+    lines = ["ts,node,gpu_index,util_pct"]
+    lines += [f"2026-10-25 {hm}:00,n1,{gpu},50" for hm in FALL_BACK_LOCAL for gpu in (0, 1)]
+    path = write(tmp_path / "samples.csv", "\n".join(lines) + "\n")
+    canonical.samples_to_parquet(path, tmp_path / "out.parquet", BERLIN)
+    assert _zoned(tmp_path / "out.parquet") == [(0, FALL_BACK_UTC), (1, FALL_BACK_UTC)]
+
+
+def test_parquet_times_in_the_repeated_hour_follow_each_gpus_rows(tmp_path):
+    local = [T(2026, 10, 25, *map(int, hm.split(":"))) for hm in FALL_BACK_LOCAL]
+    path = tmp_path / "samples.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "ts": pa.array([t for t in local for _ in (0, 1)], pa.timestamp("us")),
+                "node": ["n1"] * 14,
+                "gpu_index": [0, 1] * 7,
+                "util_pct": [50.0] * 14,
+            }
+        ),  # fmt: skip
+        path,
+    )
+    assert not canonical.parquet_read_in_place(path, BERLIN)
+    assert canonical.parquet_read_in_place(path, ClusterSettings())
+    canonical.parquet_samples_to_parquet(path, tmp_path / "out.parquet", BERLIN)
+    assert _zoned(tmp_path / "out.parquet") == [(0, FALL_BACK_UTC), (1, FALL_BACK_UTC)]

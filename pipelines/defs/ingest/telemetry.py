@@ -800,10 +800,13 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
     setting converts anew. Which conversion an export has is remembered per export as it is
     now (`_file_key`), so a re-run does not hash the export again either.
     """
-    if export.format.to_parquet is None:
-        return export.path
     settings = catalog.cluster(export.cluster)
-    code = _converter_code(export.format.to_parquet)
+    convert, in_place = export.format.to_parquet, export.format.read_in_place
+    # canonical Parquet samples of a UTC cluster, naive times, are read in place: the daily
+    # rollup's hot path (its time range reaches the Parquet scan)
+    if convert is None or (in_place is not None and in_place(export.path, settings)):
+        return export.path
+    code = _converter_code(convert)
     # the declared step is the rollup's, not the converter's: changing it converts nothing anew
     made_with = settings.model_dump_json(exclude={"telemetry"}).encode()
     folder = telemetry_dir / "converted" / export.cluster
@@ -821,7 +824,7 @@ def _canonical_samples_file(export: ExportFile, telemetry_dir: Path, catalog: Ca
         # a name of its own: days rolled up in parallel may convert the same file at once
         partial = converted.with_name(owned_name(converted.name, ".partial"))
         with decompression_errors(export.path):
-            export.format.to_parquet(export.path, partial, settings)
+            convert(export.path, partial, settings)
         partial.replace(converted)
     seen.parent.mkdir(parents=True, exist_ok=True)
     replace_text(seen, converted.name)
