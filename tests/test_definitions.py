@@ -10,6 +10,7 @@ import pytest
 
 from pipelines.definitions import TABLE_STEPS, all_assets, defs
 from pipelines.defs.partitions import window_months
+from pipelines.defs.reports.publish import REPORT_FILES
 from pipelines.defs.resources import ENVIRONMENT, ChargebackResource
 from pipelines.defs.warehouse import in_flow_order, warehouse_tables
 from pipelines.sql import SQL_DIR, sql_text, tables_read
@@ -182,11 +183,13 @@ def test_every_asset_is_monthly_but_the_telemetry_rollup_and_backfills_in_one_ru
     assert graph.get(dg.AssetKey("gpu_sample_rollup")).parent_keys == {
         dg.AssetKey("catalog_clusters")
     }
-    # month_manifest describes the month's reports as a whole: after every report is written
+    # month_manifest describes the month's reports as a whole: after every report is written,
+    # and the files of every report step are known (they are what it carries over or not)
     reports = {
         "chargeback_workbook", "focus_export", "notices_export", "department_reports",
         "organisation_page",
     }  # fmt: skip
+    assert set(REPORT_FILES) == reports == FILES - {"month_manifest"}
     assert graph.get(dg.AssetKey("month_manifest")).parent_keys >= {
         dg.AssetKey(name) for name in reports
     }

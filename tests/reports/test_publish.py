@@ -9,7 +9,12 @@ import sys
 from pathlib import Path
 
 from pipelines.defs.reports import publish
-from pipelines.defs.reports.publish import carry_over, clean_staging, month_staging, publish_month
+from pipelines.defs.reports.publish import (
+    carry_over,
+    clean_staging,
+    month_staging,
+    publish_month,
+)
 from pipelines.leftovers import HOST
 
 
@@ -68,6 +73,11 @@ def test_without_an_atomic_exchange_the_folder_is_renamed_aside_then_replaced(
     assert sorted(p.name for p in reports.iterdir()) == ["2026-11"]
 
 
+# the report steps a run of chargeback_workbook and department_reports (and month_manifest)
+# leaves alone
+OTHER_STEPS = ["focus_export", "notices_export", "organisation_page"]
+
+
 def test_reports_a_run_did_not_rebuild_are_carried_over(tmp_path):
     reports = tmp_path / "reports"
     generation(reports / "2026-11", "old")
@@ -76,12 +86,61 @@ def test_reports_a_run_did_not_rebuild_are_carried_over(tmp_path):
     (staging / "chargeback-2026-11.xlsx").write_text("new")
     (staging / "departments").mkdir()  # this run's departments: none
 
-    assert carry_over(reports / "2026-11", staging) == ["focus-2026-11.csv"]
+    assert carry_over(reports / "2026-11", staging, "2026-11", OTHER_STEPS) == ["focus-2026-11.csv"]
     publish_month(staging, reports / "2026-11")
     assert files(reports / "2026-11") == {
         "chargeback-2026-11.xlsx": "new",
         "focus-2026-11.csv": "old",
     }
+
+
+def test_a_report_step_of_the_run_publishes_only_what_it_wrote(tmp_path):
+    # published with PDFs, at the old rate; re-run with settings.yaml page_pdfs false
+    reports = tmp_path / "reports"
+    old = generation(reports / "2026-11", "old")
+    for name in (
+        "chargeback-2026-11.html",
+        "chargeback-2026-11.pdf",
+        "departments/science.pdf",
+        "departments/gone.html",
+        "notices-2026-11.csv",
+        "readme-of-2025.txt",
+    ):
+        (old / name).write_text("old")
+    staging = month_staging(reports, "2026-11", "run-1")
+    (staging / "departments").mkdir()
+    for name in ("chargeback-2026-11.html", "departments/science.html"):
+        (staging / name).write_text("new")  # organisation_page and department_reports ran
+
+    kept = ["chargeback_workbook", "focus_export", "notices_export"]
+    assert carry_over(old, staging, "2026-11", kept) == [
+        "chargeback-2026-11.xlsx", "focus-2026-11.csv", "notices-2026-11.csv",
+    ]  # fmt: skip
+    publish_month(staging, old)
+    # no PDF of an earlier run beside the new pages, no department gone, no file of no step
+    assert files(old) == {
+        "chargeback-2026-11.html": "new",
+        "chargeback-2026-11.xlsx": "old",
+        "departments/science.html": "new",
+        "focus-2026-11.csv": "old",
+        "notices-2026-11.csv": "old",
+    }
+
+
+def test_only_the_files_of_the_steps_kept_go_over(tmp_path):
+    # a run that rebuilt a table the pages are made from, with neither page step: the pages
+    # of the previous generation describe the old table and are not kept
+    reports = tmp_path / "reports"
+    old = generation(reports / "2026-11", "old")
+    (old / "chargeback-2026-11.html").write_text("old")
+    staging = month_staging(reports, "2026-11", "run-1")
+    (staging / "chargeback-2026-11.xlsx").write_text("new")
+
+    assert carry_over(old, staging, "2026-11", ["focus_export"]) == ["focus-2026-11.csv"]
+    assert carry_over(tmp_path / "never-published", staging, "2026-11", OTHER_STEPS) == []
+    assert sorted(p.name for p in staging.iterdir()) == [
+        "chargeback-2026-11.xlsx", "focus-2026-11.csv",
+    ]  # fmt: skip
 
 
 def test_the_next_run_removes_dead_staging_and_puts_back_a_generation_left_aside(tmp_path):

@@ -6,14 +6,19 @@ The report assets write into the run's staging folder of the month (`staged_repo
 publishes the folder as a whole (pipelines/commit.py, publish.py).
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from pathlib import Path
 
 import dagster as dg
 
 from pipelines.defs.monthly import MonthRun, materialize_months
 from pipelines.defs.partitions import monthly_partition, single_run
-from pipelines.defs.reports.publish import carry_over, month_staging
+from pipelines.defs.reports.publish import (
+    REPORT_FILES,
+    carry_over,
+    month_staging,
+    report_files,
+)
 from pipelines.defs.resources import ChargebackResource
 from pipelines.landing import discover, sha256_each
 from pipelines.reports.exports import (
@@ -120,11 +125,16 @@ def chargeback_workbook(context: dg.AssetExecutionContext, chargeback: Chargebac
 MONTH_MANIFEST = dg.AssetKey("month_manifest")
 
 
+def assets_of_run(context: dg.AssetExecutionContext) -> Set[dg.AssetKey]:
+    """The assets this run materialises. (Not `context.run.asset_selection`: an in-process
+    run of a selection, `dg.materialize`, records an empty one.)"""
+    return context.job_def.asset_layer.selected_asset_keys
+
+
 def staged_report(context: dg.AssetExecutionContext, run: MonthRun, name: str) -> Path:
     """`<name>` in this run's staging folder of the month, published with its manifest."""
     label = run.month.label
-    selection = context.run.asset_selection
-    if selection is not None and MONTH_MANIFEST not in selection:
+    if MONTH_MANIFEST not in assets_of_run(context):
         context.log.warning(
             f"{name} of {label} is not published: month_manifest, which a month's reports "
             "need to be published as a whole, is not in this run"
@@ -164,6 +174,46 @@ _MANIFEST_TABLES = (
 )  # fmt: skip
 
 
+def _ancestors(graph, key: dg.AssetKey) -> set[dg.AssetKey]:
+    """Every asset `key` is made from, directly or not, in the run's asset graph."""
+    found: set[dg.AssetKey] = set()
+    pending = [key]
+    while pending:
+        node = pending.pop()
+        if not graph.has(node):
+            continue
+        for parent in graph.get(node).parent_keys - found:
+            found.add(parent)
+            pending.append(parent)
+    return found
+
+
+def reports_kept(context: dg.AssetExecutionContext, published: Path, label: str) -> list[str]:
+    """The report steps whose published files of month `label` this run keeps: the steps it
+    does not run whose tables it does not rebuild either (their files still describe the
+    warehouse). A step made from a table the run rebuilds loses its files, said in the log."""
+    in_run = assets_of_run(context)
+    graph = context.job_def.asset_layer.asset_graph
+    kept = []
+    for step in REPORT_FILES:
+        key = dg.AssetKey(step)
+        if key in in_run:
+            continue
+        rebuilt = sorted(parent.to_user_string() for parent in _ancestors(graph, key) & in_run)
+        if not rebuilt:
+            kept.append(step)
+            continue
+        dropped = [name for name in report_files(step, label) if (published / name).exists()]
+        if dropped:
+            more = f" and {len(rebuilt) - 3} more" if len(rebuilt) > 3 else ""
+            context.log.warning(
+                f"{label}: {', '.join(dropped)} not published again: this run rebuilds "
+                f"{', '.join(rebuilt[:3])}{more}, which {step} is made from, but not {step}; "
+                f"add {step} to the run to publish its files"
+            )
+    return kept
+
+
 @report_asset(
     # every report of the month: they must be in the staging folder before it is published
     deps=[
@@ -184,7 +234,8 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
     Written last into the run's staging folder of the month: when the run ends with every step
     succeeded, the folder replaces `<reports>/YYYY-MM/` as a whole, together with the run's
     warehouse (pipelines/commit.py), so the manifest always describes the files beside it.
-    Reports this run did not rebuild are carried over from the published folder."""
+    The files of report steps this run did not run are carried over from the published folder,
+    unless the run rebuilt a table they are made from (`reports_kept`)."""
 
     def step(run: MonthRun) -> dict[str, int]:
         month = {"billing_month": run.month.first_day}
@@ -201,17 +252,14 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
             {**landed, **counts.get(landed["file"], {})}
             for landed in _landing_files(run.folders.landing)
         ]
-        published = run.folders.reports / run.month.label
-        folder = month_staging(run.folders.reports, run.month.label, context.run.run_id)
-        carry_over(published, folder)
+        label = run.month.label
+        published = run.folders.reports / label
+        folder = month_staging(run.folders.reports, label, context.run.run_id)
+        carry_over(published, folder, label, reports_kept(context, published, label))
         outputs = [
             {"file": name, "sha256": sha256_of(folder / name),
              "bytes": (folder / name).stat().st_size}
-            for name in (
-                f"chargeback-{run.month.label}.xlsx",
-                f"focus-{run.month.label}.csv",
-                f"notices-{run.month.label}.csv",
-            )
+            for name in (f"chargeback-{label}.xlsx", f"focus-{label}.csv", f"notices-{label}.csv")
         ]  # fmt: skip
         tables = {
             table: run.con.execute(

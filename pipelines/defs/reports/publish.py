@@ -4,8 +4,9 @@
     <reports>/YYYY-MM/                                    the published generation
 
 The report assets write their files into the run's staging folder of the month
-(`month_staging`). `month_manifest` runs last: it carries over from the published folder what
-this run did not rebuild (`carry_over`) and checksums the files into manifest.json beside them.
+(`month_staging`); each report step owns the names listed in `REPORT_FILES`. `month_manifest`
+runs last: it carries over from the published folder the files of the report steps this run
+left alone (`carry_over`) and checksums the files into manifest.json beside them.
 The run's commit (pipelines/commit.py) then calls `publish_month`, which exchanges the staging
 folder with `<reports>/YYYY-MM/` in one renameat2(RENAME_EXCHANGE) where the OS has it (Linux
 3.15+ on ext4, xfs, btrfs, tmpfs): a reader of the month folder, and a kill at any instant,
@@ -24,6 +25,7 @@ import ctypes
 import errno
 import os
 import shutil
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
@@ -45,17 +47,46 @@ def month_staging(reports_dir: Path, label: str, run_id: str) -> Path:
     return folder
 
 
-def carry_over(published: Path, staging: Path) -> list[str]:
-    """Hard-link into `staging` each file and folder of the published month that this run did
-    not write (a run that rebuilds some reports publishes the others unchanged); returns their
-    names. Links are safe because every report is written to a temporary name and renamed,
-    never rewritten in place."""
+# The names each report step writes in a month folder (`{month}`: YYYY-MM), and owns: a run
+# of the step publishes exactly what it wrote there, and drops what the step wrote before and
+# did not write again (the PDFs of a run with settings.yaml page_pdfs false, a department gone).
+REPORT_FILES: dict[str, tuple[str, ...]] = {
+    "chargeback_workbook": ("chargeback-{month}.xlsx",),
+    "organisation_page": ("chargeback-{month}.html", "chargeback-{month}.pdf"),
+    "department_reports": ("departments",),  # the folder as a whole
+    "focus_export": ("focus-{month}.csv",),
+    "notices_export": ("notices-{month}.csv",),
+}
+MANIFEST = "manifest.json"
+
+
+def report_files(step: str, label: str) -> list[str]:
+    """The names report step `step` owns in the folder of month `label`."""
+    return [name.format(month=label) for name in REPORT_FILES[step]]
+
+
+def report_of(name: str, label: str) -> str | None:
+    """The report step owning `name` (a path relative to the folder of month `label`: the
+    first part decides), None for a name no step writes."""
+    first = name.split("/", 1)[0]
+    return next((step for step in REPORT_FILES if first in report_files(step, label)), None)
+
+
+def carry_over(published: Path, staging: Path, label: str, kept: Iterable[str]) -> list[str]:
+    """Hard-link into `staging` the published files and folders of month `label` that report
+    steps `kept` own (steps this run did not run, whose reports still describe the tables: a
+    run that rebuilds some reports publishes the others unchanged); returns their names.
+
+    Nothing else goes over: a report step of this run publishes only what it wrote, and a name
+    no step owns (an earlier release's) is dropped. Links are safe because every report is
+    written to a temporary name and renamed, never rewritten in place."""
     if not published.is_dir():
         return []
+    names = {name for step in kept for name in report_files(step, label)}
     carried = []
     for entry in sorted(published.iterdir()):
         target = staging / entry.name
-        if target.exists() or entry.name.startswith("."):
+        if entry.name not in names or target.exists():
             continue
         if entry.is_dir():
             shutil.copytree(entry, target, copy_function=_link)
