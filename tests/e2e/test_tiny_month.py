@@ -472,9 +472,19 @@ def test_manifest_records_inputs_outputs_and_run(tiny):
     assert (inputs["scheduler/tiny/jobs.csv"]["rows_read"],
             inputs["scheduler/tiny/jobs.csv"]["rows_rejected"]) == (8, 1)  # fmt: skip
     assert inputs["telemetry/tiny/b.parquet"]["format"] == "canonical_samples"
+    # every file of the month folder but the manifest, in path order (no PDFs: page_pdfs false)
     outputs = {o["file"]: o["sha256"] for o in manifest["outputs"]}
+    assert list(outputs) == [
+        "chargeback-2026-11.html", "chargeback-2026-11.xlsx",
+        "departments/science.html", "departments/science.xlsx",
+        "departments/unmapped.html", "departments/unmapped.xlsx",
+        "focus-2026-11.csv", "notices-2026-11.csv",
+    ]  # fmt: skip
     workbook = tiny / "reports/2026-11/chargeback-2026-11.xlsx"
     assert outputs["chargeback-2026-11.xlsx"] == hashlib.sha256(workbook.read_bytes()).hexdigest()
+    for name, sha256 in outputs.items():
+        path = tiny / "reports/2026-11" / name
+        assert sha256 == hashlib.sha256(path.read_bytes()).hexdigest(), name
     assert manifest["total_charged"] == {"amount": "19.63", "currency": "EUR"}
     assert manifest["tables"]["charge_lines"] == 6
     assert len(manifest["catalog"]["version"]) == 64

@@ -12,8 +12,10 @@ from pipelines.defs.reports import publish
 from pipelines.defs.reports.publish import (
     carry_over,
     clean_staging,
+    month_files,
     month_staging,
     publish_month,
+    report_of,
 )
 from pipelines.leftovers import HOST
 
@@ -141,6 +143,30 @@ def test_only_the_files_of_the_steps_kept_go_over(tmp_path):
     assert sorted(p.name for p in staging.iterdir()) == [
         "chargeback-2026-11.xlsx", "focus-2026-11.csv",
     ]  # fmt: skip
+
+
+def test_a_month_folders_files_in_path_order_without_the_manifest(tmp_path):
+    folder = generation(tmp_path / "2026-11", "new")
+    for name in (
+        "manifest.json",
+        ".manifest.json.partial",
+        "departments/.science.html.tmp",
+        "departments/science.pdf",
+        "chargeback-2026-11.html",
+    ):
+        (folder / name).write_text("new")
+    assert month_files(folder) == [
+        "chargeback-2026-11.html",
+        "chargeback-2026-11.xlsx",
+        "departments/science.html",
+        "departments/science.pdf",
+        "focus-2026-11.csv",
+    ]
+    assert [report_of(name, "2026-11") for name in month_files(folder)] == [
+        "organisation_page", "chargeback_workbook", "department_reports", "department_reports",
+        "focus_export",
+    ]  # fmt: skip
+    assert report_of("chargeback-2026-10.html", "2026-11") is None  # another month's name
 
 
 def test_the_next_run_removes_dead_staging_and_puts_back_a_generation_left_aside(tmp_path):

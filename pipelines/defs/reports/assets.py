@@ -16,8 +16,10 @@ from pipelines.defs.partitions import monthly_partition, single_run
 from pipelines.defs.reports.publish import (
     REPORT_FILES,
     carry_over,
+    month_files,
     month_staging,
     report_files,
+    report_of,
 )
 from pipelines.defs.resources import ChargebackResource
 from pipelines.landing import discover, sha256_each
@@ -229,7 +231,9 @@ def reports_kept(context: dg.AssetExecutionContext, published: Path, label: str)
 def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackResource):
     """`<reports>/YYYY-MM/manifest.json`, the audit record of a month's run: every input file
     with its sha256 and row counts, the catalog version, the parameters, the code version, the
-    Dagster run id, the month's table row counts and the checksums of the reports.
+    Dagster run id, the month's table row counts and `outputs`: every file of the month folder
+    but the manifest (path relative to the folder, sha256, bytes, the report step that wrote it
+    and whether it was carried over from the previous generation), in path order.
 
     Written last into the run's staging folder of the month: when the run ends with every step
     succeeded, the folder replaces `<reports>/YYYY-MM/` as a whole, together with the run's
@@ -255,11 +259,12 @@ def month_manifest(context: dg.AssetExecutionContext, chargeback: ChargebackReso
         label = run.month.label
         published = run.folders.reports / label
         folder = month_staging(run.folders.reports, label, context.run.run_id)
-        carry_over(published, folder, label, reports_kept(context, published, label))
+        carried = carry_over(published, folder, label, reports_kept(context, published, label))
         outputs = [
             {"file": name, "sha256": sha256_of(folder / name),
-             "bytes": (folder / name).stat().st_size}
-            for name in (f"chargeback-{label}.xlsx", f"focus-{label}.csv", f"notices-{label}.csv")
+             "bytes": (folder / name).stat().st_size, "report": report_of(name, label),
+             "carried_over": name.split("/", 1)[0] in carried}
+            for name in month_files(folder)
         ]  # fmt: skip
         tables = {
             table: run.con.execute(

@@ -6,7 +6,7 @@
 The report assets write their files into the run's staging folder of the month
 (`month_staging`); each report step owns the names listed in `REPORT_FILES`. `month_manifest`
 runs last: it carries over from the published folder the files of the report steps this run
-left alone (`carry_over`) and checksums the files into manifest.json beside them.
+left alone (`carry_over`) and checksums every file into manifest.json beside them.
 The run's commit (pipelines/commit.py) then calls `publish_month`, which exchanges the staging
 folder with `<reports>/YYYY-MM/` in one renameat2(RENAME_EXCHANGE) where the OS has it (Linux
 3.15+ on ext4, xfs, btrfs, tmpfs): a reader of the month folder, and a kill at any instant,
@@ -94,6 +94,16 @@ def carry_over(published: Path, staging: Path, label: str, kept: Iterable[str]) 
             _link(entry, target)
         carried.append(entry.name)
     return carried
+
+
+def month_files(folder: Path) -> list[str]:
+    """Every file of a month folder but its manifest, as paths relative to it, in order."""
+    files = (path.relative_to(folder) for path in folder.rglob("*") if path.is_file())
+    return sorted(
+        file.as_posix()
+        for file in files
+        if file.as_posix() != MANIFEST and not any(part.startswith(".") for part in file.parts)
+    )  # (a dot name is a temporary file, never a report)
 
 
 def _link(source: str | Path, target: str | Path) -> None:
