@@ -3,7 +3,10 @@
 Jobs and allocations are CSV (or Parquet) with fixed column names; every row comes out as text
 with its file and line so that typing, and rejecting, happens in SQL (`sql/staging/`).
 A jobs file may add `job_name` (optional, like every column outside the required ones): the
-job's name (a Kubernetes pod's name, Slurm's JobName), NULL when absent.
+job's name (a Kubernetes pod's name, Slurm's JobName), NULL when absent; and `eligible_time`
+(optional too): when the job became eligible to start (Slurm's Eligible: its begin time,
+dependencies and holds met), typed like submit_time; its queue wait runs from it instead of
+from submit_time (sql/marts/queue_stats.sql), NULL or absent: from submit_time.
 
 GPU samples are Parquet or CSV. CSV is converted to canonical Parquet (`samples_to_parquet`)
 with each row's `source_line` and, for a field that does not read as its type, a `parse_error`
@@ -44,7 +47,7 @@ from pipelines.formats import ExportFormat, open_binary, open_text, without_gz
 
 JOB_COLUMNS = (
     "job_id", "cluster", "account", "user", "queue", "qos", "gpu_model", "gpus", "nodes",
-    "submit_time", "start_time", "end_time", "state", "exit_code", "job_name",
+    "submit_time", "eligible_time", "start_time", "end_time", "state", "exit_code", "job_name",
 )  # fmt: skip
 ALLOCATION_COLUMNS = ("job_id", "node", "gpu_index")
 # a configured GPU quota object of a scheduler (pipelines/formats/sacctmgr.py, kueue.py): one

@@ -2,7 +2,10 @@
 
 Fields are `|`-separated, named by a header line when the file has one (`JobID|JobIDRaw|...`,
 any case), else in the cluster's `sacct_fields` order or Open XDMoD's documented order.
-Times, state and exit code pass through as text; SQL types them (`sql/staging/`).
+Times, state and exit code pass through as text; SQL types them (`sql/staging/`). Eligible
+(when the job could first start: its begin time, dependencies and holds met) is optional: a
+file or field order without it, or `Unknown`/`None`, leaves it NULL and the job's wait runs
+from Submit.
 
 GPU-equivalents of a record (`gpus`), from the `gres/gpu` and `gres/shard` entries of a TRES
 string: the untyped total (`gres/gpu=4`) whenever present, so a typed breakdown next to it
@@ -57,6 +60,7 @@ _COLUMNS = {
     "qos": "qos",
     "nodes": "nodelist",
     "submit_time": "submit",
+    "eligible_time": "eligible",
     "start_time": "start",
     "end_time": "end",
     "state": "state",

@@ -1,10 +1,14 @@
 -- One row per scheduler job record read (all files, all months), typed, with the reason it is
 -- rejected (NULL when valid). Grain: cluster × file × line. Timestamps become naive UTC.
+-- eligible_at: when the job became eligible to start (Slurm's Eligible, canonical
+-- eligible_time; NULL when the export has none), typed like submit_at; stg_jobs decides
+-- whether it is used.
 with known_values as (
     select
         * replace (
             known(nodes) as nodes,
             known(submit_time) as submit_time,
+            known(eligible_time) as eligible_time,
             known(start_time) as start_time,
             known(end_time) as end_time
         )
@@ -30,9 +34,11 @@ typed as (
         r.gpus as gpus_text,
         try_cast(r.gpus as double) as gpus,
         r.submit_time,
+        r.eligible_time,
         r.start_time,
         r.end_time,
         to_utc(r.submit_time, coalesce(z.scheduler_timezone, 'UTC')) as submit_at,
+        to_utc(r.eligible_time, coalesce(z.scheduler_timezone, 'UTC')) as eligible_at,
         to_utc(r.start_time, coalesce(z.scheduler_timezone, 'UTC')) as start_at,
         to_utc(r.end_time, coalesce(z.scheduler_timezone, 'UTC')) as end_at,
         r.state as raw_state,
@@ -79,6 +85,8 @@ checked as (
                 )
             when submit_time is not null and submit_at is null
                 then format('field submit_time: ''{}'' is not a timestamp', submit_time)
+            when eligible_time is not null and eligible_at is null
+                then format('field eligible_time: ''{}'' is not a timestamp', eligible_time)
             when start_time is not null and start_at is null
                 then format('field start_time: ''{}'' is not a timestamp', start_time)
             when end_time is not null and end_at is null
@@ -144,7 +152,9 @@ final as (
     -- latest record; a pending array record whose tasks are listed never ranks 1 (counted
     -- folded, like a duplicate): its tasks are the jobs.
     select
-        c.* exclude (gpus_text, submit_time, start_time, end_time, node_gpus, cluster_gpus),
+        c.* exclude (
+            gpus_text, submit_time, eligible_time, start_time, end_time, node_gpus, cluster_gpus
+        ),
         case
             when c.reject_reason is null and c.record_type = 'job'
                 then row_number() over (

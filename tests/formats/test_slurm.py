@@ -8,6 +8,7 @@ at $17, NodeList at $25; `mawk` with TZ=UTC for the GPU-hours).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -442,6 +443,52 @@ def test_headerless_files_follow_the_configured_field_order(tmp_path):
         row["parse_error"]
         == "field alloctres: not in the sacct field order (settings sacct_fields)"
     )
+
+
+def test_eligible_time_in_the_default_order_and_by_a_header(tmp_path):
+    """Eligible passes through as text like Submit, headerless in Open XDMoD's order ($12) or
+    named by a header in any position; `Unknown`/`None` become NULL in SQL (known())."""
+    # awk -F'|' '{print NR, $11, $12}' accounting-logs.log: line 2 became eligible a second
+    # after its submission, line 4's eligible time is Unknown
+    rows = rows_of(CASES / "accounting-logs.log")
+    assert [pick(r, "line", "submit_time", "eligible_time", "start_time") for r in rows] == [
+        (1, "2015-06-26T13:57:00", "2015-06-26T13:57:00", "2015-06-28T02:55:50"),
+        (2, "2015-06-26T19:51:25", "2015-06-26T19:51:26", "2015-06-28T15:14:49"),
+        (3, "2015-06-26T20:22:22", "2015-06-26T20:22:22", "2015-06-30T12:04:04"),
+        (4, "2016-08-01T06:01:08", "Unknown", "2016-08-01T07:04:09"),
+    ]  # fmt: skip
+    path = write(
+        tmp_path / "jobs.log",
+        "JobID|Account|Start|End|State|AllocTRES|NodeList|Eligible|Submit\n"
+        f"7|phys|{T1}|{T2}|COMPLETED|gres/gpu=1|n1|{T0}|2016-12-01T09:00:00\n"
+        f"8|phys|{T1}|{T2}|COMPLETED|gres/gpu=1|n1|None|2016-12-01T09:00:00\n",
+    )
+    assert [pick(r, "job_id", "submit_time", "eligible_time", "parse_error")
+            for r in rows_of(path)] == [
+        ("7", "2016-12-01T09:00:00", T0, None),
+        ("8", "2016-12-01T09:00:00", "None", None),
+    ]  # fmt: skip
+    # a header without Eligible: none, and the record is still read
+    [row] = rows_of(write(tmp_path / "old.log", "\n".join([HEADER, line("9")]) + "\n"))
+    assert pick(row, "eligible_time", "parse_error") == (None, None)
+
+
+def test_eligible_time_through_the_staging_sql(tmp_path):
+    """Typed in the cluster's zone like Submit; Unknown is NULL; a malformed one rejects its
+    row, naming the field (the row keeps its file and line)."""
+    path = write(
+        tmp_path / "jobs.log",
+        "JobID|Account|Submit|Eligible|Start|End|State|AllocTRES|NodeList\n"
+        f"7|phys|{T0}|2016-12-01T10:30:00|{T1}|{T2}|COMPLETED|gres/gpu=1|n1\n"
+        f"8|phys|{T0}|Unknown|{T1}|{T2}|COMPLETED|gres/gpu=1|n1\n"
+        f"9|phys|{T0}|2016-12-01T25:00:00|{T1}|{T2}|COMPLETED|gres/gpu=1|n1\n",
+    )
+    assert staged({"jobs.log": rows_of(path)}, "file, line, eligible_at, reject_reason") == [
+        ("jobs.log", 2, dt.datetime(2016, 12, 1, 10, 30), None),
+        ("jobs.log", 3, None, None),
+        ("jobs.log", 4, None,
+         "field eligible_time: '2016-12-01T25:00:00' is not a timestamp"),
+    ]  # fmt: skip
 
 
 # --- recognition ---------------------------------------------------------------------------

@@ -42,20 +42,21 @@ def given_raw_jobs(con, rows: list[tuple]) -> None:
         'parse_error varchar, job_id varchar, account varchar, "user" varchar, '
         "queue varchar, qos varchar, gpu_model varchar, gpus varchar, nodes varchar, "
         "submit_time varchar, start_time varchar, end_time varchar, state varchar, "
-        "exit_code varchar, job_name varchar, record_type varchar, owner_uid varchar)"
+        "exit_code varchar, job_name varchar, record_type varchar, owner_uid varchar, "
+        "eligible_time varchar)"
     )
     for row in rows:
-        con.execute("insert into raw_jobs values (" + ", ".join("?" * 21) + ")", row)
+        con.execute("insert into raw_jobs values (" + ", ".join("?" * 22) + ")", row)
     write_node_lists(con)
     con.execute("create table if not exists catalog_nodes (cluster varchar, gpus integer)")
 
 
 def raw_job(line, job_id, gpus="1", start="2026-11-02T10:00:00", end="2026-11-02T12:00:00",
             state="COMPLETED", cluster="c1", nodes="n1", error=None, file="jobs.csv",
-            record_type="job", account="acct"):  # fmt: skip
+            record_type="job", account="acct", eligible=None):  # fmt: skip
     return (cluster, file, line, "raw", error, job_id, account, "u", "q", "normal", "A100",
             gpus, nodes, "2026-11-02T09:00:00", start, end, state, "0", None,
-            record_type, None)  # fmt: skip
+            record_type, None, eligible)  # fmt: skip
 
 
 class TestStgJobRecords:
@@ -106,13 +107,42 @@ class TestStgJobRecords:
         ]
 
     def test_scheduler_timezone_becomes_utc(self, con):
-        given_raw_jobs(con, [raw_job(2, "1", cluster="ny"), raw_job(3, "2", cluster="utc")])
+        eligible = "2026-11-02T09:30:00"
+        given_raw_jobs(con, [raw_job(2, "1", cluster="ny", eligible=eligible),
+                             raw_job(3, "2", cluster="utc", eligible=eligible)])  # fmt: skip
         con.execute("create table catalog_clusters as select 'ny' as cluster, "
                     "'America/New_York' as scheduler_timezone")  # fmt: skip
         rows = con.execute(
-            "select cluster, start_at from (" + _sql("staging/stg_job_records") + ") order by 1"
+            "select cluster, start_at, eligible_at from ("
+            + _sql("staging/stg_job_records")
+            + ") order by 1"
         ).fetchall()
-        assert rows == [("ny", T(2026, 11, 2, 15, 0)), ("utc", T(2026, 11, 2, 10, 0))]
+        assert rows == [
+            ("ny", T(2026, 11, 2, 15, 0), T(2026, 11, 2, 14, 30)),
+            ("utc", T(2026, 11, 2, 10, 0), T(2026, 11, 2, 9, 30)),
+        ]
+
+    def test_eligible_time_unknown_is_null_and_malformed_is_a_reject(self, con):
+        given_raw_jobs(con, [
+            raw_job(2, "1", eligible="2026-11-02T09:30:00"),
+            raw_job(3, "2", eligible="Unknown"),
+            raw_job(4, "3", eligible="None"),
+            raw_job(5, "4", eligible="2026-11-31T09:30:00"),
+            raw_job(6, "5"),
+        ])  # fmt: skip
+        con.execute("create table catalog_clusters (cluster varchar, scheduler_timezone varchar)")
+        rows = con.execute(
+            "select file, line, eligible_at, reject_reason from ("
+            + _sql("staging/stg_job_records")
+            + ") order by line"
+        ).fetchall()
+        assert rows == [
+            ("jobs.csv", 2, T(2026, 11, 2, 9, 30), None),
+            ("jobs.csv", 3, None, None),
+            ("jobs.csv", 4, None, None),
+            ("jobs.csv", 5, None, "field eligible_time: '2026-11-31T09:30:00' is not a timestamp"),
+            ("jobs.csv", 6, None, None),
+        ]
 
     @pytest.mark.parametrize(
         ("text", "zone", "utc"),
