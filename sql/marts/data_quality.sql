@@ -6,6 +6,9 @@
 --                            folded into its sample); an export without rows (empty, or a
 --                            header alone) is listed with 0 in every month
 --   unmapped_account         an account that maps to no tenant, with its GPU-hours
+--   eligible_time_ignored    per cluster, the jobs of the month whose eligible time lies
+--                            before their submit or after their start (stg_jobs): their queue
+--                            wait runs from submit; value: how many
 --   telemetry_coverage       measured share of allocated GPU time per cluster
 --   overlapping_allocations  a GPU jobs held beyond its whole, with the excess GPU-hours
 --   telemetry_labels         per cluster and kind of telemetry_label_checks (agrees,
@@ -71,6 +74,21 @@ unmapped as (
     group by cluster, account
 ),
 
+ignored_eligible as (
+    select
+        cluster,
+        'eligible_time_ignored' as category,
+        cluster as subject,
+        count(*) as value,
+        format(
+            '{} jobs with an eligible time before submit or after start: waits from submit',
+            count(*)
+        ) as detail
+    from stg_jobs
+    where billing_month = $billing_month and is_eligible_ignored
+    group by cluster
+),
+
 coverage as (
     select
         cluster,
@@ -126,6 +144,8 @@ final as (
     select * from empty_files
     union all by name
     select * from unmapped
+    union all by name
+    select * from ignored_eligible
     union all by name
     select * from coverage
     union all by name

@@ -4,7 +4,8 @@
 -- tenant's jobs add up to its usage and credit lines to the cent (the bill is charge_lines,
 -- which a closed month's corrections and, in full_recovery, the idle shares add to).
 -- tenant_id is the tenant of most of the job's charged time (its largest job_gpu_charges line;
--- ties: the first tenant by id), or of its account at start.
+-- ties: the first tenant by id), or of its account at start. eligible_at: when it became
+-- eligible to start, as stg_jobs keeps it (NULL: unknown, its wait runs from submit_at).
 -- Parameters: $billing_month, $currency.
 with buckets as (
     select
@@ -54,6 +55,7 @@ final as (
         j.state,
         j.gpus,
         j.submit_at,
+        j.eligible_at,
         j.start_at,
         j.end_at,
         j.is_running,

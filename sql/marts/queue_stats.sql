@@ -11,9 +11,12 @@
 --   jobs_submitted    submitted in [$month_start, $month_end)
 --   jobs_started      started in the month: the jobs whose wait is counted here (once, in the
 --                     month the wait ended)
---   wait_*_s          wait = start − submit in seconds (the exports carry no eligible time yet;
---                     negative waits from clock skew count as 0); p50/p90/p95 interpolate
---                     linearly between order statistics (quantile_cont). A pod that Kueue
+--   wait_*_s          wait = start − queued in seconds, queued = eligible when known, else
+--                     submit (coalesce(eligible_at, submit_at): Slurm's Eligible, the time its
+--                     begin time, dependencies and holds allowed it to start; stg_jobs ignores
+--                     one before submit or after start); negative waits from clock skew count
+--                     as 0; p50/p90/p95 interpolate linearly between order statistics
+--                     (quantile_cont). A pod that Kueue
 --                     admitted waited from its Workload's creation to its admission (the
 --                     queue's wait, without the scheduling and image pulls that follow;
 --                     kueue_workload_waits of any month): the Workload of the pod itself (a
@@ -22,10 +25,10 @@
 --                     the Job ended (a pod created later replaces or follows one, in a Job
 --                     already admitted, and waited only for itself)
 --   kueue_waits       of jobs_started, those whose wait is their Kueue admission wait
---   pending_gpu_hours GPUs × the part of [submit, start) inside the month: Σ wait × GPUs,
+--   pending_gpu_hours GPUs × the part of [queued, start) inside the month: Σ wait × GPUs,
 --                     prorated at the month edges like allocated time; jobs that never started
 --                     wait until they were cancelled (end) or, still PENDING, to the month end
---                     (no submit time, or a never-started job with no end: no pending time).
+--                     (no queued time, or a never-started job with no end: no pending time).
 --                     A Kueue Job's pods exist only once the Job is admitted: the pods its
 --                     admission released are pending from the Job's Workload creation
 --   outcome counts    jobs that ended in the month, by final state
@@ -86,8 +89,8 @@ jobs as (
         u.start_at >= $month_start::timestamp and u.start_at < $month_end::timestamp
             as is_started,
         u.end_at >= $month_start::timestamp and u.end_at < $month_end::timestamp as is_ended,
-        u.submit_at,
-        coalesce(kj.created_at, u.submit_at) as pending_from,
+        coalesce(u.eligible_at, u.submit_at) as queued_at,
+        coalesce(kj.created_at, u.eligible_at, u.submit_at) as pending_from,
         u.start_at,
         coalesce(kp.kueue_wait_ms, kj.kueue_wait_ms) as kueue_wait_ms,
         case
@@ -118,8 +121,8 @@ measured as (
             *,
             case
                 when is_started and kueue_wait_ms is not null then greatest(kueue_wait_ms, 0)
-                when is_started and submit_at is not null
-                    then greatest(epoch_ms(start_at) - epoch_ms(submit_at), 0)
+                when is_started and queued_at is not null
+                    then greatest(epoch_ms(start_at) - epoch_ms(queued_at), 0)
             end as wait_ms,
             case
                 when pending_from is not null and wait_until is not null

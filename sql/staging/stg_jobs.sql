@@ -3,9 +3,18 @@
 -- stg_job_records ranks first (most complete, latest) wins.
 -- Running jobs end at their cluster's export time: the latest timestamp in its exports.
 -- owner_uid: a Kubernetes pod's controlling owner (a Job's pods: the Job); NULL elsewhere.
+-- eligible_at: when the job became eligible to start (Slurm's Eligible), NULL when the export
+-- has none or when it lies before submit or after start (impossible: the record's clocks
+-- disagree), in which case is_eligible_ignored is true (data_quality counts those jobs); its
+-- queue wait then runs from submit (queue_stats: start − coalesce(eligible_at, submit_at)).
 -- Parameters: $billing_month, $month_start, $month_end.
 with valid as (
-    select * from stg_job_records where reject_reason is null
+    select
+        *,
+        -- eligible before submit or after start: ignored
+        coalesce(eligible_at < submit_at or eligible_at > start_at, false) as is_eligible_ignored
+    from stg_job_records
+    where reject_reason is null
 ),
 
 export_times as (
@@ -27,6 +36,7 @@ final as (
         r.gpus,
         r.nodes,
         r.submit_at,
+        case when not r.is_eligible_ignored then r.eligible_at end as eligible_at,
         r.start_at,
         r.end_at,
         r.end_at is null and r.start_at is not null as is_running,
@@ -36,7 +46,8 @@ final as (
         r.exit_code,
         r.file,
         r.line,
-        r.owner_uid
+        r.owner_uid,
+        r.is_eligible_ignored
     from valid as r
     join export_times as e on e.cluster = r.cluster
     where r.record_rank = 1

@@ -17,6 +17,7 @@ from pipelines.defs.governance.assets import _label_files
 from pipelines.defs.resources import prepare_connection
 from pipelines.sql import replace_month, run
 from tests.conftest import month_run, write
+from tests.marts.conftest import ALPHA_TENANT, ONE_RATE, GivenMonth
 
 T = dt.datetime
 NOV = {
@@ -80,16 +81,17 @@ def given_job_gpu_hours(con, held: list[tuple]) -> None:
 
 
 def given_job_usage(con, jobs: list[tuple]) -> None:
-    """jobs: (job_id, tenant_id, queue, gpu_model, gpus, state, submit_at, start_at, end_at)."""
+    """jobs: (job_id, tenant_id, queue, gpu_model, gpus, state, submit_at, start_at, end_at[,
+    eligible_at]) (no eligible time when not given)."""
     con.execute(
         "create table job_usage (billing_month date, cluster varchar, job_id varchar, "
         "tenant_id varchar, queue varchar, gpu_model varchar, gpus double, state varchar, "
-        "submit_at timestamp, start_at timestamp, end_at timestamp)"
+        "submit_at timestamp, start_at timestamp, end_at timestamp, eligible_at timestamp)"
     )
     for job in jobs:
         con.execute(
-            "insert into job_usage values (date '2026-11-01', 'c1', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            list(job),
+            "insert into job_usage values (date '2026-11-01', 'c1', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [*job, None] if len(job) == 9 else list(job),
         )
 
 
@@ -398,6 +400,94 @@ def test_a_kueue_jobs_later_pods_waited_only_for_themselves(con):
     assert rows["tenant_queue_gpu_model", "alpha", "batch", "A100"] == (
         4, approx(90.0), approx(825 / 4), approx(6240 / 3600), 1,
     )  # fmt: skip
+
+
+def test_a_job_waits_from_its_eligible_time_when_the_export_has_one(con):
+    given_kueue_waits(con, [])
+    given_job_usage(con, [
+        # submitted 00:00, eligible (its begin time, its dependencies met) 10:00, started
+        # 11:00: waited 1 h, pending 1 h × 2 GPUs
+        ("e1", "alpha", "batch", "A100", 2, "COMPLETED", T(2026, 11, 2, 0), T(2026, 11, 2, 11),
+         T(2026, 11, 2, 12), T(2026, 11, 2, 10)),
+        # no eligible time (sacct's Unknown): waited from submit, 2 h × 1 GPU
+        ("e2", "alpha", "batch", "A100", 1, "COMPLETED", T(2026, 11, 3, 0), T(2026, 11, 3, 2),
+         T(2026, 11, 3, 3)),
+        # still pending at the month end, eligible 2 h after its submission: pending from
+        # 22:00 on the 30th, 2 h × 1 GPU
+        ("e3", "alpha", "batch", "A100", 1, "PENDING", T(2026, 11, 30, 20), None, None,
+         T(2026, 11, 30, 22)),
+    ])  # fmt: skip
+    con.execute(
+        "create table stg_jobs as select billing_month, cluster, job_id, submit_at, end_at, "
+        "null::varchar as owner_uid from job_usage"
+    )
+    given_job_gpu_hours(con, [])
+    columns = [*QUEUE_COLUMNS[:4], "jobs_started", "wait_p50_s", "wait_mean_s", "wait_max_s",
+               "pending_gpu_hours"]  # fmt: skip
+    rows = {r[:4]: r[4:] for r in rows_of(con, "marts/queue_stats", NOV, columns)}
+    # waits [3600, 7200]; pending (2 × 3600 + 7200 + 7200) GPU-s = 6 GPU-h
+    assert rows["tenant_queue_gpu_model", "alpha", "batch", "A100"] == (
+        2, approx(5400.0), approx(5400.0), approx(7200.0), approx(6.0),
+    )  # fmt: skip
+
+
+# Slurm's Eligible through the real steps: a sacct dump (header line) and a canonical jobs
+# file with eligible_time, read, typed and ranked up to queue_stats (tests/marts/conftest.py)
+SACCT = """
+    JobID|Account|User|Partition|Submit|Eligible|Start|End|State|AllocTRES|NodeList
+    1|alpha|ann|batch|2026-11-02T00:00:00|2026-11-02T10:00:00|2026-11-02T11:00:00|2026-11-02T12:00:00|COMPLETED|gres/gpu=1|n1
+    2|alpha|ann|batch|2026-11-03T00:00:00|Unknown|2026-11-03T02:00:00|2026-11-03T03:00:00|COMPLETED|gres/gpu=1|n1
+    3|alpha|ann|batch|2026-11-04T00:00:00|2026-11-04T05:00:00|2026-11-04T01:00:00|2026-11-04T02:00:00|COMPLETED|gres/gpu=1|n1
+    4|alpha|ann|batch|2026-11-06T01:00:00|2026-11-06T00:00:00|2026-11-06T02:00:00|2026-11-06T03:00:00|COMPLETED|gres/gpu=1|n1
+"""
+CANONICAL_JOBS = """
+    job_id,account,gpus,nodes,submit_time,eligible_time,start_time,end_time,state
+    c1,alpha,1,m1,2026-11-05T00:00:00,2026-11-05T00:30:00,2026-11-05T01:00:00,2026-11-05T02:00:00,COMPLETED
+"""
+
+
+@pytest.fixture(scope="module")
+def eligible_month(tmp_path_factory):
+    """The month built up to data_quality (the last step, so every table is there)."""
+    month = GivenMonth(tmp_path_factory.mktemp("eligible"))
+    month.catalog(tenants=ALPHA_TENANT, rates=ONE_RATE)
+    month.file("landing/scheduler/slurm/sacct.log", SACCT)
+    month.file("landing/scheduler/canon/jobs.csv", CANONICAL_JOBS)
+    month.build("data_quality")
+    yield month.con
+    month.close()
+
+
+def test_sacct_eligible_times_decide_the_waits_of_queue_stats(eligible_month):
+    rows = eligible_month.execute(
+        "select cluster, jobs_started, wait_p50_s, wait_mean_s, wait_max_s, pending_gpu_hours "
+        "from queue_stats where grouping_set = 'cluster' order by cluster"
+    ).fetchall()
+    assert rows == [
+        # c1: eligible 00:30, started 01:00
+        ("canon", 1, 1800.0, 1800.0, 1800.0, approx(0.5)),
+        # job 1: eligible 10:00, started 11:00: 1 h, not the 11 h since its submission; job
+        # 2: Unknown, from submit: 2 h; jobs 3 and 4: eligible after the start, or before
+        # the submission, ignored: from submit, 1 h each. Waits [3600, 3600, 3600, 7200];
+        # pending (1 + 2 + 1 + 1) h × 1 GPU
+        ("slurm", 4, 3600.0, 4500.0, 7200.0, approx(5.0)),
+    ]  # fmt: skip
+    usage = eligible_month.execute(
+        "select job_id, eligible_at from job_usage order by job_id"
+    ).fetchall()
+    assert usage == [("1", T(2026, 11, 2, 10)), ("2", None), ("3", None), ("4", None),
+                     ("c1", T(2026, 11, 5, 0, 30))]  # fmt: skip
+
+
+def test_an_eligible_time_after_the_start_is_ignored_and_counted(eligible_month):
+    rows = eligible_month.execute(
+        "select cluster, subject, value, detail from data_quality "
+        "where category = 'eligible_time_ignored'"
+    ).fetchall()
+    assert rows == [
+        ("slurm", "slurm", 2.0,
+         "2 jobs with an eligible time before submit or after start: waits from submit"),
+    ]  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------

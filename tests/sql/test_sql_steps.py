@@ -277,7 +277,8 @@ def test_stg_jobs_keeps_the_month_and_ends_running_jobs_at_the_export_time(con):
             cluster, file, 1 as line, job_id, 'acct' as account, 'u' as "user", 'q' as queue,
             'n' as qos, 'A100' as gpu_model, 1.0 as gpus, 'n1' as nodes,
             coalesce(start_at, timestamp '2026-11-15 00:00') - interval 1 hour as submit_at,
-            start_at, end_at, state, state as raw_state, '0' as exit_code,
+            null::timestamp as eligible_at, start_at, end_at, state, state as raw_state,
+            '0' as exit_code,
             null::varchar as owner_uid, null::varchar as reject_reason, record_rank
         from stg_job_records
     """)
