@@ -293,9 +293,9 @@ XDMOD_WITH_A_TYPO = (
             {"settings.yaml": f"clusters:\n  atlas: {{sacct_fields: [{XDMOD_WITH_A_TYPO}]}}\n"},
             "settings.yaml: settings: field 'clusters.atlas.sacct_fields.3': 'partiton' is not "
             "a sacct field (did you mean 'partition'? the fields read: jobid, cluster, "
-            "partition, qos, account, user, submit, start, end, exitcode, state, reqtres, "
-            "alloctres, nodelist, jobname; any other of sacct --helpformat may stand in the "
-            "order)",
+            "partition, qos, account, user, submit, eligible, start, end, exitcode, state, "
+            "reqtres, alloctres, nodelist, jobname; any other of sacct --helpformat may stand "
+            "in the order)",
             id="sacct-field-misspelt",
         ),
         pytest.param(
