@@ -1,12 +1,12 @@
 -- One row per cluster × GPU model with job GPU time in the billing month that nothing prices:
--- no rate of the model or '*' (for the cluster or all clusters) in force at the segment's hour,
--- as job_gpu_charges looks it up, and no derived rate of its pool in full_recovery. Not an
--- asset check: job_gpu_charges runs it first and stops the run on a row, before any charge
--- with a NULL amount is written. unpriced_from / unpriced_to: the first and last moment of
--- such time (UTC; the time between may be partly priced).
+-- no rate of the model or '*' (for the cluster or all clusters) in force when the segment is
+-- priced (priced_at), as job_gpu_charges looks it up, and no derived rate of its pool in
+-- full_recovery. Not an asset check: job_gpu_charges runs it first and stops the run on a
+-- row, before any charge with a NULL amount is written. unpriced_from / unpriced_to: the
+-- first and last moment of such time (UTC; the time between may be partly priced).
 -- Parameters: $billing_month.
 with segments as (
-    select cluster, gpu_model, hour, seg_from, seg_to, gpu_units
+    select cluster, gpu_model, priced_at, seg_from, seg_to, gpu_units
     from job_gpu_hours
     where billing_month = $billing_month
 ),
@@ -17,7 +17,7 @@ unpriced as (
     where
         not exists (
             from catalog_rates as r
-            where rate_applies(r, s.gpu_model, s.cluster, s.hour)
+            where rate_applies(r, s.gpu_model, s.cluster, s.priced_at)
         )
         and not exists (
             from cost_pools as p

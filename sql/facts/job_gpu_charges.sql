@@ -1,13 +1,15 @@
 -- One row per job × tenant × GPU model × unit price: the job's allocated time in the billing
 -- month priced at the rate in force (rate_card mode). Each hour segment takes the tenant its
--- account maps to and the rate valid at the segment's start, so a reorganisation or a rate
--- change at midnight splits the job's hours exactly. The rate: the GPU model's own before the
--- '*' fallback, and of those a rate for the segment's cluster before the all-clusters one
--- (two rates of one model and cluster in force at once are a catalog error). Time no rate
--- prices stops the run before this step (checks/job_time_has_a_rate).
--- A price tier (rates.yaml tiers, catalog_price_tiers) in force at the segment's start for the
--- job's queue, else for its QoS, multiplies the price: the tiered price in millionths is
--- rounded half up once (price_tier names the tier, NULL at the plain rate).
+-- account maps to and the rate valid at its hour's start, or at its billing day's start when
+-- that day begins inside the hour (job_gpu_hours cuts segments there), so a reorganisation or
+-- a rate change at a midnight of the billing timezone splits the job's time exactly, in a
+-- timezone off UTC by part of an hour too (job_gpu_hours.priced_at). The rate: the GPU
+-- model's own before the '*' fallback, and of those a rate for the segment's cluster before
+-- the all-clusters one (two rates of one model and cluster in force at once are a catalog
+-- error). Time no rate prices stops the run before this step (checks/job_time_has_a_rate).
+-- A price tier (rates.yaml tiers, catalog_price_tiers) in force then for the job's queue,
+-- else for its QoS, multiplies the price: the tiered price in millionths is rounded half up
+-- once (price_tier names the tier, NULL at the plain rate).
 -- full_recovery mode (cost_pools has the month's pools): the time is priced at the derived
 -- rate of its cluster × GPU model pool instead, one rate for the month; time on a GPU model
 -- with no pool (not in the inventory: capacity_buckets_sum_to_capacity fails) keeps the rate
@@ -19,7 +21,7 @@
 -- Parameters: $billing_month.
 with segments as (
     select
-        g.cluster, g.job_id, j.account, j.queue, j.qos, g.gpu_model, g.hour, g.seg_from,
+        g.cluster, g.job_id, j.account, j.queue, j.qos, g.gpu_model, g.priced_at,
         g.gpu_units,
         -- (a product, not a CASE: DuckDB 2.0.1 derives wrong statistics for the CASE here and
         -- its compressed materialization then overflows)
@@ -30,22 +32,25 @@ with segments as (
 ),
 
 account_hours as (
-    -- the tenant of each account and hour: the first matching mapping valid then
-    select s.account, s.hour, coalesce(m.tenant_id, 'unmapped') as tenant_id
-    from (select distinct account, hour from segments) as s
+    -- the tenant of each account when priced: the first matching mapping valid then
+    select s.account, s.priced_at, coalesce(m.tenant_id, 'unmapped') as tenant_id
+    from (select distinct account, priced_at from segments) as s
     left join catalog_account_tenants as m
-        on m.account = s.account and s.hour >= m.valid_from and s.hour < m.valid_to
-    qualify row_number() over (partition by s.account, s.hour order by m.priority nulls last) = 1
+        on m.account = s.account and s.priced_at >= m.valid_from and s.priced_at < m.valid_to
+    qualify
+        row_number() over (
+            partition by s.account, s.priced_at order by m.priority nulls last
+        ) = 1
 ),
 
 model_hours as (
-    -- the rate in force for each cluster, GPU model and hour
-    select s.cluster, s.gpu_model, s.hour, r.price_per_gpu_hour, r.price_micro
-    from (select distinct cluster, gpu_model, hour from segments) as s
-    left join catalog_rates as r on rate_applies(r, s.gpu_model, s.cluster, s.hour)
+    -- the rate in force for each cluster and GPU model when priced
+    select s.cluster, s.gpu_model, s.priced_at, r.price_per_gpu_hour, r.price_micro
+    from (select distinct cluster, gpu_model, priced_at from segments) as s
+    left join catalog_rates as r on rate_applies(r, s.gpu_model, s.cluster, s.priced_at)
     qualify
         row_number() over (
-            partition by s.cluster, s.gpu_model, s.hour
+            partition by s.cluster, s.gpu_model, s.priced_at
             order by rate_precedence(r.gpu_model, r.cluster, r.valid_from, r.priority)
         ) = 1
 ),
@@ -60,20 +65,20 @@ pool_rates as (
 ),
 
 tier_hours as (
-    -- the tier of each queue, QoS and hour: the queue's before the QoS's
+    -- the tier of each queue and QoS when priced: the queue's before the QoS's
     select
-        s.queue, s.qos, s.hour, t.multiplier_e4,
+        s.queue, s.qos, s.priced_at, t.multiplier_e4,
         -- the multiplier as written (a double prints 0.5, its DECIMAL 0.5000)
         case
             when t.queue is not null then format('queue {} × {}', t.queue, t.multiplier::double)
             else format('QoS {} × {}', t.qos, t.multiplier::double)
         end as price_tier
-    from (select distinct queue, qos, hour from segments) as s
+    from (select distinct queue, qos, priced_at from segments) as s
     join catalog_price_tiers as t
         on (t.queue = s.queue or t.qos = s.qos)
-        and s.hour >= t.valid_from and s.hour < t.valid_to
+        and s.priced_at >= t.valid_from and s.priced_at < t.valid_to
     qualify
-        row_number() over (partition by s.queue, s.qos, s.hour order by t.queue is null) = 1
+        row_number() over (partition by s.queue, s.qos, s.priced_at order by t.queue is null) = 1
 ),
 
 rated as (
@@ -85,12 +90,12 @@ rated as (
         t.multiplier_e4,
         t.price_tier
     from segments as s
-    join account_hours as a using (account, hour)
-    join model_hours as m using (cluster, gpu_model, hour)
+    join account_hours as a using (account, priced_at)
+    join model_hours as m using (cluster, gpu_model, priced_at)
     join pool_rates as p using (cluster, gpu_model)
     left join tier_hours as t
         on t.queue is not distinct from s.queue and t.qos is not distinct from s.qos
-        and t.hour = s.hour
+        and t.priced_at = s.priced_at
 ),
 
 priced as (

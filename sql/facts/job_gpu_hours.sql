@@ -1,6 +1,12 @@
 -- One row per job × GPU × hour segment of allocated time inside the billing month: each GPU a
--- job held is cut at hour boundaries (so telemetry joins on node, GPU and hour, an equi-join)
--- and where an outage window of its node begins or ends (so outage time is known exactly).
+-- job held is cut at hour boundaries (so telemetry joins on node, GPU and hour, an equi-join),
+-- where an outage window of its node begins or ends (so outage time is known exactly) and
+-- where a billing day begins inside an hour (a billing timezone off UTC by part of an hour,
+-- such as Asia/Kolkata: the catalog's validity dates change tenants and rates there).
+-- day_index: the billing day of the segment (24-hour periods from $month_start, from 0, as
+-- in utilization_daily and job_sample_time). priced_at: the moment the segment's tenant and
+-- rate are looked up at (job_gpu_charges), the start of its hour, or of its billing day when
+-- that begins inside the hour.
 -- gpu_model is the node's model from the inventory, else the job's, else 'unknown'.
 -- gpu_ms is the time the job held (part of) the GPU; gpu_units = gpu_ms × gpu_share, the
 -- GPU-equivalent time in 1/420ths of a GPU-millisecond (3,600,000 × 420 units = 1 GPU-hour).
@@ -33,23 +39,43 @@ pieces as (
     )
 ),
 
-outage_cuts as (
-    -- pieces an outage window overlaps, with the window edges that fall inside them
+off_hour_days as (
+    -- the billing days that begin inside an hour (none in a timezone off UTC by whole hours)
+    select day_from, date_trunc('hour', day_from) as hour
+    from (
+        select unnest(range($month_start::timestamp, $month_end::timestamp, interval 1 day))
+            as day_from
+    )
+    where day_from <> date_trunc('hour', day_from)
+),
+
+edges as (
+    -- the pieces cut inside: where an outage window of the node begins or ends, or a billing
+    -- day begins
+    select p.cluster, p.job_id, p.node, p.gpu_index, p.hour, e.edge
+    from pieces as p
+    join (
+        select cluster, node, unnest([outage_from, outage_to]) as edge
+        from catalog_outage_windows
+    ) as e
+        on e.cluster = p.cluster and e.node = p.node
+        and e.edge > p.piece_from and e.edge < p.piece_to
+    union all
+    select p.cluster, p.job_id, p.node, p.gpu_index, p.hour, d.day_from
+    from pieces as p
+    join off_hour_days as d
+        on d.hour = p.hour and d.day_from > p.piece_from and d.day_from < p.piece_to
+),
+
+cuts as (
+    -- the pieces with edges inside them, and their cut points
     select
         p.cluster, p.job_id, p.node, p.gpu_index, p.hour,
         list_sort(list_distinct(
-            [any_value(p.piece_from), any_value(p.piece_to)]
-            || coalesce(list(o.outage_from) filter (
-                o.outage_from > p.piece_from and o.outage_from < p.piece_to
-            ), [])
-            || coalesce(list(o.outage_to) filter (
-                o.outage_to > p.piece_from and o.outage_to < p.piece_to
-            ), [])
+            [any_value(p.piece_from), any_value(p.piece_to)] || list(e.edge)
         )) as points
     from pieces as p
-    join catalog_outage_windows as o
-        on o.cluster = p.cluster and o.node = p.node
-        and o.outage_from < p.piece_to and o.outage_to > p.piece_from
+    join edges as e using (cluster, job_id, node, gpu_index, hour)
     group by all
 ),
 
@@ -60,7 +86,7 @@ cut_segments as (
         p.points[i + 1] as seg_to
     from (
         select c.*, unnest(range(1, len(c.points))) as i
-        from outage_cuts as c
+        from cuts as c
     ) as p
 ),
 
@@ -69,7 +95,7 @@ segments as (
         p.cluster, p.job_id, p.node, p.gpu_index, p.gpu_share, p.gpu_model, p.hour,
         p.held_to, p.piece_from as seg_from, p.piece_to as seg_to
     from pieces as p
-    anti join outage_cuts using (cluster, job_id, node, gpu_index, hour)
+    anti join cuts using (cluster, job_id, node, gpu_index, hour)
     union all
     select
         p.cluster, p.job_id, p.node, p.gpu_index, p.gpu_share, p.gpu_model, p.hour,
@@ -82,6 +108,14 @@ final as (
     select
         $billing_month::date as billing_month,
         s.* exclude (held_to),
+        (epoch_ms(s.seg_from) - epoch_ms($month_start::timestamp)) // ms_per_day()
+            as day_index,
+        greatest(
+            s.hour,
+            $month_start::timestamp
+            + (epoch_ms(s.seg_from) - epoch_ms($month_start::timestamp)) // ms_per_day()
+            * interval 1 day
+        ) as priced_at,
         epoch_ms(s.seg_to) - epoch_ms(s.seg_from) as gpu_ms,
         (epoch_ms(s.seg_to) - epoch_ms(s.seg_from)) * s.gpu_share as gpu_units,
         (exists (

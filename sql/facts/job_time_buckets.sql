@@ -1,5 +1,7 @@
--- One row per job × GPU model: the job's allocated time in the billing month split into the
--- waste buckets of DESIGN.md, in GPU units (1/420 GPU-ms; 1,512,000,000 units = 1 GPU-hour).
+-- One row per job × GPU model × tenant: the job's allocated time in the billing month split
+-- into the waste buckets of DESIGN.md, in GPU units (1/420 GPU-ms; 1,512,000,000 units = 1
+-- GPU-hour). tenant_id: the tenant of the job's days (job_day_tenants), one per job but for a
+-- job running across a reorganisation, whose time before and after it counts for each.
 -- The buckets of a job sum to its allocated time:
 --   failed_infra: all of a NODE_FAIL job; otherwise its time inside outage windows
 --   failed_job:   the rest of a FAILED or OUT_OF_MEMORY job
@@ -7,31 +9,37 @@
 -- Parameters: $billing_month.
 with held as (
     select
-        cluster,
-        job_id,
-        gpu_model,
-        count(distinct row(node, gpu_index)) as gpus_held,
-        sum(gpu_units)::bigint as allocated_units,
-        coalesce(sum(gpu_units) filter (in_outage), 0)::bigint as outage_units
-    from job_gpu_hours
-    where billing_month = $billing_month
+        g.cluster,
+        g.job_id,
+        g.gpu_model,
+        d.tenant_id,
+        count(distinct row(g.node, g.gpu_index)) as gpus_held,
+        sum(g.gpu_units)::bigint as allocated_units,
+        coalesce(sum(g.gpu_units) filter (g.in_outage), 0)::bigint as outage_units
+    from job_gpu_hours as g
+    join job_day_tenants as d using (billing_month, cluster, job_id, day_index)
+    where g.billing_month = $billing_month
     group by all
 ),
 
 job_sample_totals as (
     -- job_sample_time holds a row per billing day
     select
-        cluster,
-        job_id,
-        gpu_model,
+        t.cluster,
+        t.job_id,
+        t.gpu_model,
+        d.tenant_id,
         sum(measured_units) as measured_units,
         sum(util_weighted_units) as util_weighted_units,
         sum(measured_outside_outage_units) as measured_outside_outage_units,
         sum(productive_units) as productive_units,
         sum(idle_units) as idle_units,
         sum(zombie_units) as zombie_units
-    from job_sample_time
-    where billing_month = $billing_month
+    from job_sample_time as t
+    join job_day_tenants as d
+        on d.billing_month = t.billing_month and d.cluster = t.cluster
+        and d.job_id = t.job_id and d.day_index = t.day - t.billing_month
+    where t.billing_month = $billing_month
     group by all
 ),
 
@@ -51,6 +59,7 @@ joined as (
         and j.job_id = h.job_id
     left join job_sample_totals as t
         on t.cluster = h.cluster and t.job_id = h.job_id and t.gpu_model = h.gpu_model
+        and t.tenant_id = h.tenant_id
 ),
 
 final as (
@@ -59,6 +68,7 @@ final as (
         cluster,
         job_id,
         gpu_model,
+        tenant_id,
         gpus_held,
         allocated_units,
         measured_units,

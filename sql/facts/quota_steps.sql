@@ -3,7 +3,8 @@
 -- force are constant. The one concurrency timeline quota_compliance and reserved_quota_unused
 -- both integrate.
 -- A pool is a GPU model or a queue: a job's GPU time counts towards the pools named after its
--- GPU model and its queue (the tenant of a job as in job_usage). Pools: every quota in force
+-- GPU model and its queue (the tenant of the job's day, job_day_tenants: a job running across a
+-- reorganisation counts for each tenant on its days). Pools: every quota in force
 -- in the month, and every GPU model a tenant used.
 --   share             the held GPU-equivalents in 1/420 GPU (+gpu_share at seg_from,
 --                     −gpu_share at seg_to: a 1g MIG slice is 60)
@@ -30,8 +31,9 @@ with quotas as (
 ),
 
 segments as (
-    select u.tenant_id, g.gpu_model, u.queue, g.gpu_share, g.seg_from, g.seg_to
+    select d.tenant_id, g.gpu_model, u.queue, g.gpu_share, g.seg_from, g.seg_to
     from job_gpu_hours as g
+    join job_day_tenants as d using (billing_month, cluster, job_id, day_index)
     join job_usage as u using (billing_month, cluster, job_id)
     where g.billing_month = $billing_month
 ),

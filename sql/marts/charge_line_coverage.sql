@@ -21,16 +21,27 @@ with billed as (
     where c.billing_month = $billing_month and c.credit_gpu_units > 0
 ),
 
+job_models as (
+    -- the job's time on the GPU model in the month, whatever tenant each day had
+    select
+        cluster,
+        job_id,
+        gpu_model,
+        sum(measured_units)::hugeint as measured_units,
+        sum(allocated_units)::hugeint as allocated_units
+    from job_time_buckets
+    where billing_month = $billing_month
+    group by all
+),
+
 measured as (
     select
         b.*,
         coalesce(b.units::hugeint * j.measured_units // nullif(j.allocated_units, 0), 0)
             as measured_units
     from billed as b
-    -- job_time_buckets' grain is the job × GPU model of a month: nothing to sum
-    left join job_time_buckets as j
-        on j.billing_month = $billing_month and j.cluster = b.cluster and j.job_id = b.job_id
-        and j.gpu_model = b.gpu_model
+    left join job_models as j
+        on j.cluster = b.cluster and j.job_id = b.job_id and j.gpu_model = b.gpu_model
 )
 
 select

@@ -1,9 +1,10 @@
--- One row per billing month × tenant: usage and waste (its jobs in job_usage, their GPU units
--- in job_time_buckets), the charge (from charge_lines), the budget and its status: ok, warn
--- (>= 80 % used), over (> 100 %), or 'no budget'. Every catalog tenant appears, used or not;
--- 'unmapped' appears when it has jobs, 'platform' (full_recovery's unrecovered capacity cost)
--- when it has charge lines and the catalog has no tenant of that id.
--- quota_flags lists the quota_compliance flags raised, e.g.
+-- One row per billing month × tenant: usage and waste (its jobs' GPU units in
+-- job_time_buckets: a job running across a reorganisation counts for each tenant for its days
+-- with it; jobs: the jobs job_usage names it for), the charge (from charge_lines), the budget
+-- and its status: ok, warn (>= 80 % used), over (> 100 %), or 'no budget'. Every catalog
+-- tenant appears, used or not; 'unmapped' appears when it has jobs or GPU time, 'platform'
+-- (full_recovery's unrecovered capacity cost) when it has charge lines and the catalog has no
+-- tenant of that id. quota_flags lists the quota_compliance flags raised, e.g.
 -- 'breach (A100-80GB), idle_quota (H100)'.
 -- Parameters: $billing_month, $budget_month, $currency.
 with jobs as (
@@ -17,7 +18,7 @@ usage as (
     -- the tenant's time in GPU units, its jobs' job_time_buckets summed and made hours once
     -- (a sum of the jobs' hours, doubles, would depend on the order threads add them in)
     select
-        j.tenant_id,
+        b.tenant_id,
         gpu_hours(sum(b.allocated_units)) as allocated_gpu_hours,
         gpu_hours(sum(b.measured_units)) as measured_gpu_hours,
         gpu_hours(sum(b.productive_units)) as productive_gpu_hours,
@@ -28,9 +29,8 @@ usage as (
         gpu_hours(sum(b.unmeasured_units)) as unmeasured_gpu_hours,
         sum(b.util_weighted_units) / nullif(sum(b.measured_units), 0) as mean_util_pct
     from job_time_buckets as b
-    join job_usage as j using (billing_month, cluster, job_id)
     where b.billing_month = $billing_month
-    group by j.tenant_id
+    group by b.tenant_id
 ),
 
 charges as (
@@ -62,6 +62,7 @@ tenants as (
     union all
     select 'unmapped', 'Unmapped accounts', 'Unmapped', null, null
     where exists (select 1 from jobs where tenant_id = 'unmapped')
+        or exists (select 1 from usage where tenant_id = 'unmapped')
     union all
     select 'platform', 'Platform (unrecovered)', 'Platform', null, null
     where exists (select 1 from charges where tenant_id = 'platform')

@@ -4,7 +4,8 @@
 -- timezone unless a DST change falls inside the month); `day` is their first date.
 -- Hours are GPU-equivalent hours (a 1g MIG slice counts 1/7), summed in GPU units (1/420
 -- GPU-ms, 1,512,000,000 units = 1 GPU-hour) as job_gpu_hours and job_time_buckets store them.
---   allocated_gpu_hours   the job_gpu_hours segments, split at day boundaries
+--   tenant_id             the tenant of the job's day (job_day_tenants)
+--   allocated_gpu_hours   the job_gpu_hours segments (each in one day)
 --   productive_gpu_hours, measured_gpu_hours, mean_util_pct   the job_sample_time rows of the
 --                         day (samples' covered time split at day boundaries); productive is 0
 --                         for the jobs whose whole time is failed (NODE_FAIL, FAILED,
@@ -25,52 +26,26 @@ with days as (
     ) as d
 ),
 
-segments as (
-    select
-        g.cluster,
-        g.job_id,
-        g.gpu_model,
-        u.tenant_id,
-        g.gpu_share,
-        epoch_ms(g.seg_from) as from_ms,
-        epoch_ms(g.seg_to) as to_ms,
-        (epoch_ms(g.seg_from) - epoch_ms($month_start::timestamp)) // ms_per_day() as day_index
-    from job_gpu_hours as g
-    join job_usage as u using (billing_month, cluster, job_id)
-    where g.billing_month = $billing_month
-),
-
-day_pieces as (
-    -- a segment lies within one hour, so it touches at most two days
-    select
-        *,
-        epoch_ms($month_start::timestamp) + (day_index + 1) * ms_per_day() as cut_ms
-    from segments
-),
-
 job_days as (
-    -- allocated time per job and day, and the job's measured time per day
+    -- allocated time per job and day (job_gpu_hours: a segment lies in one billing day), and
+    -- the job's measured time per day; the tenant of the job's day (job_day_tenants)
     select
-        cluster, job_id, gpu_model, tenant_id, day_index,
-        (least(to_ms, cut_ms) - from_ms) * gpu_share as allocated_units,
+        g.cluster, g.job_id, g.gpu_model, d.tenant_id, g.day_index,
+        g.gpu_units as allocated_units,
         0 as productive_units, 0 as measured_units,
         -- job_sample_time's exact DECIMAL: a double here would make every sum below one of
         -- doubles, whose result depends on the order threads add the rows in
         null::decimal(38, 3) as util_weighted_units
-    from day_pieces
-    union all
-    select
-        cluster, job_id, gpu_model, tenant_id, day_index + 1,
-        (to_ms - cut_ms) * gpu_share, 0, 0, null
-    from day_pieces
-    where to_ms > cut_ms
+    from job_gpu_hours as g
+    join job_day_tenants as d using (billing_month, cluster, job_id, day_index)
+    where g.billing_month = $billing_month
     union all
     select
         t.cluster,
         t.job_id,
         t.gpu_model,
-        u.tenant_id,
-        t.day - $billing_month::date as day_index,
+        d.tenant_id,
+        d.day_index,
         0,
         case
             when u.state in ('NODE_FAIL', 'FAILED', 'OUT_OF_MEMORY') then 0
@@ -79,7 +54,11 @@ job_days as (
         t.measured_units,
         t.util_weighted_units
     from job_sample_time as t
-    join job_usage as u using (billing_month, cluster, job_id)
+    join job_day_tenants as d
+        on d.billing_month = t.billing_month and d.cluster = t.cluster
+        and d.job_id = t.job_id and d.day_index = t.day - t.billing_month
+    join job_usage as u
+        on u.billing_month = t.billing_month and u.cluster = t.cluster and u.job_id = t.job_id
     where t.billing_month = $billing_month
 ),
 

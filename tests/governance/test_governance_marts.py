@@ -48,16 +48,21 @@ def rows_of(con, name: str, params: dict, columns: list[str]) -> list[tuple]:
 # input tables, shaped like the pipeline's
 
 
-def given_job_gpu_hours(con, held: list[tuple]) -> None:
+def given_job_gpu_hours(con, held: list[tuple], month_start: dt.datetime | None = None) -> None:
     """held: (job_id, node, gpu_index, gpu_model, start, end[, outage (from, to)][, share]);
-    each is cut at hour boundaries (and at the outage edges) as facts/job_gpu_hours does.
-    share is the job's part of the GPU in 1/420ths (420, a whole GPU, when not given)."""
+    each is cut at hour boundaries, at the outage edges and where a billing day (24 hours from
+    `month_start`, November's in UTC when not given) begins, as facts/job_gpu_hours does.
+    share is the job's part of the GPU in 1/420ths (420, a whole GPU, when not given). Also
+    job_day_tenants: each job's days with its job_usage tenant (given_job_usage, before or
+    after)."""
     con.execute(
         "create table job_gpu_hours (billing_month date, cluster varchar, job_id varchar, "
         "node varchar, gpu_index integer, gpu_share integer, gpu_model varchar, hour timestamp, "
-        "seg_from timestamp, seg_to timestamp, gpu_ms bigint, gpu_units bigint, "
-        "in_outage boolean)"
+        "seg_from timestamp, seg_to timestamp, day_index bigint, priced_at timestamp, "
+        "gpu_ms bigint, gpu_units bigint, in_outage boolean)"
     )
+    month_start = month_start or T(2026, 11, 1)
+    month_start = month_start or T(2026, 11, 1)
     for job_id, node, gpu, model, start, end, *extra in held:
         outage = next((e for e in extra if isinstance(e, tuple)), None)
         share = next((e for e in extra if isinstance(e, int)), 420)
@@ -66,18 +71,39 @@ def given_job_gpu_hours(con, held: list[tuple]) -> None:
         while hour < end:
             cuts.add(max(hour, start))
             hour += HOUR
+        day = month_start
+        while day < end:
+            if day > start:
+                cuts.add(day)
+            day += dt.timedelta(days=1)
         if outage:
             cuts |= {t for t in outage if start < t < end}
         points = sorted(cuts)
         for seg_from, seg_to in zip(points, points[1:], strict=False):
             in_outage = outage is not None and outage[0] <= seg_from < outage[1]
             gpu_ms = int((seg_to - seg_from).total_seconds() * 1000)
+            day_index = (seg_from - month_start) // dt.timedelta(days=1)
+            hour = seg_from.replace(minute=0, second=0, microsecond=0)
+            priced_at = max(hour, month_start + dt.timedelta(days=day_index))
             con.execute(
-                "insert into job_gpu_hours values (date '2026-11-01', 'c1', ?, ?, ?, ?, ?, "
-                "date_trunc('hour', ?::timestamp), ?, ?, ?, ?, ?)",
-                [job_id, node, gpu, share, model, seg_from, seg_from, seg_to, gpu_ms,
-                 gpu_ms * share, in_outage],
+                "insert into job_gpu_hours values (date '2026-11-01', 'c1', ?, ?, ?, ?, ?, ?, ?, "
+                "?, ?, ?, ?, ?, ?)",
+                [job_id, node, gpu, share, model, hour, seg_from, seg_to, day_index, priced_at,
+                 gpu_ms, gpu_ms * share, in_outage],
             )  # fmt: skip
+    _given_job_day_tenants(con)
+
+
+def _given_job_day_tenants(con) -> None:
+    """job_day_tenants once job_gpu_hours and job_usage are both given: each job's tenant on
+    every day it holds a GPU (no reorganisation here)."""
+    tables = {name for (name,) in con.execute("select table_name from duckdb_tables()").fetchall()}
+    if {"job_gpu_hours", "job_usage"} <= tables:
+        con.execute(
+            "create or replace view job_day_tenants as select distinct g.billing_month, "
+            "g.cluster, g.job_id, g.day_index, u.tenant_id from job_gpu_hours as g "
+            "join job_usage as u using (billing_month, cluster, job_id)"
+        )
 
 
 def given_job_usage(con, jobs: list[tuple]) -> None:
@@ -93,6 +119,7 @@ def given_job_usage(con, jobs: list[tuple]) -> None:
             "insert into job_usage values (date '2026-11-01', 'c1', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [*job, None] if len(job) == 9 else list(job),
         )
+    _given_job_day_tenants(con)
 
 
 def given_catalog_nodes(con, nodes: list[tuple]) -> None:
@@ -838,7 +865,11 @@ def test_utilization_daily_splits_a_segment_at_a_half_hour_midnight(con):
     # segment 11-01 18:00-19:00 UTC is half on the 1st and half on the 2nd
     given_catalog_nodes(con, [("n1", "A100", 1, "fd-a", "drv-1", T(2025, 1, 1))])
     given_job_usage(con, [("k1", "alpha", "batch", "A100", 1, "COMPLETED", None, None, None)])
-    given_job_gpu_hours(con, [("k1", "n1", 0, "A100", T(2026, 11, 1, 18), T(2026, 11, 1, 19))])
+    given_job_gpu_hours(
+        con,
+        [("k1", "n1", 0, "A100", T(2026, 11, 1, 18), T(2026, 11, 1, 19))],
+        month_start=T(2026, 10, 31, 18, 30),
+    )
     # one sample at 18:29 UTC covering 2 minutes: a minute on each side of midnight in Kolkata
     given_job_sample_time(
         con,

@@ -24,13 +24,17 @@ NOV, OCT = dt.date(2026, 11, 1), dt.date(2026, 10, 1)
 D = Decimal
 
 
+# the tenant of each job's days (job_day_tenants): no reorganisation here
+JOB_TENANTS = {"j0": "alpha", "j1": "alpha", "j2": "alpha", "j3": "beta", "j5": "unmapped"}
+
+
 def bucket_row(month, job_id, model, allocated, measured, util_pct, productive=0.0, idle=0.0,
                zombie=0.0, failed_job=0.0, failed_infra=0.0, unmeasured=0.0):  # fmt: skip
     """A job_time_buckets row from hours; util_weighted_units = measured units × util %."""
     weighted = None if util_pct is None else D(units(measured)) * D(util_pct)
-    return (month, "c1", job_id, model, units(allocated), units(measured), weighted,
-            units(failed_infra), units(failed_job), units(productive), units(idle), units(zombie),
-            units(unmeasured))  # fmt: skip
+    return (month, "c1", job_id, model, JOB_TENANTS[job_id], units(allocated), units(measured),
+            weighted, units(failed_infra), units(failed_job), units(productive), units(idle),
+            units(zombie), units(unmeasured))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +67,10 @@ def rows():
           ])  # fmt: skip
     given(con, "job_time_buckets",
           "billing_month date, cluster varchar, job_id varchar, gpu_model varchar, "
-          "allocated_units bigint, measured_units hugeint, util_weighted_units decimal(38, 3), "
-          "failed_infra_units bigint, failed_job_units bigint, productive_units hugeint, "
-          "idle_units hugeint, zombie_units hugeint, unmeasured_units hugeint", [
+          "tenant_id varchar, allocated_units bigint, measured_units hugeint, "
+          "util_weighted_units decimal(38, 3), failed_infra_units bigint, "
+          "failed_job_units bigint, productive_units hugeint, idle_units hugeint, "
+          "zombie_units hugeint, unmeasured_units hugeint", [
               # j1 on two GPU models: 4 h (3 h measured at 50 %) and 2 h FAILED (at 20 %)
               bucket_row(NOV, "j1", "A100", 4, 3, 50, productive=2, idle=0.5, zombie=0.5,
                          unmeasured=1),

@@ -317,6 +317,38 @@ def test_job_gpu_hours_splits_at_hours_and_outage_edges_and_weighs_the_share(con
     ]
 
 
+def test_job_gpu_hours_cut_where_a_billing_day_begins_inside_an_hour(con):
+    # billing in Asia/Kolkata (+05:30): November's days begin at 18:30 UTC, inside an hour;
+    # each part of the 18:00 hour is its own segment, of its own day, priced from its start
+    con.execute("""
+        create table stg_jobs as select date '2026-11-01' as billing_month, 'c' as cluster,
+            'j' as job_id, 'A100' as gpu_model, timestamp '2026-11-01 17:45' as start_at,
+            timestamp '2026-11-01 19:10' as held_until
+    """)
+    con.execute("""create table job_gpus as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'j' as job_id, 'n1' as node, 0 as gpu_index, 420 as gpu_share""")
+    con.execute("create table catalog_nodes (cluster varchar, node varchar, gpu_model varchar)")
+    con.execute("""create table catalog_outage_windows (cluster varchar, node varchar,
+        outage_from timestamp, outage_to timestamp)""")
+    kolkata = {
+        **{k: v for k, v in NOV.items() if k != "currency"},
+        "month_start": T(2026, 10, 31, 18, 30),
+        "month_end": T(2026, 11, 30, 18, 30),
+    }
+    rows = con.execute(
+        "select seg_from::time, seg_to::time, day_index, priced_at::time from ("
+        + _sql("facts/job_gpu_hours")
+        + ")",
+        kolkata,
+    ).fetchall()
+    assert [tuple(str(v) for v in row) for row in rows] == [
+        ("17:45:00", "18:00:00", "0", "17:00:00"),
+        ("18:00:00", "18:30:00", "0", "18:00:00"),
+        ("18:30:00", "19:00:00", "1", "18:30:00"),
+        ("19:00:00", "19:10:00", "1", "19:00:00"),
+    ]
+
+
 def given_declared_steps(con, steps: dict[str, int] | None = None) -> None:
     """declared_steps: the telemetry step in ms the catalog declares per cluster."""
     con.execute("create table declared_steps (cluster varchar, step_ms bigint)")
@@ -987,7 +1019,7 @@ def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):
         'COMPLETED' as state""")
     con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
         'c' as cluster, 'j' as job_id, 'A100' as gpu_model, h as hour, h as seg_from,
-        (3600000 * 420)::bigint as gpu_units, false as in_outage
+        h as priced_at, (3600000 * 420)::bigint as gpu_units, false as in_outage
         from unnest(range(timestamp '2026-11-14 22:00', timestamp '2026-11-15 02:00',
                           interval 1 hour)) as t(h)""")
     con.execute("""create table catalog_account_tenants as select * from (values
@@ -1015,6 +1047,47 @@ def test_job_gpu_charges_split_at_a_rate_change_and_a_reorganisation(con):
     ]
 
 
+def test_a_reorganisation_at_a_half_hour_midnight_splits_the_hour(con):
+    # billing in Asia/Kolkata (+05:30): the 15th begins at 11-14 18:30 UTC, where account 'cv'
+    # moves from vision to robotics and the A100 price from 2.00 to 2.50; a job on one GPU
+    # 18:00-19:00 UTC is half an hour of each (it was all vision's at 2.00, by the hour)
+    con.execute("""create table stg_jobs as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'j' as job_id, 'cv' as account, 'batch' as queue, null as qos,
+        'COMPLETED' as state, 'A100' as gpu_model, timestamp '2026-11-14 18:00' as start_at,
+        timestamp '2026-11-14 19:00' as held_until""")
+    con.execute("""create table job_gpus as select date '2026-11-01' as billing_month,
+        'c' as cluster, 'j' as job_id, 'n1' as node, 0 as gpu_index, 420 as gpu_share""")
+    con.execute("create table catalog_nodes (cluster varchar, node varchar, gpu_model varchar)")
+    con.execute("""create table catalog_outage_windows (cluster varchar, node varchar,
+        outage_from timestamp, outage_to timestamp)""")
+    midnight = "timestamp '2026-11-14 18:30'"
+    con.execute(f"""create table catalog_account_tenants as select * from (values
+        ('cv', 'vision', 0, timestamp '1900-01-01', {midnight}),
+        ('cv', 'robotics', 1, {midnight}, timestamp '9999-12-31')
+    ) as v(account, tenant_id, priority, valid_from, valid_to)""")
+    con.execute(f"""create table catalog_rates as select *, null::varchar as cluster from (values
+        ('A100', 2.00::decimal(18, 6), 2000000, timestamp '1900-01-01', {midnight}, 0),
+        ('A100', 2.50::decimal(18, 6), 2500000, {midnight}, timestamp '9999-12-31', 1)
+    ) as v(gpu_model, price_per_gpu_hour, price_micro, valid_from, valid_to, priority)""")
+    given_rate_card_month(con)
+    kolkata = {
+        **{k: v for k, v in NOV.items() if k != "currency"},
+        "month_start": T(2026, 10, 31, 18, 30),
+        "month_end": T(2026, 11, 30, 18, 30),
+    }
+    create_table(con, "job_gpu_hours", "facts/job_gpu_hours", kolkata)
+    rows = con.execute(
+        "select tenant_id, unit_price, gpu_units // 420, charge_numerator // 15120000000000 from ("
+        + _sql("facts/job_gpu_charges")
+        + ") order by tenant_id",
+        {"billing_month": dt.date(2026, 11, 1)},
+    ).fetchall()
+    assert rows == [
+        ("robotics", Decimal("2.500000"), 1_800_000, 125),
+        ("vision", Decimal("2.000000"), 1_800_000, 100),
+    ]
+
+
 def test_a_queue_or_qos_tier_multiplies_the_rate_the_queues_first(con):
     # one GPU-hour each at the A100 rate of 1.000001; preemptible queue x0.5, QoS low x0.8,
     # QoS premium x1.25 from 11-15 on. Tiered prices in millionths round half up once.
@@ -1025,8 +1098,8 @@ def test_a_queue_or_qos_tier_multiplies_the_rate_the_queues_first(con):
         'acct' as account, 'COMPLETED' as state)""")
     # j4 runs 11-14 23:00 to 11-15 01:00: its second hour is in the premium tier
     con.execute("""create table job_gpu_hours as select billing_month, cluster, job_id,
-        'A100' as gpu_model, h as hour, h as seg_from, (3600000 * 420)::bigint as gpu_units,
-        false as in_outage
+        'A100' as gpu_model, h as hour, h as seg_from, h as priced_at,
+        (3600000 * 420)::bigint as gpu_units, false as in_outage
         from stg_jobs, unnest(case job_id when 'j4'
             then [timestamp '2026-11-14 23:00', timestamp '2026-11-15 00:00']
             else [timestamp '2026-11-14 10:00'] end) as t(h)""")
@@ -1079,7 +1152,8 @@ def test_a_models_rate_beats_the_fallback_and_a_clusters_rate_the_all_clusters_o
         from unnest(['a', 'b', 'c']) as x(c), unnest(['A100', 'H100']) as y(m)""")
     con.execute("""create table job_gpu_hours as select billing_month, cluster, job_id,
         substr(job_id, 2) as gpu_model, timestamp '2026-11-14 10:00' as hour,
-        timestamp '2026-11-14 10:00' as seg_from, (3600000 * 420)::bigint as gpu_units,
+        timestamp '2026-11-14 10:00' as seg_from, timestamp '2026-11-14 10:00' as priced_at,
+        (3600000 * 420)::bigint as gpu_units,
         false as in_outage
         from stg_jobs""")
     con.execute("""create table catalog_account_tenants as select 'acct' as account,
@@ -1112,7 +1186,7 @@ def test_job_time_no_rate_prices_is_found_with_its_model_cluster_and_period(con)
     # a: A100 priced until Nov 10 and from Nov 11 (a gap between), H100 by a's own rate;
     # b: H100 with no rate for b; p: no rate either, but full_recovery's pool prices it
     con.execute("""create table job_gpu_hours as select date '2026-11-01' as billing_month,
-        cluster, gpu_model, hour, hour as seg_from,
+        cluster, gpu_model, hour, hour as seg_from, hour as priced_at,
         least(hour + interval 1 hour, seg_end) as seg_to,
         (epoch_ms(least(hour + interval 1 hour, seg_end)) - epoch_ms(hour)) * 420 as gpu_units
         from (values

@@ -33,6 +33,9 @@ job_sample_time = sql_table(
     prepare=_rollup_files,
     also_reads=["gpu_sample_rollup", "sample_file_counts"],
 )  # fmt: skip
+# the tenant of each job on each billing day: the tenants' usage, waste and quota figures split
+# a job running across a reorganisation by it
+job_day_tenants = sql_table("job_day_tenants", "facts", GROUP)
 job_time_buckets = sql_table("job_time_buckets", "facts", GROUP)
 
 
@@ -103,4 +106,4 @@ capacity_buckets = sql_table(
     "capacity_buckets", "marts", GROUP, checks=[Check("capacity_buckets_sum_to_capacity")]
 )
 
-STEPS = [job_gpu_hours, job_sample_time, job_time_buckets, gpu_capacity]
+STEPS = [job_gpu_hours, job_sample_time, job_day_tenants, job_time_buckets, gpu_capacity]
