@@ -17,6 +17,7 @@ import datetime as dt
 import math
 import pathlib
 import re
+from collections.abc import Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from functools import cache
 from typing import Any
@@ -96,6 +97,9 @@ def render_department_page(
     if telemetry is not None:
         sources.append("telemetry_coverage")
     users = queries.fetch_if_table(con, "user_efficiency", "users", **key)
+    close = queries.fetch_if_table(
+        con, "closed_months", "month_close", billing_month=month.first_day
+    )
     flags = quota_flags(tenants, quota)
     total_amount = sum((t.amount for t in tenants), Decimal("0.00"))
     budgets = [t.budget for t in tenants if t.budget is not None]
@@ -135,6 +139,7 @@ def render_department_page(
             ("Tenants", str(len(tenants))),
         ],
         "tenants": [_tenant_view(t, flags.get(t.tenant_id, [])) for t in tenants],
+        "close": _close_view(close[0], tenants) if close else None,
         "total": {
             "amount": _money(total_amount),
             "budget": _money(sum(budgets, Decimal("0.00"))) if budgets else "",
@@ -253,6 +258,31 @@ FILTERS = {
     "percent_of": _percent_of,
     "timestamp": _timestamp,
 }
+
+
+def _close_view(close: Any, tenants: Sequence[Any]) -> dict[str, Any]:
+    """A closed month (month_close.sql): when and by whom, and what the page's tenants were
+    issued, what a run since corrected and the net they are charged now; the tenants with
+    corrections."""
+    total = sum((t.amount for t in tenants), Decimal("0.00"))
+    corrections = sum((t.correction_amount for t in tenants), Decimal("0.00"))
+    return {
+        "closed_at": _timestamp(close.closed_at),
+        "closed_by": close.closed_by,
+        "issued": _money(total - corrections),
+        "corrections": _money(corrections),
+        "net": _money(total),
+        "tenants": [
+            {
+                "name": t.tenant_name,
+                "issued": _money(t.amount - t.correction_amount),
+                "corrections": _money(t.correction_amount),
+                "net": _money(t.amount),
+            }
+            for t in tenants
+            if t.correction_amount
+        ],
+    }
 
 
 def _tenant_view(t: Any, flags: list[str]) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 -- One row per tenant of a department in the billing month: its tenants in tenant_month plus
 -- any tenant only the department's charge lines name. A tenant's amount is the sum of the
--- department's charge lines of that tenant, so the department's pages tie out to its lines.
+-- department's charge lines of that tenant, so the department's pages tie out to its lines;
+-- correction_amount the part of it on Correction lines (a closed month re-run since its close:
+-- amount − correction_amount was issued).
 -- Parameters: $billing_month, $department ('' for none, NULL: every department: the
 -- organisation page).
 with charged as (
@@ -9,7 +11,8 @@ with charged as (
         any_value(tenant_name order by tenant_name) as tenant_name,
         any_value(cost_center order by cost_center) as cost_center,
         any_value(coalesce(department, '') order by department) as department,
-        sum(amount) as amount
+        sum(amount) as amount,
+        coalesce(sum(amount) filter (charge_class = 'Correction'), 0) as correction_amount
     from charge_lines
     where billing_month = $billing_month
         and ($department is null or coalesce(department, '') = $department)
@@ -38,6 +41,7 @@ final as (
         ]), 0),
         m.mean_util_pct,
         coalesce(c.amount, 0)::decimal(18, 2) as amount,
+        coalesce(c.correction_amount, 0)::decimal(18, 2) as correction_amount,
         m.budget,
         coalesce(m.budget_status, 'no budget') as budget_status,
         coalesce(m.quota_flags, '') as quota_flags

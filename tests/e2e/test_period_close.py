@@ -163,3 +163,35 @@ def test_a_closed_full_recovery_month_rerun_with_another_policy_corrects_only_th
     ]
     net = dict(query(tmp_path, "select cluster, sum(amount) from charge_lines group by 1"))
     assert net == {"lab": Decimal("6120.00"), "edge": Decimal("720.00")}
+
+
+def test_the_pages_show_the_close_issued_corrections_and_net(tmp_path):
+    import html
+    import re
+
+    build_tiny_month(tmp_path)
+    assert materialize_month(tmp_path, "2026-11-01").success
+    page = tmp_path / "reports/2026-11/chargeback-2026-11.html"
+    assert 'id="close"' not in page.read_text()  # open: nothing issued
+    with resource_for(tmp_path).connect() as con:
+        close_month(con, dt.date(2026, 11, 1), "finance")
+        [(closed_at,)] = con.execute("select closed_at from closed_months").fetchall()
+    assert materialize_month(tmp_path, "2026-11-01").success
+    closed = page.read_text()
+    assert f"Closed on {closed_at:%Y-%m-%d %H:%M} UTC by finance" in closed
+    assert "nothing has been corrected since" in closed
+    # the catalog changes after the close: A100 gets cheaper (the corrections of
+    # test_closed_month_keeps_issued_lines_and_adds_corrections)
+    write(tmp_path / "catalog/rates.yaml", CHEAPER_A100)
+    assert materialize_month(tmp_path, "2026-11-01").success
+    section = page.read_text().split('<section id="close">')[1].split("</section>")[0]
+    cells = [
+        [html.unescape(cell) for cell in re.findall(r"<td[^>]*>([^<]*)</td>", row)]
+        for row in section.split("<tr>")[2:]
+    ]
+    assert [(name, corrections) for name, _, corrections, _ in cells[:-1]] == [
+        ("Alpha Lab", "-2.95"), ("Beta & Co", "-1.03"), ("Unmapped accounts", "-1.02"),
+    ]  # fmt: skip
+    for _, issued, corrections, net in cells:
+        assert Decimal(issued) + Decimal(corrections) == Decimal(net)
+    assert cells[-1] == ["Every tenant of the page", "19.63", "-5.00", "14.63"]
