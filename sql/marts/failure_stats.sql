@@ -9,7 +9,9 @@
 -- (a job on two nodes counts on both: the export does not say which node failed a NODE_FAIL
 -- job). GPU-hours (GPU-equivalents, from gpu_units) are the month's segments of every job
 -- (job_gpu_hours), so they tie to capacity_buckets: failed_infra = all of a NODE_FAIL job plus
--- outage time, failed_job = the rest of a FAILED or OUT_OF_MEMORY job.
+-- outage time, failed_job = the rest of a FAILED or OUT_OF_MEMORY job. interrupted: the GPU
+-- time (outside outage windows) of TIMEOUT, CANCELLED and PREEMPTED jobs, reported apart: in
+-- the buckets it lies in the samples' (their work may have been checkpointed).
 --   infra_failure_rate_pct  100 × NODE_FAIL jobs / jobs
 --   job_failure_rate_pct    100 × (FAILED + OUT_OF_MEMORY) jobs / jobs
 --   failure_rank            node, fault_domain and driver_version: 1 = the worst value of the
@@ -96,7 +98,12 @@ segments as (
         case
             when j.state in ('FAILED', 'OUT_OF_MEMORY') and not g.in_outage then g.gpu_units
             else 0
-        end as failed_job_units
+        end as failed_job_units,
+        case
+            when j.state in ('TIMEOUT', 'CANCELLED', 'PREEMPTED') and not g.in_outage
+                then g.gpu_units
+            else 0
+        end as interrupted_units
     from job_gpu_hours as g
     join jobs as j using (cluster, job_id)
     where g.billing_month = $billing_month
@@ -104,7 +111,8 @@ segments as (
 
 segment_values as (
     select
-        s.cluster, v.dimension, v.value, s.gpu_units, s.failed_infra_units, s.failed_job_units
+        s.cluster, v.dimension, v.value, s.gpu_units, s.failed_infra_units, s.failed_job_units,
+        s.interrupted_units
     from segments as s
     join node_values as n using (cluster, node)
     cross join lateral (
@@ -154,7 +162,8 @@ gpu_time as (
         value,
         gpu_hours(sum(gpu_units)) as allocated_gpu_hours,
         gpu_hours(sum(failed_infra_units)) as failed_infra_gpu_hours,
-        gpu_hours(sum(failed_job_units)) as failed_job_gpu_hours
+        gpu_hours(sum(failed_job_units)) as failed_job_gpu_hours,
+        gpu_hours(sum(interrupted_units)) as interrupted_gpu_hours
     from segment_values
     group by all
 ),

@@ -527,14 +527,16 @@ FAILURE_COLUMNS = [
 ]  # fmt: skip
 
 
-def given_failure_month(con) -> None:
+def given_failure_month(con, jobs: list[tuple] | None = None) -> None:
+    """jobs: (job, state, exit code, [(node, gpu, start, end[, outage])]), the month below
+    when not given."""
     given_catalog_nodes(con, [
         ("n1", "A100", 2, "fd-a", "drv-1", T(2025, 1, 1)),
         ("n2", "A100", 1, "fd-a", "drv-2", T(2025, 1, 1)),
         ("n3", "A100", 1, "fd-b", "drv-2", T(2025, 1, 1)),  # no job: rates unknown
         ("n4", "A100", 1, "fd-c", "drv-3", T(2025, 1, 1), T(2026, 10, 1)),  # retired: no row
     ])  # fmt: skip
-    jobs = [
+    jobs = jobs if jobs is not None else [
         # job, state, exit code, [(node, gpu, start, end, outage)]
         ("f1", "COMPLETED", "0", [("n1", 0, T(2026, 11, 2, 0), T(2026, 11, 2, 2))]),
         # a NODE_FAIL over two nodes counts on both (the export does not say which one failed)
@@ -603,6 +605,27 @@ def test_failure_stats_by_hand(con):
         ("node", "n1", 3, 2, 0, 0, 1, third, 0.0, 7.0, 2.0, 0.0, 2),
         ("node", "n3", 0, 0, 0, 0, 0, None, None, 0.0, 0.0, 0.0, 3),
     ]  # fmt: skip
+
+
+def test_failure_stats_report_interrupted_jobs_apart(con):
+    # TIMEOUT, CANCELLED and PREEMPTED jobs' GPU time outside outage windows: their own column
+    given_failure_month(con, [
+        ("t1", "TIMEOUT", "0", [("n3", 0, T(2026, 11, 2, 0), T(2026, 11, 2, 1))]),
+        # its second hour lies in an outage of n3: failed_infra, not interrupted
+        ("p1", "PREEMPTED", None, [("n3", 0, T(2026, 11, 3, 0), T(2026, 11, 3, 2),
+                                    (T(2026, 11, 3, 1), T(2026, 11, 3, 4)))]),
+        ("c1", "CANCELLED", "15", [("n1", 0, T(2026, 11, 4, 0), T(2026, 11, 4, 0, 30))]),
+        ("k1", "COMPLETED", "0", [("n1", 1, T(2026, 11, 4, 0), T(2026, 11, 4, 1))]),
+    ])  # fmt: skip
+    rows = rows_of(con, "marts/failure_stats", NOV, [
+        "dimension", "value", "timeout_jobs", "cancelled_jobs", "preempted_jobs",
+        "allocated_gpu_hours", "failed_infra_gpu_hours", "interrupted_gpu_hours",
+    ])  # fmt: skip
+    assert [row for row in rows if row[0] == "node"] == [
+        ("node", "n1", 0, 1, 0, 1.5, 0.0, 0.5),
+        ("node", "n3", 1, 0, 1, 3.0, 1.0, 2.0),
+        ("node", "n2", 0, 0, 0, 0.0, 0.0, 0.0),
+    ]
 
 
 # --------------------------------------------------------------------------------------------

@@ -123,7 +123,7 @@ GOVERNANCE_DDL = [
     out_of_memory_jobs bigint, timeout_jobs bigint, node_fail_jobs bigint,
     cancelled_jobs bigint, preempted_jobs bigint, infra_failure_rate_pct double,
     job_failure_rate_pct double, allocated_gpu_hours double, failed_infra_gpu_hours double,
-    failed_job_gpu_hours double, failure_rank bigint)""",
+    failed_job_gpu_hours double, interrupted_gpu_hours double, failure_rank bigint)""",
     """create table capacity_evidence (billing_month date, cluster varchar, gpu_model varchar,
     capacity_gpu_hours double, allocated_gpu_hours double, productive_gpu_hours double,
     idle_gpu_hours double, zombie_gpu_hours double, failed_job_gpu_hours double,
@@ -276,14 +276,15 @@ INCIDENTS = [
 # (cluster, dimension, value, jobs, completed, failed, oom, timeout, node_fail, cancelled,
 #  preempted, infra_pct, job_pct, allocated_h, failed_infra_h, failed_job_h, rank)
 FAILURES = [
-    ("phillips", "node", "gpu-02", 4, 2, 0, 0, 0, 2, 0, 0, 50.0, 0.0, 40.0, 20.0, 0.0, 1),
-    ("phillips", "node", "gpu-01", 4, 3, 1, 0, 0, 0, 0, 0, 0.0, 25.0, 30.0, 0.0, 2.0, 2),
+    ("phillips", "node", "gpu-02", 4, 2, 0, 0, 0, 2, 0, 0, 50.0, 0.0, 40.0, 20.0, 0.0, 0.0, 1),
+    ("phillips", "node", "gpu-01", 4, 3, 1, 0, 0, 0, 0, 0, 0.0, 25.0, 30.0, 0.0, 2.0, 1.5, 2),
     ("phillips", "fault_domain", "rack-a", 8, 5, 1, 0, 0, 2, 0, 0, 25.0, 12.5, 70.0, 20.0,
-     2.0, 1),
+     2.0, 1.5, 1),
     ("phillips", "driver_version", "550.54", 8, 5, 1, 0, 0, 2, 0, 0, 25.0, 12.5, 70.0, 20.0,
-     2.0, 1),
-    ("phillips", "exit_code", "0", 5, 5, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 50.0, 0.0, 0.0, None),
-    ("phillips", "exit_code", "137", 1, 0, 1, 0, 0, 0, 0, 0, 0.0, 100.0, 2.0, 0.0, 2.0, None),
+     2.0, 1.5, 1),
+    ("phillips", "exit_code", "0", 5, 5, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 50.0, 0.0, 0.0, 0.0, None),
+    ("phillips", "exit_code", "137", 1, 0, 1, 0, 0, 0, 0, 0, 0.0, 100.0, 2.0, 0.0, 2.0, 0.0,
+     None),
 ]  # fmt: skip
 
 RULE = "waste share 28.3% >= 25% → govern first"
@@ -481,7 +482,7 @@ def _insert_governance(con):
     for q in SUBMISSIONS:
         con.execute(f"insert into submission_stats values ({', '.join('?' * 14)})", [NOV, *q])
     for f in FAILURES:
-        con.execute(f"insert into failure_stats values ({', '.join('?' * 18)})", [NOV, *f])
+        con.execute(f"insert into failure_stats values ({', '.join('?' * 19)})", [NOV, *f])
     for a in AVAILABILITY:
         con.execute(f"insert into availability values ({', '.join('?' * 15)})", [NOV, *a])
     for i in INCIDENTS:
@@ -718,7 +719,7 @@ def test_every_table_sheet_has_frozen_header_and_filter(written):
         "Queue & Service": ("A2", "A1:W4"),
         "Submissions": ("A3", "A2:L4"),  # under its title
         "Rejected rows": ("A3", "A2:D4"),
-        "Failures": ("A3", "A2:P4"),
+        "Failures": ("A3", "A2:Q4"),
         "Reliability": ("A2", "A1:N4"),
         "Incidents": ("A3", "A2:N5"),
         "Capacity by pool": ("A3", "A2:E5"),
@@ -1278,12 +1279,13 @@ def test_failures_sheet_has_a_section_per_dimension(written):
     _, _, wb = written
     ws = wb["Failures"]
     assert ws["A1"].value == "Top nodes by failure rank"
-    assert _rows(ws, 2, 4, 16) == [
+    assert _rows(ws, 2, 4, 17) == [
         ("Rank", "Cluster", "Node", "Jobs", "Completed", "Failed", "Out of memory", "Timeout",
          "Node fail", "Cancelled", "Preempted", "Infra failure rate", "Job failure rate",
-         "Allocated GPU-hours", "Failed (infra) GPU-hours", "Failed (job) GPU-hours"),
-        (1, "phillips", "gpu-02", 4, 2, 0, 0, 0, 2, 0, 0, 0.5, 0, 40, 20, 0),
-        (2, "phillips", "gpu-01", 4, 3, 1, 0, 0, 0, 0, 0, 0, 0.25, 30, 0, 2),
+         "Allocated GPU-hours", "Failed (infra) GPU-hours", "Failed (job) GPU-hours",
+         "Interrupted GPU-hours (timeout, cancelled, preempted)"),
+        (1, "phillips", "gpu-02", 4, 2, 0, 0, 0, 2, 0, 0, 0.5, 0, 40, 20, 0, 0),
+        (2, "phillips", "gpu-01", 4, 3, 1, 0, 0, 0, 0, 0, 0, 0.25, 30, 0, 2, 1.5),
     ]  # fmt: skip
     for title, label, values in (
         ("Fault domains", "Fault domain", [(1, "phillips", "rack-a", 8)]),
