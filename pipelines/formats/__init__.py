@@ -117,6 +117,22 @@ def without_gz(path: Path) -> Path:
     return path.with_suffix("") if path.suffix.lower() == ".gz" else path
 
 
+# A CTE of the converters of local times (nvidia_smi.py, canonical.py): the instants of each
+# local minute of the CTE `minutes` (its column `minute`, naive local time in $zone, and `guess`,
+# its instant as DuckDB's timezone() reads it): where the minute lies in the hour repeated when
+# clocks go back, `earlier` and `later` are its two instants an hour apart (NULL otherwise).
+LOCAL_MINUTE_INSTANTS = """instants as (
+    select
+        minute,
+        guess,
+        case when timezone($zone, timezone('UTC', guess - interval 1 hour)) = minute
+            then guess - interval 1 hour end as earlier,
+        case when timezone($zone, timezone('UTC', guess + interval 1 hour)) = minute
+            then guess + interval 1 hour end as later
+    from minutes
+)"""
+
+
 # Order matters: the first format whose sniff accepts a file reads it.
 _MODULES = (
     "pipelines.formats.canonical",

@@ -43,7 +43,13 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from pipelines.catalog import ClusterSettings
-from pipelines.formats import ExportFormat, open_binary, open_text, without_gz
+from pipelines.formats import (
+    LOCAL_MINUTE_INSTANTS,
+    ExportFormat,
+    open_binary,
+    open_text,
+    without_gz,
+)
 
 JOB_COLUMNS = (
     "job_id", "cluster", "account", "user", "queue", "qos", "gpu_model", "gpus", "nodes",
@@ -385,23 +391,14 @@ from timed
 # is worked out once per local minute (zone rules change on whole minutes). A local minute of
 # the hour repeated when clocks go back has two instants an hour apart: a GPU's rows take the
 # earlier one until its rows step back in time that day, then the later one (as nvidia_smi.py).
-_ZONED = """
+_ZONED = f"""
 with minutes as (
     select minute, timezone('UTC', timezone($zone, minute)) as guess
     from (select distinct date_trunc('minute', ts) as minute from samples where local_ts)
     where minute is not null
 ),
 
-instants as (
-    select
-        minute,
-        guess,
-        case when timezone($zone, timezone('UTC', guess - interval 1 hour)) = minute
-            then guess - interval 1 hour end as earlier,
-        case when timezone($zone, timezone('UTC', guess + interval 1 hour)) = minute
-            then guess + interval 1 hour end as later
-    from minutes
-),
+{LOCAL_MINUTE_INSTANTS},
 
 placed as (
     select s.*, i.guess, i.earlier, i.later, s.ts - i.minute as past_minute

@@ -39,7 +39,7 @@ import duckdb
 import pyarrow as pa
 
 from pipelines.catalog import ClusterSettings
-from pipelines.formats import ExportFormat, open_text, without_gz
+from pipelines.formats import LOCAL_MINUTE_INSTANTS, ExportFormat, open_text, without_gz
 from pipelines.landing import LandingError
 
 DEFAULT_FIELDS = (
@@ -142,16 +142,7 @@ with minutes as (
     where minute is not null
 ),
 
-instants as (
-    select
-        minute,
-        guess,
-        case when timezone($zone, timezone('UTC', guess - interval 1 hour)) = minute
-            then guess - interval 1 hour end as earlier,
-        case when timezone($zone, timezone('UTC', guess + interval 1 hour)) = minute
-            then guess + interval 1 hour end as later
-    from minutes
-),
+{LOCAL_MINUTE_INSTANTS},
 
 placed as (
     select l.*, i.guess, i.earlier, i.later, l.local_ts - i.minute as past_minute
