@@ -22,8 +22,7 @@
 -- the most memory a sample read (peak_memory_mib), the time measured with a power reading
 -- (power_units) and energy, Σ units × mW (energy_mw_units; a GPU shared by several jobs gives
 -- each its share, as for time). A sample without a memory or power reading adds no memory
--- time or energy. measured_gpus, busy_gpus: the job's GPUs ('node/gpu_index') with samples
--- that day, and with busy ones (the over_allocation view).
+-- time or energy.
 -- Parameters: $billing_month, $month_start, $sample_files, $hour_files (the daily rollup's
 -- samples and sums per series-hour), $zombie_min_ms.
 with numbered_job_gpus as (
@@ -328,13 +327,7 @@ job_model_days as (
         sum(d.memory_mib_units)::hugeint as memory_mib_units,
         max(d.peak_mem_mib)::bigint as peak_memory_mib,
         sum(d.power_units)::bigint as power_units,
-        sum(d.energy_mw_units)::hugeint as energy_mw_units,
-        -- the job's GPUs ('node/gpu_index') with samples that day, and with busy ones: a GPU
-        -- measured but never busy in the month is over-allocated (over_allocation)
-        list_sort(list(distinct k.node || '/' || k.gpu_index) filter (d.measured_units > 0))
-            as measured_gpus,
-        list_sort(list(distinct k.node || '/' || k.gpu_index) filter (d.productive_units > 0))
-            as busy_gpus
+        sum(d.energy_mw_units)::hugeint as energy_mw_units
     from job_gpu_days as d
     join numbered_job_gpus as k using (job_gpu)
     group by all

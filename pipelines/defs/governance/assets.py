@@ -51,8 +51,6 @@ capacity_evidence = sql_table("capacity_evidence", "marts", GROUP)
 # per job, then per user: waste, memory use and energy (issue 18 item 6, Jobstats-style)
 job_efficiency = sql_table("job_efficiency", "facts", GROUP)
 user_efficiency = sql_table("user_efficiency", "marts", GROUP)
-# jobs holding GPUs they never used while their others worked (a diagnostic view)
-over_allocation = sql_table("over_allocation", "marts", GROUP)
 utilization_daily = sql_table(
     "utilization_daily", "marts", GROUP, checks=[Check("utilization_daily_ties_out")]
 )
@@ -98,6 +96,6 @@ telemetry_label_checks = sql_table(
 STEPS = [
     quota_compliance, kueue_workload_waits, queue_stats, failure_stats, submission_stats,
     quota_drift, node_service, incidents, availability, capacity_evidence, job_efficiency,
-    user_efficiency, over_allocation,
+    user_efficiency,
     utilization_daily, telemetry_label_checks,
 ]  # fmt: skip
