@@ -1093,6 +1093,42 @@ def mode_scale_month(args) -> dict:
     }
 
 
+def mode_scale_month_monthly(args) -> dict:
+    """The monthly run of the scale month alone, at the current code, on the rollups the last
+    `--scale-month` run's day-by-day half wrote (in `<data>/warehouse_telemetry`): for a change
+    of the monthly assets only (the rollup code unchanged since that run, which the saved
+    `scale_month.code` tells). Its charge lines are compared with that run's backfill
+    warehouse's."""
+    root, _, cfg = measured_dataset(args, int(args.days))
+    month = measure(
+        "month", root / "logs", **cfg, rollup_dir=str(root / "warehouse_telemetry"),
+        tag="-monthly-only",
+    )  # fmt: skip
+    summary = _month_summary(month)
+    saved = json.loads(RESULTS.read_text())["scale_month"]
+    rollups_s = saved["in_process"]["rollup_days_s"]
+    out = {
+        "monthly_run_s": summary["monthly_run_s"],
+        "peak_rss_mib": summary["peak_rss_mib"],
+        "success": summary["success"],
+        "checks": summary["checks"],
+        "load_avg": summary["load_avg"],
+        "monthly_step_s": summary["monthly_step_s"],
+        "rollups_of": saved["code"],
+        "rollup_days_s": rollups_s,
+        "end_to_end_s": round(rollups_s + summary["monthly_run_s"], 2),
+        "same_charge_lines_as_backfill": same_charge_lines(
+            root / "warehouse.duckdb", root / "backfill" / "warehouse.duckdb"
+        ),
+    }
+    print(
+        f"monthly run {out['monthly_run_s']:.0f} s (peak RSS {out['peak_rss_mib']} MiB); with "
+        f"the saved run's {rollups_s:.0f} s of day-by-day rollups {out['end_to_end_s']:.0f} s; "
+        f"charge lines as the backfill's: {out['same_charge_lines_as_backfill']}"
+    )
+    return out
+
+
 def _in_process_month(root: Path, cfg: dict) -> dict:
     month = measure("month", root / "logs", **cfg, day_by_day=True)
     summary = _month_summary(month)
@@ -1180,7 +1216,7 @@ def save(section_name: str, section: dict) -> None:
     }
     if section_name == "month":
         # the other benchmarks' sections stay (benchmarks/dcgm_load.py writes `dcgm_load`)
-        kept = ("linearity", "scale_per_day", "scale_month", "dcgm_load")
+        kept = ("linearity", "scale_per_day", "scale_month", "scale_month_monthly", "dcgm_load")
         latest = {k: v for k, v in latest.items() if k in kept}
         latest = {**section, **latest}
     else:
@@ -1206,6 +1242,8 @@ def main(argv: list[str] | None = None) -> None:
     # comes from the last saved run
     parser.add_argument("--workers", type=int, default=2, help="Celery workers (0: none)")
     parser.add_argument("--fan-out-only", action="store_true", help="fan out only")
+    # --scale-month: only the monthly run again, on the day-by-day rollups of the last run
+    parser.add_argument("--monthly-only", action="store_true", help="the monthly run only")
     parser.add_argument(
         "--memory-limit", default="2GB", help="ChargebackResource duckdb_memory_limit"
     )
@@ -1237,6 +1275,8 @@ def main(argv: list[str] | None = None) -> None:
         name, section = "linearity", mode_linearity(args)
     elif args.per_day:
         name, section = "scale_per_day", mode_per_day(args)
+    elif args.scale_month and args.monthly_only:
+        name, section = "scale_month_monthly", mode_scale_month_monthly(args)
     elif args.scale_month:
         name, section = "scale_month", mode_scale_month(args)
     else:
