@@ -441,6 +441,37 @@ def test_outages_expand_hostlists_against_the_inventory_and_merge(tmp_path):
     assert windows == [("gpu-01", 2, 5, "a; b"), ("gpu-02", 2, 5, "a; b"), ("gpu-03", 3, 5, "b")]
 
 
+def test_outage_times_without_a_zone_are_the_clusters_local_time(tmp_path):
+    # DESIGN: a time without a zone is in the cluster's scheduler_timezone; one with an offset
+    # is that instant. Berlin is UTC+1 in November.
+    settings = "clusters:\n  berlin: {scheduler_timezone: Europe/Berlin}\n"
+    nodes = "node,cluster,gpu_model,gpus\nb1,berlin,A100,8\nu1,utc,A100,8\n"
+    outages = """
+    outages:
+      - {nodes: b1, start: 2026-11-18T03:00:00, end: 2026-11-18T05:00:00}
+      - {nodes: u1, start: 2026-11-18T03:00:00, end: 2026-11-18T05:00:00}
+      - {nodes: b1, start: "2026-11-19T03:00:00+00:00", end: "2026-11-19T05:00:00+00:00"}
+    """
+    folder = catalog_dir(
+        tmp_path, **{"settings.yaml": settings, "nodes.csv": nodes, "outages.yaml": outages}
+    )
+    windows = [(w["node"], w["outage_from"], w["outage_to"])
+               for w in outage_windows(load_catalog(folder))]  # fmt: skip
+    assert windows == [
+        ("b1", dt.datetime(2026, 11, 18, 2), dt.datetime(2026, 11, 18, 4)),
+        ("b1", dt.datetime(2026, 11, 19, 3), dt.datetime(2026, 11, 19, 5)),
+        ("u1", dt.datetime(2026, 11, 18, 3), dt.datetime(2026, 11, 18, 5)),
+    ]
+    backwards = outages.replace("end: 2026-11-18T05:00:00}", "end: 2026-11-18T01:00:00}", 1)
+    write(folder / "outages.yaml", backwards)
+    with pytest.raises(CatalogError) as error:
+        outage_windows(load_catalog(folder))
+    assert str(error.value) == (
+        f"{folder}/outages.yaml: outages[0]: field 'end': 2026-11-18 01:00:00 is not after "
+        "'start' 2026-11-18 03:00:00"
+    )
+
+
 def test_exports_are_recognised_by_content(tmp_path):
     landing = tmp_path / "landing"
     write(landing / "scheduler/c1/dump.txt.csv",

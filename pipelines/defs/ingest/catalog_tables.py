@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import duckdb
@@ -177,15 +178,20 @@ def outage_windows(catalog: Catalog) -> list[dict]:
 
     An outage names its nodes by a Slurm hostlist (`gpu-a[07-08]`) or a glob (`gpu-a*`),
     matched against the inventory; without an inventory the hostlist itself is the node list.
+    Its times are local to each node's cluster (its scheduler_timezone, as DESIGN has every
+    time without a zone) unless they carry an offset.
     """
     by_node: dict[tuple[str, str], list[tuple[dt.datetime, dt.datetime, str]]] = {}
     for i, outage in enumerate(catalog.outages):
-        if outage.end <= outage.start:
-            raise CatalogError(f"outages.yaml: outages[{i}]: field 'end': not after 'start'")
         for cluster, node in _outage_nodes(catalog, outage.nodes, outage.cluster, i):
-            by_node.setdefault((cluster, node), []).append(
-                (_naive_utc(outage.start), _naive_utc(outage.end), outage.reason)
-            )
+            zone = ZoneInfo(catalog.cluster(cluster).scheduler_timezone)
+            start, end = _naive_utc(outage.start, zone), _naive_utc(outage.end, zone)
+            if end <= start:
+                raise CatalogError(
+                    f"{_outages_file(catalog)}: outages[{i}]: field 'end': {outage.end} is not "
+                    f"after 'start' {outage.start}"
+                )
+            by_node.setdefault((cluster, node), []).append((start, end, outage.reason))
     rows = []
     for (cluster, node), windows in sorted(by_node.items()):
         merged: list[list] = []
@@ -206,7 +212,8 @@ def _outage_nodes(catalog: Catalog, pattern: str, cluster: str | None, index: in
     if catalog.nodes is None:
         if cluster is None:
             raise CatalogError(
-                f"outages.yaml: outages[{index}]: field 'cluster': required without nodes.csv"
+                f"{_outages_file(catalog)}: outages[{index}]: field 'cluster': required without "
+                "nodes.csv"
             )
         return [(cluster, node) for node in hostlist.expand_hostlist(pattern)]
     if any(char in pattern for char in "*?"):
@@ -221,16 +228,21 @@ def _outage_nodes(catalog: Catalog, pattern: str, cluster: str | None, index: in
     ]
     if not found:
         raise CatalogError(
-            f"outages.yaml: outages[{index}]: field 'nodes': '{pattern}' "
+            f"{_outages_file(catalog)}: outages[{index}]: field 'nodes': '{pattern}' "
             "matches no node in nodes.csv"
         )
     return found
 
 
-def _naive_utc(moment: dt.datetime) -> dt.datetime:
-    """Outage times without a zone are UTC, like every stored timestamp."""
+def _outages_file(catalog: Catalog) -> Path:
+    return Path(catalog.source or ".") / "outages.yaml"
+
+
+def _naive_utc(moment: dt.datetime, zone: ZoneInfo) -> dt.datetime:
+    """An outage time as stored, naive UTC: one without a zone is local time in `zone` (in the
+    hour repeated when clocks go back, its first pass)."""
     if moment.tzinfo is None:
-        return moment
+        moment = moment.replace(tzinfo=zone)
     return moment.astimezone(dt.UTC).replace(tzinfo=None)
 
 
