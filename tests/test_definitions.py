@@ -33,7 +33,7 @@ TABLES = {
     "quota_compliance", "queue_stats",
     "failure_stats", "submission_stats", "kueue_workload_waits", "quota_drift",
     "node_service", "incidents", "availability", "capacity_evidence", "job_efficiency",
-    "user_efficiency", "utilization_daily",
+    "user_efficiency", "over_allocation", "utilization_daily",
     "telemetry_label_checks", "month_trends", "demand_forecast", "rejects", "data_quality",
     "telemetry_coverage",
     # written by `chargeback close` only (the close job), created empty by charge_lines

@@ -14,7 +14,7 @@ GROUP = "attribution"
 job_gpu_hours = sql_table("job_gpu_hours", "facts", GROUP)
 
 
-def _rollup_files(run: MonthRun) -> dict[str, list[str]]:
+def checked_rollup_files(run: MonthRun) -> dict[str, list[str]]:
     """The month's daily rollup files, after checking they were written as this release
     reads them."""
     files = month_sample_files(run.folders.telemetry, run.month)
@@ -30,7 +30,7 @@ def _rollup_files(run: MonthRun) -> dict[str, list[str]]:
 # sample_quality, which has checked that each day is rolled up)
 job_sample_time = sql_table(
     "job_sample_time", "facts", GROUP,
-    prepare=_rollup_files,
+    prepare=checked_rollup_files,
     also_reads=["gpu_sample_rollup", "sample_file_counts"],
 )  # fmt: skip
 # the tenant of each job on each billing day: the tenants' usage, waste and quota figures split

@@ -2,6 +2,7 @@
 and service, failures, capacity verdict, and the telemetry labels checked against the
 scheduler."""
 
+from pipelines.defs.attribution.assets import checked_rollup_files
 from pipelines.defs.ingest.telemetry import (
     check_rollup_columns,
     month_sample_files,
@@ -51,6 +52,15 @@ capacity_evidence = sql_table("capacity_evidence", "marts", GROUP)
 # per job, then per user: waste, memory use and energy (issue 18 item 6, Jobstats-style)
 job_efficiency = sql_table("job_efficiency", "facts", GROUP)
 user_efficiency = sql_table("user_efficiency", "marts", GROUP)
+# jobs holding GPUs they did not use while their others worked (a diagnostic view), judged on
+# the rollup's sums per series-hour
+over_allocation = sql_table(
+    "over_allocation",
+    "marts",
+    GROUP,
+    prepare=checked_rollup_files,
+    also_reads=["gpu_sample_rollup"],
+)
 utilization_daily = sql_table(
     "utilization_daily", "marts", GROUP, checks=[Check("utilization_daily_ties_out")]
 )
@@ -96,6 +106,6 @@ telemetry_label_checks = sql_table(
 STEPS = [
     quota_compliance, kueue_workload_waits, queue_stats, failure_stats, submission_stats,
     quota_drift, node_service, incidents, availability, capacity_evidence, job_efficiency,
-    user_efficiency,
+    user_efficiency, over_allocation,
     utilization_daily, telemetry_label_checks,
 ]  # fmt: skip
