@@ -38,15 +38,13 @@ lines as (
 line_cents as (
     select
         tenant_id, cluster, gpu_model, unit_price, price_tier, charge_type, line_numerator,
-        floor_cents + case
-            when row_number() over (
-                    partition by charge_type
-                    order by remainder desc, tenant_id, cluster, gpu_model, unit_price, price_tier
-                ) <= cents_half_up(sum(line_numerator) over (partition by charge_type))
-                - sum(floor_cents) over (partition by charge_type)
-                then 1
-            else 0
-        end as line_cents
+        largest_remainder(
+            floor_cents,
+            remainder,
+            cents_half_up(sum(line_numerator) over (partition by charge_type)),
+            charge_type,
+            row(tenant_id, cluster, gpu_model, unit_price, price_tier)
+        ) as line_cents
     from lines
 ),
 

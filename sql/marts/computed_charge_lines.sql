@@ -68,28 +68,18 @@ reserved_lines as (
     group by all
 ),
 
-floored as (
-    select
-        *,
-        charge_numerator // numerator_per_cent() as floor_cents,
-        charge_numerator % numerator_per_cent() as remainder
-    from reserved_lines
-),
-
 reserved_rounded as (
     -- as job_line_cents rounds the usage and credit lines
     select
-        * exclude (floor_cents, remainder),
-        floor_cents + case
-            when row_number() over (
-                    order by
-                        remainder desc, tenant_id, cluster, gpu_model, unit_price,
-                        capacity_reservation_id
-                ) <= cents_half_up(sum(charge_numerator) over ()) - sum(floor_cents) over ()
-                then 1
-            else 0
-        end as cents
-    from floored
+        *,
+        largest_remainder(
+            charge_numerator // numerator_per_cent(),
+            charge_numerator % numerator_per_cent(),
+            cents_half_up(sum(charge_numerator) over ()),
+            charge_type,
+            row(tenant_id, cluster, gpu_model, unit_price, capacity_reservation_id)
+        ) as cents
+    from reserved_lines
 ),
 
 signed as (
