@@ -1,12 +1,11 @@
 -- One row per broken tie: a tenant whose lines do not sum to its amount, a tenant whose jobs'
 -- amounts (job_usage, the Job lines sheet) do not sum to its usage and credit lines, a month
--- total that is
--- not the exact usage minus the exact credits plus the exact unused reservations, each rounded
--- half up to the cent (plus, in full_recovery, the idle-share and platform lines, whose sum to
--- the cluster cost cluster_cost_recovered checks), or a line more than a cent from its exact
--- amount (charge_numerator / 15,120,000,000,000 cents, a magnitude). NULL money (a price
--- missing upstream) is a violation of its own, level 'null': the sums above skip NULLs, so
--- without it a month of NULL amounts would tie out.
+-- total that is not the exact usage minus the exact credits plus the exact unused
+-- reservations, each rounded half up to the cent (plus, in full_recovery, the idle-share and
+-- platform lines, whose sum to the cluster cost cluster_cost_recovered checks), or a line more
+-- than a cent from its exact amount (charge_numerator / 15,120,000,000,000 cents, a
+-- magnitude). NULL money (a price missing upstream) is a violation of its own, level 'null':
+-- the sums above skip NULLs, so without it a month of NULL amounts would tie out.
 -- Parameters: $billing_month.
 with lines as (
     select tenant_id, sum(amount) as amount

@@ -110,12 +110,7 @@ final as (
         s.* exclude (held_to),
         (epoch_ms(s.seg_from) - epoch_ms($month_start::timestamp)) // ms_per_day()
             as day_index,
-        greatest(
-            s.hour,
-            $month_start::timestamp
-            + (epoch_ms(s.seg_from) - epoch_ms($month_start::timestamp)) // ms_per_day()
-            * interval 1 day
-        ) as priced_at,
+        greatest(s.hour, $month_start::timestamp + day_index * interval 1 day) as priced_at,
         epoch_ms(s.seg_to) - epoch_ms(s.seg_from) as gpu_ms,
         (epoch_ms(s.seg_to) - epoch_ms(s.seg_from)) * s.gpu_share as gpu_units,
         (exists (
