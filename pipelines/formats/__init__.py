@@ -117,6 +117,12 @@ def without_gz(path: Path) -> Path:
     return path.with_suffix("") if path.suffix.lower() == ".gz" else path
 
 
+def is_utc(zone: str) -> bool:
+    """Whether a cluster's scheduler_timezone is UTC, so that its local times need no
+    conversion (the converters of local times take a faster path)."""
+    return zone.upper() in ("UTC", "ETC/UTC", "GMT", "ETC/GMT")
+
+
 # A CTE of the converters of local times (nvidia_smi.py, canonical.py): the instants of each
 # local minute of the CTE `minutes` (its column `minute`, naive local time in $zone, and `guess`,
 # its instant as DuckDB's timezone() reads it): where the minute lies in the hour repeated when

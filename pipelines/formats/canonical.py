@@ -46,6 +46,7 @@ from pipelines.catalog import ClusterSettings
 from pipelines.formats import (
     LOCAL_MINUTE_INSTANTS,
     ExportFormat,
+    is_utc,
     open_binary,
     open_text,
     without_gz,
@@ -338,7 +339,11 @@ SAMPLE_PARQUET_SCHEMA = pa.schema([
 # A timestamp text with its own offset after the time of day (Z, +01:00, +0100, +01): the
 # rule of sql/macros/to_utc.sql, by which the jobs' times are typed
 _OFFSET = r"\d:\d\d(:\d\d(\.\d*)?)?(Z|[+-]\d\d(:?\d\d)?)$"
-_UTC_ZONES = ("UTC", "ETC/UTC", "GMT", "ETC/GMT")
+# ts as text typed: naive UTC when it has an offset, else naive as written (local time)
+_TEXT_TS = (
+    "case when regexp_matches(ts, $offset) then timezone('UTC', try_cast(ts as timestamptz)) "
+    "else try_cast(ts as timestamp) end"
+)
 
 # One chunk of samples CSV rows (text), typed with the casts the rollup applies to canonical
 # Parquet (sql/rollup/day_samples.sql), so that a CSV gives the samples its Parquet twin
@@ -346,15 +351,12 @@ _UTC_ZONES = ("UTC", "ETC/UTC", "GMT", "ETC/GMT")
 # (the rollup rejects the row with it); a blank one is NULL, as in Parquet. ts: naive UTC
 # when the text has an offset, else as written (local_ts: local time, made UTC by _ZONED
 # unless the cluster's zone is UTC).
-_TYPE_SAMPLES = """
+_TYPE_SAMPLES = (
+    """
 with timed as (
-    select
-        *,
-        regexp_matches(ts, $offset) as has_offset,
-        case
-            when regexp_matches(ts, $offset) then timezone('UTC', try_cast(ts as timestamptz))
-            else try_cast(ts as timestamp)
-        end as typed_ts
+    select *, regexp_matches(ts, $offset) as has_offset, """
+    + _TEXT_TS
+    + """ as typed_ts
     from chunk
 )
 
@@ -385,6 +387,7 @@ select
     line as row_id
 from timed
 """
+)
 
 # The rows of the temporary table `samples` (ts naive; local_ts: whether it is local time in
 # $zone; row_id: the row's place in the file) with ts in UTC, in file order. Local time to UTC
@@ -438,15 +441,11 @@ order by p.row_id
 """
 
 
-def _is_utc(zone: str) -> bool:
-    return zone.upper() in _UTC_ZONES
-
-
 def samples_to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
     """Convert one canonical samples CSV (plain or gzipped) to canonical samples Parquet at
     `out`, streaming in a UTC cluster (else the rows are held, in DuckDB, to be put in UTC
     GPU by GPU); returns the rows written (one per data row: none is dropped)."""
-    utc = _is_utc(settings.scheduler_timezone)
+    utc = is_utc(settings.scheduler_timezone)
     rows_written = 0
     con = duckdb.connect()
     try:
@@ -494,7 +493,7 @@ def parquet_read_in_place(path: Path, settings: ClusterSettings) -> bool:
     return (
         kind == "other"
         or kind == "instant"
-        or (kind == "naive" and _is_utc(settings.scheduler_timezone))
+        or (kind == "naive" and is_utc(settings.scheduler_timezone))
     )
 
 
@@ -521,10 +520,6 @@ create temp table samples as
 select * exclude (file_row_number) replace ({replaced}), {added}
 from read_parquet($path, file_row_number = true)
 """
-_TEXT_TS = (
-    "case when regexp_matches(ts, $offset) then timezone('UTC', try_cast(ts as timestamptz)) "
-    "else try_cast(ts as timestamp) end"
-)
 
 
 def parquet_samples_to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
@@ -547,7 +542,7 @@ def parquet_samples_to_parquet(path: Path, out: Path, settings: ClusterSettings)
     else:
         added.append(f"{line} as source_line")
     zone = settings.scheduler_timezone
-    utc = _is_utc(zone)
+    utc = is_utc(zone)
     select = "select * exclude (local_ts, row_id) from samples order by row_id" if utc else _ZONED
     con = duckdb.connect()
     try:

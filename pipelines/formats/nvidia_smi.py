@@ -39,7 +39,13 @@ import duckdb
 import pyarrow as pa
 
 from pipelines.catalog import ClusterSettings
-from pipelines.formats import LOCAL_MINUTE_INSTANTS, ExportFormat, open_text, without_gz
+from pipelines.formats import (
+    LOCAL_MINUTE_INSTANTS,
+    ExportFormat,
+    is_utc,
+    open_text,
+    without_gz,
+)
 from pipelines.landing import LandingError
 
 DEFAULT_FIELDS = (
@@ -223,7 +229,7 @@ def to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
             f"{path}: line 1: field timestamp: local times in {zone!r}, which is not a known "
             "time zone (scheduler_timezone in the catalog's settings.yaml)"
         ) from None
-    utc = zone.upper() in ("UTC", "ETC/UTC", "GMT", "ETC/GMT")
+    utc = is_utc(zone)
     headers: list[dict[str, int | None]] = []
     con = duckdb.connect()
     try:

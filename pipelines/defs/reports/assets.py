@@ -176,20 +176,6 @@ _MANIFEST_TABLES = (
 )  # fmt: skip
 
 
-def _ancestors(graph, key: dg.AssetKey) -> set[dg.AssetKey]:
-    """Every asset `key` is made from, directly or not, in the run's asset graph."""
-    found: set[dg.AssetKey] = set()
-    pending = [key]
-    while pending:
-        node = pending.pop()
-        if not graph.has(node):
-            continue
-        for parent in graph.get(node).parent_keys - found:
-            found.add(parent)
-            pending.append(parent)
-    return found
-
-
 def reports_kept(context: dg.AssetExecutionContext, published: Path, label: str) -> list[str]:
     """The report steps whose published files of month `label` this run keeps: the steps it
     does not run whose tables it does not rebuild either (their files still describe the
@@ -201,7 +187,8 @@ def reports_kept(context: dg.AssetExecutionContext, published: Path, label: str)
         key = dg.AssetKey(step)
         if key in in_run:
             continue
-        rebuilt = sorted(parent.to_user_string() for parent in _ancestors(graph, key) & in_run)
+        made_from = graph.get_ancestor_asset_keys(key)
+        rebuilt = sorted(parent.to_user_string() for parent in made_from & in_run)
         if not rebuilt:
             kept.append(step)
             continue
