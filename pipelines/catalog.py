@@ -195,18 +195,28 @@ class Settings(_Strict):
         return None if step is None else int(step * 1000)
 
 
-def _after_valid_from(valid_to: dt.date | None, info: ValidationInfo) -> dt.date | None:
-    """`valid_to` (exclusive) after `valid_from`: an entry valid from a day to the same day or
-    an earlier one is never in force, and would drop out of every month without a word."""
-    valid_from = info.data.get("valid_from")
-    if valid_to is not None and valid_from is not None and valid_to <= valid_from:
-        raise PydanticCustomError(
-            "empty_validity",
-            "{valid_to} is not after valid_from {valid_from}: the entry would never be in force "
-            "(valid_to is the first day it no longer is)",
-            {"valid_to": str(valid_to), "valid_from": str(valid_from)},
-        )
-    return valid_to
+def _after(start: str, end: str, never: str):
+    """A validator of field `end` (an exclusive date) after field `start`: a window from a day
+    to the same day or an earlier one is empty (`never`: what it would never be), and would
+    drop out of every month without a word."""
+
+    def check(value: dt.date | None, info: ValidationInfo) -> dt.date | None:
+        begin = info.data.get(start)
+        if value is not None and begin is not None and value <= begin:
+            raise PydanticCustomError(
+                "empty_window",
+                "{value} is not after {start} {begin}: {never} ({end} is the first day it no "
+                "longer is)",
+                {"value": str(value), "start": start, "begin": str(begin), "never": never,
+                 "end": end},
+            )  # fmt: skip
+        return value
+
+    return field_validator(end)(check)
+
+
+# valid_from / valid_to of rates, tiers, tenants, account mappings and quotas
+_after_valid_from = _after("valid_from", "valid_to", "the entry would never be in force")
 
 
 class AccountMapping(_Strict):
@@ -214,7 +224,7 @@ class AccountMapping(_Strict):
     valid_from: dt.date | None = None
     valid_to: dt.date | None = None
 
-    _valid_to = field_validator("valid_to")(_after_valid_from)
+    _valid_to = _after_valid_from
 
 
 def _account_entry_kind(entry: object) -> str:
@@ -241,7 +251,7 @@ class Tenant(_Strict):
     valid_from: dt.date | None = None
     valid_to: dt.date | None = None
 
-    _valid_to = field_validator("valid_to")(_after_valid_from)
+    _valid_to = _after_valid_from
 
     def mappings(self) -> list[AccountMapping]:
         """Account patterns with their validity; the tenant's dates apply where none is set."""
@@ -262,7 +272,7 @@ class Rate(_Strict):
     # account mapping is over a glob; None: every cluster
     cluster: str | None = Field(default=None, min_length=1)
 
-    _valid_to = field_validator("valid_to")(_after_valid_from)
+    _valid_to = _after_valid_from
 
 
 class PriceTier(_Strict):
@@ -276,7 +286,7 @@ class PriceTier(_Strict):
     valid_from: dt.date | None = None
     valid_to: dt.date | None = None
 
-    _valid_to = field_validator("valid_to")(_after_valid_from)
+    _valid_to = _after_valid_from
 
     @model_validator(mode="after")
     def _one_scope(self) -> PriceTier:
@@ -300,7 +310,7 @@ class Quota(_Strict):
     valid_from: dt.date | None = None
     valid_to: dt.date | None = None
 
-    _valid_to = field_validator("valid_to")(_after_valid_from)
+    _valid_to = _after_valid_from
 
     @field_validator("limit_gpus")
     @classmethod
@@ -364,18 +374,9 @@ class Node(_Strict):
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
 
-    @field_validator("in_service_to")
-    @classmethod
-    def _after_in_service_from(cls, end: dt.date | None, info: ValidationInfo) -> dt.date | None:
-        start = info.data.get("in_service_from")
-        if end is not None and start is not None and end <= start:
-            raise PydanticCustomError(
-                "empty_service",
-                "{end} is not after in_service_from {start}: the node would never be in service "
-                "(in_service_to is the first day it no longer is)",
-                {"end": str(end), "start": str(start)},
-            )
-        return end
+    _in_service_to = _after(
+        "in_service_from", "in_service_to", "the node would never be in service"
+    )
 
 
 class Catalog(_Strict):
@@ -740,8 +741,7 @@ def _check_sacct_fields(fields: list[str], where: str) -> None:
 
     names = [name.strip().lower() for name in fields]
     for i, name in enumerate(names):
-        meant = difflib.get_close_matches(name, READ_FIELDS, n=1, cutoff=0.75)
-        if name not in SACCT_FIELDS and meant:
+        if name not in SACCT_FIELDS and difflib.get_close_matches(name, READ_FIELDS, cutoff=0.75):
             close = difflib.get_close_matches(name, sorted(SACCT_FIELDS), n=1, cutoff=0.6)
             hint = f"did you mean '{close[0]}'? " if close else ""
             raise CatalogError(
