@@ -139,7 +139,7 @@ def render_department_page(
             ("Tenants", str(len(tenants))),
         ],
         "tenants": [_tenant_view(t, flags.get(t.tenant_id, [])) for t in tenants],
-        "close": _close_view(close[0], tenants) if close else None,
+        "close": _close_view(close[0], tenants, total_amount) if close else None,
         "total": {
             "amount": _money(total_amount),
             "budget": _money(sum(budgets, Decimal("0.00"))) if budgets else "",
@@ -260,11 +260,10 @@ FILTERS = {
 }
 
 
-def _close_view(close: Any, tenants: Sequence[Any]) -> dict[str, Any]:
+def _close_view(close: Any, tenants: Sequence[Any], total: Decimal) -> dict[str, Any]:
     """A closed month (month_close.sql): when and by whom, and what the page's tenants were
-    issued, what a run since corrected and the net they are charged now; the tenants with
-    corrections."""
-    total = sum((t.amount for t in tenants), Decimal("0.00"))
+    issued, what a run since corrected and the net they are charged now (`total`, the page's
+    amount); the tenants with corrections."""
     corrections = sum((t.correction_amount for t in tenants), Decimal("0.00"))
     return {
         "closed_at": _timestamp(close.closed_at),
