@@ -135,13 +135,14 @@ copy (
 def _floor(chargeback, day: dt.date) -> float:
     """The best of three runs of FLOOR_SQL on the files the rollup of `day` read."""
     landing_dir, telemetry_dir = Path(chargeback.landing_dir), chargeback.telemetry_dir
-    sources = telemetry.sample_sources(landing_dir, telemetry_dir, chargeback.catalog())
+    catalog = chargeback.catalog()
+    sources = telemetry.sample_sources(landing_dir, telemetry_dir, catalog)
     files = telemetry.readable_sample_files(telemetry_dir, [source["path"] for source in sources])
     day_start = dt.datetime.combine(day, dt.time())
     params = {
         "day_start": day_start,
         "day_end": day_start + dt.timedelta(days=1),
-        "idle_threshold_pct": float(chargeback.catalog().settings.idle_threshold_pct),
+        "idle_threshold_pct": float(catalog.settings.idle_threshold_pct),
     }
     target = telemetry_dir.parent / "rollup_floor.parquet"
     with chargeback.scratch() as con:
