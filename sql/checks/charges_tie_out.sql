@@ -2,7 +2,9 @@
 -- amounts (job_usage, the Job lines sheet) do not sum to its usage and credit lines, a month
 -- total that is not the exact usage minus the exact credits plus the exact unused
 -- reservations, each rounded half up to the cent (plus, in full_recovery, the idle-share and
--- platform lines, whose sum to the cluster cost cluster_cost_recovered checks), or a line more
+-- platform lines, whose sum to the cluster cost cluster_cost_recovered checks; in a closed
+-- month, the lines priced exactly as issued count their issued cents and only the others are
+-- rounded, as job_line_cents restates them), or a line more
 -- than a cent from its exact amount (charge_numerator / 15,120,000,000,000 cents, a
 -- magnitude). NULL money (a price missing upstream) is a violation of its own, level 'null':
 -- the sums above skip NULLs, so without it a month of NULL amounts would tie out.
@@ -48,24 +50,60 @@ job_ties as (
     where coalesce(j.amount, 0) <> coalesce(l.amount, 0)
 ),
 
+kept as (
+    -- a closed month's lines priced exactly as issued, which keep their issued cents: per
+    -- charge type, their exact amount and cents (none while the month is open)
+    select
+        i.charge_type,
+        sum(i.charge_numerator) as numerator,
+        sum(abs(i.amount) * 100)::hugeint as cents
+    from issued_charge_lines as i
+    join computed_charge_lines as c
+        on c.billing_month = i.billing_month
+        and c.tenant_id = i.tenant_id and c.cluster = i.cluster and c.gpu_model = i.gpu_model
+        and c.charge_type = i.charge_type
+        and c.unit_price is not distinct from i.unit_price
+        and c.capacity_reservation_id is not distinct from i.capacity_reservation_id
+        and c.charge_numerator = i.charge_numerator
+        and c.gpu_units = i.gpu_units
+    where i.billing_month = $billing_month
+        and i.charge_type in ('usage', 'credit', 'reserved_unused')
+    group by all
+),
+
+exact as (
+    -- per charge type, the exact amount of the month's lines, in charge numerators
+    select 'usage' as charge_type, coalesce(sum(charge_numerator), 0) as numerator
+    from job_gpu_charges where billing_month = $billing_month
+    union all
+    select 'credit', coalesce(sum(credit_numerator), 0)
+    from job_gpu_charges where billing_month = $billing_month
+    union all
+    select 'reserved_unused', coalesce(sum(charge_numerator), 0)
+    from reserved_quota_unused where billing_month = $billing_month
+),
+
+rounded as (
+    -- per charge type, its lines' cents: the kept lines' issued cents and the others' exact
+    -- amount rounded half up once (a credit's cents are given back)
+    select
+        sum(
+            (coalesce(k.cents, 0) + cents_half_up(e.numerator - coalesce(k.numerator, 0)))
+            * case e.charge_type when 'credit' then -1 else 1 end
+        ) as cents
+    from exact as e
+    left join kept as k using (charge_type)
+),
+
 total_tie as (
     select
         'total' as level,
         'month' as subject,
         (select coalesce(sum(amount), 0) from tenants) as lines_amount,
-        money(
-            cents_half_up(coalesce(sum(charge_numerator), 0))
-            - cents_half_up(coalesce(sum(credit_numerator), 0))
-            + (
-                select cents_half_up(coalesce(sum(charge_numerator), 0))
-                from reserved_quota_unused where billing_month = $billing_month
-            )
-        ) + (
+        money((select cents from rounded)) + (
             select coalesce(sum(amount), 0) from computed_charge_lines
             where billing_month = $billing_month and charge_type in ('idle_share', 'platform')
         ) as expected_amount
-    from job_gpu_charges
-    where billing_month = $billing_month
 ),
 
 line_ties as (

@@ -7,6 +7,11 @@
 -- remainders one cent more each until its charge type adds up to the type's exact total
 -- rounded half up. A line's cents are then split over its jobs in proportion to their exact
 -- amounts, by largest remainder (ties by cluster and job id).
+-- A closed month (its lines in issued_charge_lines) is restated, not rounded afresh: a line
+-- priced exactly as issued (the same exact amount and GPU units) keeps its issued cents, and
+-- only the other lines are rounded so, among themselves, to their own exact total rounded half
+-- up. Rounded afresh, a late job's remainder could move the cent of another tenant's unchanged
+-- line, and charge_lines would correct a line nothing changed.
 --   charge_type   'usage' (charge_numerator, gpu_units of job_gpu_charges) or 'credit' (the
 --                 failed_infra part: credit_numerator, credit_gpu_units); cents are positive
 --                 for both, the credit line's sign is computed_charge_lines'
@@ -28,6 +33,7 @@ with charged as (
 lines as (
     select
         tenant_id, cluster, gpu_model, unit_price, price_tier, charge_type,
+        sum(gpu_units) as line_units,
         sum(charge_numerator) as line_numerator,
         sum(charge_numerator) // numerator_per_cent() as floor_cents,
         sum(charge_numerator) % numerator_per_cent() as remainder
@@ -35,17 +41,40 @@ lines as (
     group by all
 ),
 
+issued as (
+    -- a closed month's issued usage and credit lines, in positive cents (none while open)
+    select
+        tenant_id, cluster, gpu_model, unit_price, charge_type, gpu_units, charge_numerator,
+        min(abs(amount) * 100)::bigint as cents
+    from issued_charge_lines
+    where billing_month = $billing_month and charge_type in ('usage', 'credit')
+    group by all
+),
+
+kept as (
+    -- issued_cents: the line is priced exactly as issued, and keeps its cents
+    select l.*, i.cents as issued_cents
+    from lines as l
+    left join issued as i
+        on i.tenant_id = l.tenant_id and i.cluster = l.cluster and i.gpu_model = l.gpu_model
+        and i.charge_type = l.charge_type
+        and i.unit_price is not distinct from l.unit_price
+        and i.charge_numerator = l.line_numerator
+        and i.gpu_units = l.line_units
+),
+
 line_cents as (
     select
         tenant_id, cluster, gpu_model, unit_price, price_tier, charge_type, line_numerator,
-        largest_remainder(
+        coalesce(issued_cents, largest_remainder(
             floor_cents,
             remainder,
-            cents_half_up(sum(line_numerator) over (partition by charge_type)),
-            charge_type,
+            cents_half_up(sum(line_numerator) over rounded_together),
+            row(charge_type, issued_cents is null),
             row(tenant_id, cluster, gpu_model, unit_price, price_tier)
-        ) as line_cents
-    from lines
+        )) as line_cents
+    from kept
+    window rounded_together as (partition by charge_type, issued_cents is null)
 ),
 
 shares as (

@@ -16,7 +16,10 @@
 -- cents, then the lines with the largest remainders get one more cent each until the type
 -- adds up to its exact total rounded half up. So lines sum to tenants and tenants to the
 -- total, to the cent. The usage and credit lines are rounded so in job_line_cents, which
--- also splits each over its jobs (so a tenant's jobs sum to its lines).
+-- also splits each over its jobs (so a tenant's jobs sum to its lines). A closed month is
+-- restated, not rounded afresh: a line priced exactly as issued (issued_charge_lines) keeps
+-- its issued cents and the others are rounded among themselves (job_line_cents), so that
+-- charge_lines corrects only the lines that changed.
 -- full_recovery (cost_pools has the month's pools): per pool (cluster × GPU model), left =
 -- pool cost − (usage − credits + reserved_unused) as rounded above, in whole cents. A
 -- positive left is shared by the month's idle_sharing policy, in whole cents by largest
@@ -55,30 +58,47 @@ job_lines as (
 ),
 
 reserved_lines as (
-    select
-        tenant_id, cluster, gpu_model, unit_price,
-        'Usage' as charge_category,
-        'reserved_unused' as charge_type,
-        capacity_reservation_id,
-        null::varchar as price_tier,
-        sum(gpu_units)::bigint as gpu_units,
-        sum(charge_numerator) as charge_numerator
-    from reserved_quota_unused
-    where billing_month = $billing_month and gpu_units > 0
-    group by all
+    -- issued_cents: a closed month's line priced exactly as issued keeps its cents
+    select r.*, i.cents as issued_cents
+    from (
+        select
+            tenant_id, cluster, gpu_model, unit_price,
+            'Usage' as charge_category,
+            'reserved_unused' as charge_type,
+            capacity_reservation_id,
+            null::varchar as price_tier,
+            sum(gpu_units)::bigint as gpu_units,
+            sum(charge_numerator) as charge_numerator
+        from reserved_quota_unused
+        where billing_month = $billing_month and gpu_units > 0
+        group by all
+    ) as r
+    left join (
+        select
+            tenant_id, cluster, gpu_model, unit_price, capacity_reservation_id, gpu_units,
+            charge_numerator, min(amount * 100)::bigint as cents
+        from issued_charge_lines
+        where billing_month = $billing_month and charge_type = 'reserved_unused'
+        group by all
+    ) as i
+        on i.tenant_id = r.tenant_id and i.cluster = r.cluster and i.gpu_model = r.gpu_model
+        and i.unit_price = r.unit_price
+        and i.capacity_reservation_id = r.capacity_reservation_id
+        and i.charge_numerator = r.charge_numerator
+        and i.gpu_units = r.gpu_units
 ),
 
 reserved_rounded as (
-    -- as job_line_cents rounds the usage and credit lines
+    -- as job_line_cents rounds the usage and credit lines (and keeps a closed month's)
     select
-        *,
-        largest_remainder(
+        * exclude (issued_cents),
+        coalesce(issued_cents, largest_remainder(
             charge_numerator // numerator_per_cent(),
             charge_numerator % numerator_per_cent(),
-            cents_half_up(sum(charge_numerator) over ()),
-            charge_type,
+            cents_half_up(sum(charge_numerator) over (partition by issued_cents is null)),
+            issued_cents is null,
             row(tenant_id, cluster, gpu_model, unit_price, capacity_reservation_id)
-        ) as cents
+        )) as cents
     from reserved_lines
 ),
 

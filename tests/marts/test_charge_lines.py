@@ -16,6 +16,7 @@ from decimal import Decimal
 import pytest
 
 from pipelines.close import close_month
+from pipelines.sql import run
 from tests.marts.conftest import JOBS_HEADER, GivenMonth, pick, records
 
 TENANTS = """
@@ -255,3 +256,75 @@ def test_a_closed_month_keeps_its_issued_lines_and_adds_corrections(given_month)
     # every other issued line is unchanged and gets no correction
     assert [line for line in pick(rerun, *COLUMNS) if line[4] is None] == pick(issued, *COLUMNS)
     assert sum(row["amount"] for row in rerun) == sum(row["amount"] for row in issued) + D("2.50")
+
+
+def test_a_restatement_corrects_only_the_lines_that_changed(given_month):
+    """Lines are rounded by largest remainder across a charge type, so a late job can move the
+    cent of another tenant's line. A closed month's re-run keeps the issued cents of every line
+    it prices exactly as issued: only the changed lines are corrected, rounded among
+    themselves, and the month still ties out (checks/charges_tie_out)."""
+    build(given_month, RATE_CARD_JOBS, **RATE_CARD)
+    close_month(given_month.con, dt.date(2026, 11, 1), "finance@example.com")
+    # a late export adds tg2: gamma, 1 T4 GPU for 9 minutes (0.15 GPU-h x 0.05 = 0.0075), so
+    # gamma's T4 line is now 0.0125 exact. Rounded afresh with the others (exact usage 41.2725,
+    # half up 41.27: floors 41.26, one cent to the largest remainder, alpha's half cent),
+    # beta's unchanged T4 line would lose its issued cent and gamma's gain one.
+    rerun = build(
+        given_month,
+        RATE_CARD_JOBS
+        + "tg2,gamma,gil,batch,normal,T4,1,n2,2026-11-09T00:00:00,2026-11-09T00:00:00,"
+        "2026-11-09T00:09:00,COMPLETED,0\n",
+        **RATE_CARD,
+    )
+    assert [line for line in pick(rerun, *COLUMNS) if line[4] == "Correction"] == [
+        # gamma's T4 line alone changed: 0.0125 exact, half up 0.01, issued 0.00
+        ("gamma", "c1", "T4", "Usage", "Correction", "usage", None, 0.15, D("0.050000"),
+         D("0.01"), "USD"),
+    ]  # fmt: skip
+    # issued 41.27 + 1,775.00 - 6.25 and the correction; the exact usage is 41.2725
+    assert sum(row["amount"] for row in rerun) == D("1810.03")
+    params = {"billing_month": dt.date(2026, 11, 1)}
+    for table in ("job_usage", "tenant_month"):
+        given_month.build(table)
+    assert run(given_month.con, "checks/charges_tie_out", params).fetchall() == []
+    # the jobs' cents still add up to the (now partly issued) lines
+    assert records(given_month.con.execute(
+        "select tenant_id, sum(amount) as amount from job_usage where gpu_model = 'T4' "
+        "group by all order by all"
+    )) == [
+        {"tenant_id": "alpha", "amount": D("0.01")},
+        {"tenant_id": "beta", "amount": D("0.01")},
+        {"tenant_id": "gamma", "amount": D("0.01")},
+    ]  # fmt: skip
+
+
+def test_a_restated_full_recovery_month_still_recovers_each_pool(given_month):
+    build(given_month, FULL_RECOVERY_JOBS, **FULL_RECOVERY)
+    close_month(given_month.con, dt.date(2026, 11, 1), "finance@example.com")
+    # a late export adds g1: gamma, 1 A100 GPU for 1 h at the derived 0.694444
+    rerun = build(
+        given_month,
+        FULL_RECOVERY_JOBS
+        + "g1,gamma,gil,batch,normal,A100,1,n1,2026-11-04T00:00:00,2026-11-04T00:00:00,"
+        "2026-11-04T01:00:00,COMPLETED,0\n",
+        **FULL_RECOVERY,
+    )
+    assert [line for line in pick(rerun, *COLUMNS) if line[4] == "Correction"] == [
+        # alpha's and beta's usage lines are priced as issued (4.17, 1.39): no correction.
+        # Left to recover 1,000.00 - 4.17 - 1.39 - 0.69 = 993.75, weighted 6 : 2 : 1 GPU-h:
+        # 662.50, 220.83 and 110.42 (the cent left to gamma's largest remainder); the idle
+        # 1,431 GPU-h: 954, 318 and 159
+        ("alpha", "c1", "A100", "Usage", "Correction", "idle_share", None, -120.0,
+         D("0.694444"), D("-83.33"), "USD"),
+        ("beta", "c1", "A100", "Usage", "Correction", "idle_share", None, -40.0, D("0.694444"),
+         D("-27.78"), "USD"),
+        ("gamma", "c1", "A100", "Usage", "Correction", "usage", None, 1.0, D("0.694444"),
+         D("0.69"), "USD"),
+        ("gamma", "c1", "A100", "Usage", "Correction", "idle_share", None, 159.0,
+         D("0.694444"), D("110.42"), "USD"),
+    ]  # fmt: skip
+    assert sum(row["amount"] for row in rerun) == D("1072.00")
+    params = {"billing_month": dt.date(2026, 11, 1)}
+    given_month.build("tenant_month")
+    assert run(given_month.con, "checks/cluster_cost_recovered", params).fetchall() == []
+    assert run(given_month.con, "checks/charges_tie_out", params).fetchall() == []

@@ -24,8 +24,17 @@ def _priced_job_time(run: MonthRun) -> None:
 
 
 job_gpu_charges = sql_table("job_gpu_charges", "facts", GROUP, prepare=_priced_job_time)
-# each usage and credit line's cents, split over its jobs (job_usage, computed_charge_lines)
-job_line_cents = sql_table("job_line_cents", "facts", GROUP)
+
+
+def _ledger_tables(run: MonthRun) -> None:
+    """The tables of issued charges (`chargeback close` fills them), empty until a close."""
+    run_sql(run.con, "marts/closed_months")
+    run_sql(run.con, "marts/issued_charge_lines")
+
+
+# each usage and credit line's cents, split over its jobs (job_usage, computed_charge_lines);
+# a closed month's lines priced as issued keep their issued cents
+job_line_cents = sql_table("job_line_cents", "facts", GROUP, prepare=_ledger_tables)
 
 
 def _unmapped_accounts(found: list[dict]) -> dict[str, str]:
@@ -45,17 +54,12 @@ reserved_quota_unused = sql_table("reserved_quota_unused", "facts", GROUP)
 
 def _priced_reservations(run: MonthRun) -> None:
     stop_on_unpriced_reservations(run.con, run.month.label, run.params, run.catalog)
+    _ledger_tables(run)
 
 
 computed_charge_lines = sql_table(
     "computed_charge_lines", "marts", GROUP, prepare=_priced_reservations
 )
-
-
-def _ledger_tables(run: MonthRun) -> None:
-    """The tables of issued charges (`chargeback close` fills them), empty until a close."""
-    run_sql(run.con, "marts/closed_months")
-    run_sql(run.con, "marts/issued_charge_lines")
 
 
 # a closed month keeps its issued lines; a re-run adds corrections

@@ -1,7 +1,11 @@
 """The Dagster job that closes a billing month (`chargeback close` runs it), and the two
 tables it writes, shown in the asset graph: `closed_months` and `issued_charge_lines`
 (sql/marts/). They are not materialised by a run of the month (which would close it): only
-this job records their materialisation, for the month it closed."""
+this job records their materialisation, for the month it closed.
+In the graph they are the ledger a month's run reads, upstream of the charges: the close copies
+computed_charge_lines into issued_charge_lines, but a later run of a closed month restates it
+from the issued lines (job_line_cents, computed_charge_lines, charge_lines), and the graph can
+hold only one of the two edges."""
 
 import dagster as dg
 
@@ -16,15 +20,15 @@ GROUP = "close"
 ledger_tables = [
     dg.AssetSpec(
         table,
-        deps=[upstream],
+        deps=upstream,
         group_name=GROUP,
         description=sql_description(f"marts/{table}"),
         kinds={"duckdb", "sql"},
         partitions_def=monthly_partition,
     )
     for table, upstream in (
-        ("issued_charge_lines", "computed_charge_lines"),
-        ("closed_months", "issued_charge_lines"),
+        ("issued_charge_lines", []),
+        ("closed_months", ["issued_charge_lines"]),
     )
 ]
 
