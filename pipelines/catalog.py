@@ -653,6 +653,7 @@ def _check_references(catalog: Catalog, catalog_dir: Path) -> None:
             f"{catalog_dir / 'tenants.yaml'}: tenant id '{UNMAPPED_TENANT}' is reserved"
         )
     _check_sharing_pools(catalog, catalog_dir / "settings.yaml")
+    _check_gpu_models(catalog, catalog_dir / "settings.yaml")
     for stem, entries in (("quotas", catalog.quotas), ("budgets", catalog.budgets)):
         for i, entry in enumerate(entries):
             if entry.tenant not in tenant_ids:
@@ -683,6 +684,33 @@ def _check_sharing_pools(catalog: Catalog, path: Path) -> None:
                         f"{entry}: node {node} is in sharing pool {other} as well "
                         f"('{settings.sharing[other].nodes}')"
                     )
+
+
+def _check_gpu_models(catalog: Catalog, path: Path) -> None:
+    """No misspelt target in a cluster's `gpu_models`: `a100: A100-80G` would price the jobs at
+    the '*' rate, or stop a month with a rate error naming no file. A target that is no model
+    of rates.yaml, nodes.csv or gpu_memory_mib is taken for a misspelling when it is like one
+    of them in any case (rates join models exactly); unlike all of them, for a model that only
+    the '*' rate prices and the bill names as written, it is accepted. A model of its own this
+    like a known one (A100-40GB next to A100-80GB, L40 next to L40S) is made known by naming
+    it in gpu_memory_mib, rates.yaml or nodes.csv."""
+    known = {rate.gpu_model for rate in catalog.rates if rate.gpu_model != "*"}
+    known |= {node.gpu_model for node in catalog.nodes or []}
+    known |= set(catalog.settings.gpu_memory_mib)
+    by_case = {model.lower(): model for model in sorted(known)}
+    models = ", ".join(sorted(known))
+    for cluster, settings in catalog.settings.clusters.items():
+        for name, model in settings.gpu_models.items():
+            # 0.8: one slip in a name like A100-80GB is like it (A100-80G 0.94, A100_80GB 0.89);
+            # another number (H100 / H200, V100 / A100: 0.75) or a short name of a long one
+            # (H100 / H100-80GB: 0.62) is not
+            close = difflib.get_close_matches(model.lower(), list(by_case), n=1, cutoff=0.8)
+            if model not in known and close:
+                raise CatalogError(
+                    f"{path}: settings: field 'clusters.{cluster}.gpu_models.{name}': '{model}' "
+                    f"is not a GPU model of the catalog (did you mean '{by_case[close[0]]}'? the "
+                    f"models of rates.yaml, nodes.csv and gpu_memory_mib: {models})"
+                )
 
 
 def _check_top_level_keys(document: dict, known: tuple[str, ...], path: Path) -> None:

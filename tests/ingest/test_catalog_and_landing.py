@@ -110,6 +110,17 @@ XDMOD_WITH_A_TYPO = (
 )
 
 
+def with_gpu_models(mapping: str) -> dict[str, str]:
+    """Cluster c1's gpu_models `mapping` in a catalog whose GPU models are A100-80GB (rates.yaml),
+    T4 (nodes.csv) and H100-80GB (gpu_memory_mib), each named in one file only."""
+    return {
+        "rates.yaml": RATES + "  - {gpu_model: A100-80GB, price_per_gpu_hour: 2.5}\n",
+        "nodes.csv": "node,cluster,gpu_model,gpus\nt01,c1,T4,4\n",
+        "settings.yaml": "gpu_memory_mib: {H100-80GB: 81559}\n"
+        f"clusters:\n  c1: {{gpu_models: {mapping}}}\n",
+    }
+
+
 @pytest.mark.parametrize(
     ("files", "message"),
     [
@@ -314,6 +325,21 @@ XDMOD_WITH_A_TYPO = (
             "end, state, alloctres, nodelist)",
             id="sacct-fields-without-required",
         ),
+        pytest.param(
+            with_gpu_models("{a100: A100-80G}"),
+            "settings.yaml: settings: field 'clusters.c1.gpu_models.a100': 'A100-80G' is not a "
+            "GPU model of the catalog (did you mean 'A100-80GB'? the models of rates.yaml, "
+            "nodes.csv and gpu_memory_mib: A100-80GB, H100-80GB, T4)",
+            id="gpu-models-target-misspelt",
+        ),
+        pytest.param(
+            # rates, nodes and gpu_memory_mib join on the model exactly: h100-80gb matches none
+            with_gpu_models("{a100: A100-80GB, NVIDIA-H100-80GB-HBM3: h100-80gb}"),
+            "settings.yaml: settings: field 'clusters.c1.gpu_models.NVIDIA-H100-80GB-HBM3': "
+            "'h100-80gb' is not a GPU model of the catalog (did you mean 'H100-80GB'? the models "
+            "of rates.yaml, nodes.csv and gpu_memory_mib: A100-80GB, H100-80GB, T4)",
+            id="gpu-models-target-in-another-case",
+        ),
     ],
 )
 def test_catalog_mistakes_stop_the_load_with_one_exact_line(tmp_path, files, message):
@@ -345,6 +371,23 @@ def test_sacct_fields_may_name_any_sacct_field_in_any_case(tmp_path):
     settings = f"clusters:\n  atlas: {{sacct_fields: {order}}}\n"
     catalog = load_catalog(catalog_dir(tmp_path, **{"settings.yaml": settings}))
     assert catalog.cluster("atlas").sacct_fields[-2:] == ["WorkDir", "HetJobOffset"]
+
+
+def test_gpu_models_may_map_to_any_model_of_the_catalog(tmp_path):
+    # A100-40GB is like A100-80GB, but a model of nodes.csv: not taken for a misspelling
+    files = with_gpu_models("{a100: A100-80GB, a100-40g: A100-40GB, t4: T4, h100: H100-80GB}")
+    files["nodes.csv"] += "a01,c1,A100-40GB,8\n"
+    catalog = load_catalog(catalog_dir(tmp_path, **files))
+    assert catalog.cluster("c1").gpu_models == {
+        "a100": "A100-80GB", "a100-40g": "A100-40GB", "t4": "T4", "h100": "H100-80GB"
+    }  # fmt: skip
+
+
+def test_gpu_models_may_map_to_a_model_like_none_of_the_catalog(tmp_path):
+    # B200: priced by the '*' rate alone, and named on the bill as the mapping writes it
+    files = with_gpu_models("{b200: B200}")
+    catalog = load_catalog(catalog_dir(tmp_path, **files))
+    assert catalog.cluster("c1").gpu_models == {"b200": "B200"}
 
 
 def test_yaml_merge_keys_may_be_overridden_next_to_them(tmp_path):
