@@ -38,6 +38,14 @@ def build(month: GivenMonth, jobs: str, **catalog: str) -> list[dict]:
     return month.build("charge_lines")
 
 
+def closed_and_rerun(month: GivenMonth, jobs: str, late_job: str, **catalog: str) -> list[dict]:
+    """Build the month of `jobs`, close it, then build it again with `late_job` (a jobs.csv
+    line a late export adds); returns the re-run's charge lines."""
+    build(month, jobs, **catalog)
+    close_month(month.con, dt.date(2026, 11, 1), "finance@example.com")
+    return build(month, jobs + late_job + "\n", **catalog)
+
+
 # Rate card: n1 holds 4 A100 at 2.50 USD/GPU-hour, n2 one T4 at 0.05. Outage of n1 on Nov 10
 # 00:00-02:00. gamma has a reserved guarantee of 1 A100 GPU.
 RATE_CARD = {
@@ -227,14 +235,12 @@ def test_a_preemptible_queue_is_charged_at_its_tier_and_the_pool_still_recovered
 
 
 def test_a_closed_month_keeps_its_issued_lines_and_adds_corrections(given_month):
-    build(given_month, RATE_CARD_JOBS, **RATE_CARD)
-    close_month(given_month.con, dt.date(2026, 11, 1), "finance@example.com")
     # a late export adds a3: alpha, 1 A100 GPU for 1 h (2.50)
-    rerun = build(
+    rerun = closed_and_rerun(
         given_month,
-        RATE_CARD_JOBS
-        + "a3,alpha,ann,batch,normal,A100,1,n1,2026-11-12T00:00:00,2026-11-12T00:00:00,"
-        "2026-11-12T01:00:00,COMPLETED,0\n",
+        RATE_CARD_JOBS,
+        "a3,alpha,ann,batch,normal,A100,1,n1,2026-11-12T00:00:00,2026-11-12T00:00:00,"
+        "2026-11-12T01:00:00,COMPLETED,0",
         **RATE_CARD,
     )
     issued = records(given_month.con.execute(
@@ -263,17 +269,15 @@ def test_a_restatement_corrects_only_the_lines_that_changed(given_month):
     cent of another tenant's line. A closed month's re-run keeps the issued cents of every line
     it prices exactly as issued: only the changed lines are corrected, rounded among
     themselves, and the month still ties out (checks/charges_tie_out)."""
-    build(given_month, RATE_CARD_JOBS, **RATE_CARD)
-    close_month(given_month.con, dt.date(2026, 11, 1), "finance@example.com")
     # a late export adds tg2: gamma, 1 T4 GPU for 9 minutes (0.15 GPU-h x 0.05 = 0.0075), so
     # gamma's T4 line is now 0.0125 exact. Rounded afresh with the others (exact usage 41.2725,
     # half up 41.27: floors 41.26, one cent to the largest remainder, alpha's half cent),
     # beta's unchanged T4 line would lose its issued cent and gamma's gain one.
-    rerun = build(
+    rerun = closed_and_rerun(
         given_month,
-        RATE_CARD_JOBS
-        + "tg2,gamma,gil,batch,normal,T4,1,n2,2026-11-09T00:00:00,2026-11-09T00:00:00,"
-        "2026-11-09T00:09:00,COMPLETED,0\n",
+        RATE_CARD_JOBS,
+        "tg2,gamma,gil,batch,normal,T4,1,n2,2026-11-09T00:00:00,2026-11-09T00:00:00,"
+        "2026-11-09T00:09:00,COMPLETED,0",
         **RATE_CARD,
     )
     assert [line for line in pick(rerun, *COLUMNS) if line[4] == "Correction"] == [
@@ -299,14 +303,12 @@ def test_a_restatement_corrects_only_the_lines_that_changed(given_month):
 
 
 def test_a_restated_full_recovery_month_still_recovers_each_pool(given_month):
-    build(given_month, FULL_RECOVERY_JOBS, **FULL_RECOVERY)
-    close_month(given_month.con, dt.date(2026, 11, 1), "finance@example.com")
     # a late export adds g1: gamma, 1 A100 GPU for 1 h at the derived 0.694444
-    rerun = build(
+    rerun = closed_and_rerun(
         given_month,
-        FULL_RECOVERY_JOBS
-        + "g1,gamma,gil,batch,normal,A100,1,n1,2026-11-04T00:00:00,2026-11-04T00:00:00,"
-        "2026-11-04T01:00:00,COMPLETED,0\n",
+        FULL_RECOVERY_JOBS,
+        "g1,gamma,gil,batch,normal,A100,1,n1,2026-11-04T00:00:00,2026-11-04T00:00:00,"
+        "2026-11-04T01:00:00,COMPLETED,0",
         **FULL_RECOVERY,
     )
     assert [line for line in pick(rerun, *COLUMNS) if line[4] == "Correction"] == [
