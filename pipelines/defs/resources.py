@@ -33,6 +33,7 @@ MACROS = (
     "macros/known",
     "macros/to_utc",
     "macros/normal_state",
+    "macros/plausible_time",
     "macros/unparsed",
     # the unit constants first: the macros after them use them
     "macros/whole_gpu",

@@ -3,6 +3,12 @@
 -- eligible_at: when the job became eligible to start (Slurm's Eligible, canonical
 -- eligible_time; NULL when the export has none), typed like submit_at; stg_jobs decides
 -- whether it is used.
+-- Times a record cannot have are rejected, not billed: a submit, start or end time before
+-- 1970-01-02 or from 2100 on (an epoch zero, a unit error: macro plausible_time), an end more
+-- than 365 days after the start (a clock error: `End` years ahead; a job of a GPU cluster
+-- does not run a year), and a job in a final state (COMPLETED, FAILED, ...) that started
+-- with no end time. Held to its cluster's export time as a running job is (stg_jobs), each
+-- would be billed for every hour from its start to that time.
 with known_values as (
     select
         * replace (
@@ -91,9 +97,26 @@ checked as (
                 then format('field start_time: ''{}'' is not a timestamp', start_time)
             when end_time is not null and end_at is null
                 then format('field end_time: ''{}'' is not a timestamp', end_time)
+            when not plausible_time(submit_at)
+                then format('field submit_time: ''{}'' is not a plausible time', submit_time)
+            when not plausible_time(start_at)
+                then format('field start_time: ''{}'' is not a plausible time', start_time)
+            when not plausible_time(end_at)
+                then format('field end_time: ''{}'' is not a plausible time', end_time)
             when state is null then format('field state: ''{}'' is not a known state', raw_state)
+            when start_at is not null and end_at is null and state not in ('RUNNING', 'PENDING')
+                then format(
+                    'field end_time: missing for a {} job that started (only a running job '
+                    || 'has no end)',
+                    state
+                )
             when end_at < start_at
                 then format('field end_time: {} is before start_time {}', end_time, start_time)
+            when end_at > start_at + interval 365 days
+                then format(
+                    'field end_time: {} is more than 365 days after start_time {}', end_time,
+                    start_time
+                )
             when start_at is not null and nodes is null and gpus > 0
                 then 'field nodes: missing for a job that started'
         end as reject_reason

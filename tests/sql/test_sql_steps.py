@@ -88,6 +88,41 @@ class TestStgJobRecords:
         start_at = columns.index("start_at")
         assert by_line[8][reason] is None and by_line[8][start_at] is None
 
+    def test_times_a_record_cannot_have_are_rejected_not_billed(self, con):
+        """Held to the export time like a running job, a finished job without an end, or one
+        ending years ahead, would be billed for every hour up to it."""
+        given_raw_jobs(con, [
+            raw_job(2, "1"),
+            raw_job(3, "2", end="2029-11-02T12:00:00"),  # a clock error: the year
+            raw_job(4, "3", start="1970-01-01T00:00:00"),  # an epoch zero
+            raw_job(5, "4", end=None),  # COMPLETED, started, no end
+            raw_job(6, "5", end=None, state="CANCELLED", start="Unknown"),  # never started
+            raw_job(7, "6", end=None, state="RUNNING"),
+            raw_job(8, "7", end="2100-01-01T00:00:00"),
+            # a year less a minute; and a dump of jobs years apart (XDMoD's parser cases)
+            raw_job(9, "8", start="2025-11-02T12:01:00"),
+            raw_job(10, "9", start="2016-08-01T06:00:00", end="2016-08-01T07:00:00"),
+        ])  # fmt: skip
+        con.execute("create table catalog_clusters (cluster varchar, scheduler_timezone varchar)")
+        rows = con.execute(
+            "select line, reject_reason from ("
+            + _sql("staging/stg_job_records")
+            + ") order by line"
+        ).fetchall()
+        assert rows == [
+            (2, None),
+            (3, "field end_time: 2029-11-02T12:00:00 is more than 365 days after start_time "
+             "2026-11-02T10:00:00"),
+            (4, "field start_time: '1970-01-01T00:00:00' is not a plausible time"),
+            (5, "field end_time: missing for a COMPLETED job that started (only a running job "
+             "has no end)"),
+            (6, None),
+            (7, None),
+            (8, "field end_time: '2100-01-01T00:00:00' is not a plausible time"),
+            (9, None),
+            (10, None),
+        ]  # fmt: skip
+
     def test_slurm_quirks(self, con):
         given_raw_jobs(con, [
             raw_job(2, "1", state="RUNNING", end=None),
@@ -984,6 +1019,7 @@ def test_charge_lines_round_by_largest_remainder(con):
     con.execute("create table catalog_tenants (tenant_id varchar, name varchar, "
                 "department varchar, cost_center varchar)")  # fmt: skip
     given_rate_card_month(con)
+    run(con, "marts/issued_charge_lines")  # none: the month is open
     create_table(con, "job_line_cents", "facts/job_line_cents", NOV)
     rows = run(con, "marts/computed_charge_lines", NOV).fetchall()
     amounts = [row[-2] for row in rows]
@@ -1004,6 +1040,7 @@ def test_a_line_is_split_over_its_jobs_to_the_cent(con):
         (j = 'j2')::hugeint * 5040000000000 as credit_numerator,
         null::varchar as price_tier
         from unnest(['j3', 'j1', 'j2']) as u(j)""")
+    run(con, "marts/issued_charge_lines")  # none: the month is open
     create_table(con, "job_line_cents", "facts/job_line_cents", NOV)
     assert con.execute(
         "select job_id, charge_type, cents from job_line_cents order by all"
