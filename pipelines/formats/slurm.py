@@ -2,6 +2,11 @@
 
 Fields are `|`-separated, named by a header line when the file has one (`JobID|JobIDRaw|...`,
 any case), else in the cluster's `sacct_fields` order or Open XDMoD's documented order.
+A header line anywhere in the file names the fields of the lines after it: dumps appended to
+one file (`sacct -p --format=... >> jobs.log`) each bring their header, in their own order, and
+a headerless file may go on with a dump that has one. Header lines are no rows (neither loaded
+nor rejected, the first or a later one); a header without a field a job cannot be billed
+without stops the load with one line naming the file, the line and the field.
 Times, state and exit code pass through as text; SQL types them (`sql/staging/`). Eligible
 (when the job could first start: its begin time, dependencies and holds met) is optional: a
 file or field order without it, or `Unknown`/`None`, leaves it NULL and the job's wait runs
@@ -31,6 +36,7 @@ tasks (`sql/staging/stg_job_records.sql`), so an array counts once as pending de
 from __future__ import annotations
 
 import codecs
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -42,6 +48,7 @@ import hostlist
 from pipelines.catalog import ClusterSettings
 from pipelines.formats import ExportFormat, open_binary
 from pipelines.formats.gpus import gpu_text, mig_equivalent, mig_profile
+from pipelines.landing import LandingError
 
 # Open XDMoD's documented `sacct --format` order, the default for files without a header.
 DEFAULT_FIELDS = (
@@ -118,25 +125,40 @@ def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str |
     `raw`, `parse_error` and `record_type` ('step' for `123.batch`, `123.0`, ...).
 
     A line with the wrong number of fields, a malformed job id or GPU count is still yielded,
-    with `parse_error` naming the field, so that it reaches the rejects table.
+    with `parse_error` naming the field, so that it reaches the rejects table. A header line is
+    not yielded: it sets the fields of the lines after it (LandingError when it lacks one of
+    REQUIRED_FIELDS).
     """
     layout: _Layout | None = None
     for number, text in numbered_lines(path):
         fields = text.split("|")
+        if _is_header(fields):
+            layout = _Layout(_header_names(fields, path, number))
+            continue
         if layout is None:
-            if _is_header(fields):
-                layout = _Layout(_names(fields), is_header=True)
-                continue
-            layout = _Layout(_names(settings.sacct_fields or DEFAULT_FIELDS), is_header=False)
+            layout = _Layout(_names(settings.sacct_fields or DEFAULT_FIELDS))
         yield _row(number, text, fields, layout, settings)
 
 
-class _Layout:
-    """The field names of a file, from its header or the configured order."""
+def _header_names(fields: list[str], path: Path, number: int) -> list[str]:
+    """The field names of the header line `number`; LandingError when it lacks one that a job
+    is not billed without (the first line of a file is not even taken for sacct then)."""
+    names = _names(fields)
+    missing = [name for name in REQUIRED_FIELDS if name not in names]
+    if missing:
+        raise LandingError(
+            f"{path}: line {number}: field {missing[0]}: missing from the sacct header "
+            f"(a job is not billed without {', '.join(REQUIRED_FIELDS)})"
+        )
+    return names
 
-    def __init__(self, names: list[str], is_header: bool) -> None:
+
+class _Layout:
+    """The field names of the lines below a header, or of a headerless file's configured
+    order."""
+
+    def __init__(self, names: list[str]) -> None:
         self.names = names
-        self.is_header = is_header
         self.position = {name: i for i, name in reversed(list(enumerate(names)))}
         self.missing = [name for name in REQUIRED_FIELDS if name not in self.position]
         # gpu_count of each TRES text met in the file (or the _TresError it raised): a file
@@ -183,13 +205,7 @@ def _row(
     row["record_type"] = "step" if row["job_id"] and "." in row["job_id"] else "job"
     if len(fields) == len(layout.names) + 1 and fields[-1] == "":
         fields = fields[:-1]  # `sacct --parsable` (not 2) ends every line with a '|'
-    if (
-        layout.is_header
-        and fields[0].strip().lower() == layout.names[0]
-        and _names(fields) == layout.names
-    ):
-        row["parse_error"] = "repeated header line"
-    elif layout.missing:
+    if layout.missing:
         row["parse_error"] = (
             f"field {layout.missing[0]}: not in the sacct field order (settings sacct_fields)"
         )
@@ -320,28 +336,34 @@ def sniff(path: Path, head: str) -> bool:
 
     A headerless file's width is checked against the configured order line by line when it is
     read (a wrong width is a parse error per row), since the sniffer does not know the cluster.
+    A later header line (dumps appended to one file) sets the width and job id field of the
+    lines below it; what it lacks is for the reader to name, with its line.
     """
     sample = [line.split("|") for line in sniffed_lines(head)]
     if not sample:
         return False
     if _is_header(sample[0]):
-        header = _names(sample[0])
-        if not set(REQUIRED_FIELDS) <= set(header):
+        if not set(REQUIRED_FIELDS) <= set(_names(sample[0])):
             return False
-        width, jobid, records = len(header), header.index("jobid"), sample[1:]
+        width, jobid = 0, 0  # set by the header, first of the sample
     else:
-        widths = Counter(len(fields) for fields in sample if JOB_ID.fullmatch(fields[0].strip()))
+        headerless = itertools.takewhile(lambda fields: not _is_header(fields), sample)
+        widths = Counter(
+            len(fields) for fields in headerless if JOB_ID.fullmatch(fields[0].strip())
+        )
         if not widths:
             return False
-        width, jobid, records = widths.most_common(1)[0][0], 0, sample
+        width, jobid = widths.most_common(1)[0][0], 0
         if width < len(REQUIRED_FIELDS):
             return False
-    good = [
-        fields
-        for fields in records
-        if len(fields) == width and JOB_ID.fullmatch(fields[jobid].strip())
-    ]
-    return mostly_fit(len(good), len(records))
+    records = good = 0
+    for fields in sample:
+        if _is_header(fields):
+            width, jobid = len(fields), _names(fields).index("jobid")
+            continue
+        records += 1
+        good += len(fields) == width and bool(JOB_ID.fullmatch(fields[jobid].strip()))
+    return mostly_fit(good, records)
 
 
 def sniffed_lines(head: str) -> list[str]:

@@ -156,10 +156,9 @@ def data_line_numbers(export_format: str, path: Path) -> set[int] | None:
     if export_format == "empty":
         return set()
     if export_format == "slurm_sacct":
-        numbered = [(n, line) for n, line in enumerate(physical_lines(path, "lf"), 1)
-                    if line.strip()]  # fmt: skip
-        header = numbered[:1] if numbered and _is_sacct_header(numbered[0][1]) else []
-        return {n for n, _ in numbered[len(header) :]}
+        # every header line, not only the first (dumps appended to one file), is no row
+        return {n for n, line in enumerate(physical_lines(path, "lf"), 1)
+                if line.strip() and not _is_sacct_header(line)}  # fmt: skip
     if export_format.startswith("canonical"):
         return {n for n, line in enumerate(physical_lines(path, "universal"), 1)
                 if n > 1 and line.strip()}  # fmt: skip

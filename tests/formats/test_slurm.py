@@ -24,13 +24,15 @@ import pyarrow as pa
 import pytest
 
 from pipelines.catalog import ClusterSettings
+from pipelines.defs.ingest.assets import catalog as catalog_step
+from pipelines.defs.ingest.assets import catalog_account_tenants, scheduler_exports
 from pipelines.defs.ingest.loading import RAW_COLUMNS, write_node_lists
 from pipelines.defs.ingest.tables import write_table
 from pipelines.defs.resources import prepare_connection
 from pipelines.formats import registered_formats, slurm
-from pipelines.landing import discover
+from pipelines.landing import LandingError, discover
 from pipelines.sql import create_table
-from tests.conftest import query, write
+from tests.conftest import month_run, query, write
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests/fixtures/xdmod-slurm"
@@ -335,7 +337,7 @@ UGLY = [
     line("1005", alloc="cpu=1,gres/gpumem=40G,gres/gpu=1,gres/gpu:a100=0", nodes="n3"),
     "   ",
     "1006|1006|c|gpu|normal|chaff|ann",
-    HEADER.upper(),
+    HEADER.upper(),  # the header again (dumps appended to one file): no row
     line("abc"),
     line("1007", alloc="gres/gpu=two"),
     line("1008", alloc="cpu=8,mem=4G", nodes="n4", user="zoë"),
@@ -384,7 +386,6 @@ def test_ugly_rows(tmp_path):
         (12, "1004", "job", "8", None, None, "ann", "gpu", None),
         (13, "1005", "job", "1", None, "n3", "ann", "gpu", None),
         (15, "1006", "job", None, None, None, None, None, "expected 16 fields, found 7"),
-        (16, "JOBID", "job", None, None, None, None, None, "repeated header line"),
         (17, "abc", "job", None, None, None, None, None,
          "field jobid: 'abc' is not a Slurm job id"),
         (18, "1007", "job", None, None, nodes, "ann", "gpu",
@@ -402,7 +403,6 @@ def test_ugly_rows(tmp_path):
         "COMPLETED", "0:0", T0, T1, T2
     )  # fmt: skip
     assert pick(rows[9], "state", "start_time", "end_time") == ("CANCELLED by 1234", None, T1)
-    assert rows[12]["raw"] == HEADER.upper()
 
 
 def test_ugly_rows_through_the_staging_sql(tmp_path):
@@ -412,18 +412,166 @@ def test_ugly_rows_through_the_staging_sql(tmp_path):
     result = staged({"sacct.log": rows_of(path)}, "line, record_type, record_rank, reject_reason")
     rejected = {
         15: "expected 16 fields, found 7",
-        16: "repeated header line",
         17: "field jobid: 'abc' is not a Slurm job id",
         18: "field alloctres: 'gres/gpu=two' is not a GPU count",
         21: "field alloctres: 'gres/gpu=²' is not a GPU count",
     }
     steps = {3, 4, 5, 11}
-    lines = [2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 15, 16, 17, 18, 19, 20, 21, 22, 23]
+    lines = [2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 15, 17, 18, 19, 20, 21, 22, 23]
     assert result == [
         (n, "step" if n in steps else "job",
          None if n in steps or n in rejected else 1, rejected.get(n))
         for n in lines
     ]  # fmt: skip
+
+
+# --- dumps appended to one file (`sacct -p --format=... >> jobs.log`) ------------------------
+
+STANDARD = (
+    "JobID|JobIDRaw|Cluster|Partition|QOS|Account|Group|GID|User|UID|Submit|Eligible|Start|End|"
+    "Elapsed|ExitCode|State|NNodes|NCPUS|ReqCPUS|ReqMem|ReqTRES|AllocTRES|Timelimit|NodeList|"
+    "JobName"
+)
+SWAPPED = STANDARD.replace("|Account|Group|GID|User|", "|User|Group|GID|Account|")
+
+
+def record(job_id: str, first: str, second: str, start: str, end: str, name: str) -> str:
+    """A one-GPU job on n1 in either order: `first` in the 6th field, `second` in the 9th."""
+    return "|".join([
+        job_id, job_id, "tiny", "batch", "normal", first, "g", "1", second, "1", start, start,
+        start, end, "01:00:00", "0:0", "COMPLETED", "1", "1", "1", "1G", "cpu=1,gres/gpu=1",
+        "cpu=1,gres/gpu=1", "01:00:00", "n1", name,
+    ])  # fmt: skip
+
+
+def hour(day: int, at: int) -> str:
+    return f"2026-11-{day:02d}T{at:02d}:00:00"
+
+
+# A tester's file: a standard `sacct -p` dump, then one with User and Account swapped
+CONCATENATED = [
+    STANDARD,
+    record("901", "alpha", "ann", hour(2, 1), hour(2, 2), "a"),
+    record("902", "alpha", "ann", hour(2, 2), hour(2, 3), "a"),
+    record("903", "alpha", "ann", hour(2, 3), hour(2, 4), "a"),
+    SWAPPED,
+    record("904", "ann", "alpha", hour(3, 4), hour(3, 5), "b"),
+    record("905", "ann", "alpha", hour(3, 5), hour(3, 6), "b"),
+    record("906", "ann", "alpha", hour(3, 6), hour(3, 7), "b"),
+]
+JOBS_901_TO_906 = [
+    (2, "901", "alpha", "ann", hour(2, 1), None),
+    (3, "902", "alpha", "ann", hour(2, 2), None),
+    (4, "903", "alpha", "ann", hour(2, 3), None),
+    (6, "904", "alpha", "ann", hour(3, 4), None),
+    (7, "905", "alpha", "ann", hour(3, 5), None),
+    (8, "906", "alpha", "ann", hour(3, 6), None),
+]
+
+
+def test_each_header_names_the_fields_of_the_lines_below_it(tmp_path):
+    """The second header is no row and no reject: it switches the field order, so jobs
+    904-906 keep account alpha and user ann (read in the first order, they were swapped)."""
+    path = write(tmp_path / "sacct-concat.log", "\n".join(CONCATENATED) + "\n")
+    names = ("line", "job_id", "account", "user", "start_time", "parse_error")
+    assert [pick(r, *names) for r in rows_of(path)] == JOBS_901_TO_906
+    assert slurm.sniff(path, path.read_text(encoding="utf-8"))
+
+
+def test_appended_dumps_of_other_widths_and_the_same_header_again(tmp_path):
+    """A later dump may have fewer fields (its own --format, any case); a header repeated as
+    it was is no row either; a header further down a headerless file names the lines after
+    it, the lines before keep the configured order."""
+    narrow = "jobid|user|account|start|end|state|alloctres|nodelist"
+    path = write(
+        tmp_path / "jobs.log",
+        "\n".join([
+            xdmod_line("gres/gpu=2"),  # headerless, Open XDMoD's order: job 4107219
+            STANDARD,
+            record("901", "alpha", "ann", hour(2, 1), hour(2, 2), "a"),
+            narrow,
+            f"907|bob|beta-x|{hour(4, 1)}|{hour(4, 3)}|FAILED|gres/gpu:a100=4|n[1-2]",
+            narrow.upper(),
+            f"908|bob|beta-x|{hour(4, 3)}|{hour(4, 4)}|COMPLETED|gres/gpu=1|n1",
+            "909|bob|beta-x",
+        ]) + "\n",
+    )  # fmt: skip
+    names = ("line", "job_id", "account", "user", "state", "gpus", "gpu_model", "nodes",
+             "parse_error")  # fmt: skip
+    assert [pick(r, *names) for r in rows_of(path)] == [
+        (1, "4107219", "anonacct", "anonuser", "COMPLETED", "2", None,
+         "k07n07s01,k08n02s01,k08n05s01,k08n13s01", None),
+        (3, "901", "alpha", "ann", "COMPLETED", "1", None, "n1", None),
+        (5, "907", "beta-x", "bob", "FAILED", "4", "a100", "n[1-2]", None),
+        (7, "908", "beta-x", "bob", "COMPLETED", "1", None, "n1", None),
+        (8, "909", None, None, None, None, None, None, "expected 8 fields, found 3"),
+    ]  # fmt: skip
+    assert slurm.sniff(path, path.read_text(encoding="utf-8"))
+
+
+def test_a_later_dump_of_more_lines_and_another_width_is_still_recognised(tmp_path):
+    """The sniffer reads the lines below each header by that header: a short first dump
+    followed by a longer one of another width is a sacct file, not a mostly unfitting one."""
+    narrow = "JobID|Account|User|Start|End|State|AllocTRES|NodeList"
+    later = [f"{910 + i}|alpha|ann|{hour(5, i)}|{hour(5, i + 1)}|COMPLETED|gres/gpu=1|n1"
+             for i in range(4)]  # fmt: skip
+    text = "\n".join([STANDARD, CONCATENATED[1], narrow, *later]) + "\n"
+    path = write(tmp_path / "jobs.log", text)
+    assert slurm.sniff(path, text)
+    assert [r["parse_error"] for r in rows_of(path)] == [None] * 5
+
+
+@pytest.mark.parametrize(
+    ("header", "field"),
+    [
+        (SWAPPED.replace("|AllocTRES|", "|ReqTRES2|"), "alloctres"),
+        ("JobID|User|Start|End|State|AllocTRES|NodeList", "account"),
+        ("JobID", "account"),
+    ],
+)
+def test_a_later_header_a_job_cannot_be_billed_by_stops_the_load(tmp_path, header, field):
+    """As a first line without them is no sacct file at all (test_not_taken_for_sacct), a
+    later header without a required field stops the load: one line, file, line and field."""
+    path = write(tmp_path / "jobs.log", "\n".join([*CONCATENATED[:4], header, "904|x"]) + "\n")
+    with pytest.raises(LandingError) as raised:
+        rows_of(path)
+    assert str(raised.value) == (
+        f"{path}: line 5: field {field}: missing from the sacct header (a job is not billed "
+        "without jobid, account, start, end, state, alloctres, nodelist)"
+    )
+
+
+def test_appended_dumps_through_the_load_reconcile(tmp_path):
+    """Through the scheduler exports step and the tenant mapping: 6 rows read (the two header
+    lines are not rows), 6 loaded, none rejected, every job billed to alpha (not unmapped)."""
+    write(tmp_path / "landing/scheduler/tiny/sacct-concat.log", "\n".join(CONCATENATED) + "\n")
+    write(
+        tmp_path / "catalog/tenants.yaml",
+        """
+        tenants:
+          - {id: alpha, name: Alpha Lab, department: Science, cost_center: CC-1,
+             accounts: [alpha]}
+        """,
+    )
+    write(tmp_path / "catalog/rates.yaml", 'rates:\n  - {gpu_model: "*", price_per_gpu_hour: 1}\n')
+    con = prepare_connection(duckdb.connect())
+    run = month_run(con, tmp_path)
+    for step in (catalog_step, scheduler_exports, catalog_account_tenants):
+        step.build(run)
+    assert con.execute("select file, rows_read from stg_scheduler_files").fetchall() == [
+        ("scheduler/tiny/sacct-concat.log", 6)
+    ]
+    assert con.execute("select count(*) from stg_job_records where reject_reason is not null"
+                       ).fetchall() == [(0,)]  # fmt: skip
+    assert con.execute(
+        """
+        select r.line, r.job_id, r.account, r."user", t.tenant_id
+        from stg_job_records as r
+        left join catalog_account_tenants as t using (account)
+        order by r.line
+        """
+    ).fetchall() == [(line, job, account, user, "alpha")
+                     for line, job, account, user, _, _ in JOBS_901_TO_906]  # fmt: skip
 
 
 def test_headerless_files_follow_the_configured_field_order(tmp_path):
