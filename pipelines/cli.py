@@ -10,7 +10,8 @@ where `make ui` shows them. Progress goes to the terminal (telemetry day k of n 
 per second, then each monthly step); the last line says what was charged, whether every check
 passed, and where the reports are. A refused input, a catalog mistake or a blocking check ends
 the command with one line naming it and a non-zero exit: 2 for a wrong argument (nothing is
-touched), 1 for a run that did not complete.
+touched), 1 for a run that did not complete. When other checks failed too, each gets a line
+before it (the cause before what it broke, `_failed_run_lines`).
 """
 
 from __future__ import annotations
@@ -146,16 +147,15 @@ def _run(instance, chargeback, catalog, exports, months, days, label) -> int:
     failed = [e for e in evaluations if not e.passed]
     blocked = [e for e in failed if e.check_name in blocking]
     if blocked or not monthly.success:
-        reason = (
-            f"check {blocked[0].check_name} failed: {_violations(blocked[0])}; the month's "
-            "reports were not written"
-            if blocked
-            else _failure(monthly)
-        )
         kept = failed_copy(Path(chargeback.warehouse))
-        if kept.exists():  # the run's tables, to look into (pipelines/commit.py)
-            reason += f"; the run's tables are in {kept}"
-        print(f"chargeback: {label}: {reason} (Dagster run {monthly.run_id})", file=sys.stderr)
+        for line in _failed_run_lines(
+            failed,
+            blocking,
+            failure=None if blocked else _failure(monthly),
+            kept=kept if kept.exists() else None,  # the run's tables (pipelines/commit.py)
+            run_id=monthly.run_id,
+        ):
+            print(f"chargeback: {label}: {line}", file=sys.stderr)
         return EXIT_FAILED
     unpublished = _unpublished(chargeback, months, monthly.run_id)
     if unpublished:
@@ -322,6 +322,45 @@ def _failure(result) -> str:
             return f"{event.step_key}: {message}"
         return f"{event.step_key}: {error.cls_name}: {message}"
     return "the run failed (see the Dagster run for details)"
+
+
+def _failed_run_lines(
+    failed: list, blocking: set[str], failure: str | None, kept: Path | None, run_id: str
+) -> list[str]:
+    """What a run that did not complete prints: one line per failed check of severity ERROR
+    with its first violation (warnings are for the summary of a run that completes), then what
+    became of the run on the last line: the reports not written (a blocking check failed) or
+    `failure` (the failed step), where its tables were `kept`, its Dagster run.
+
+    The cause comes before what it broke: a failed blocking check stops every step below it, so
+    the other failed checks are upstream of it (two jobs on one GPU, gpus_never_oversubscribed,
+    before the capacity buckets that cannot add up) or beside it; each kind in the order of the
+    asset graph."""
+    import dagster as dg
+
+    errors = _upstream_first([e for e in failed if e.severity == dg.AssetCheckSeverity.ERROR])
+    errors.sort(key=lambda e: e.check_name in blocking)  # stable: the graph order stays
+    lines = [f"check {e.check_name} failed: {_violations(e)}" for e in errors]
+    if failure is None:
+        lines[-1] += "; the month's reports were not written"
+    else:
+        lines.append(failure)
+    if kept is not None:
+        lines[-1] += f"; the run's tables are in {kept}"
+    lines[-1] += f" (Dagster run {run_id})"
+    return lines
+
+
+def _upstream_first(evaluations: list) -> list:
+    """The check evaluations in the order of the asset graph: a check of a table before the
+    checks of the tables made from it (an ancestor has fewer ancestors), then by name."""
+    from pipelines.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    return sorted(
+        evaluations,
+        key=lambda e: (len(graph.get_ancestor_asset_keys(e.asset_key)), e.check_name),
+    )
 
 
 def _violations(evaluation) -> str:

@@ -180,7 +180,7 @@ def test_a_lock_wait_that_is_not_whole_seconds_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_refused_input_or_a_blocking_check_is_one_line(tmp_path):
+def test_a_refused_input_is_one_line_a_blocked_month_one_line_per_failed_check(tmp_path):
     build_tiny_month(tmp_path)
     write(tmp_path / "landing/scheduler/tiny/notes.dat", "nothing a scheduler wrote\n")
     refused = chargeback(["run", "--month", "2026-11"], env_for(tmp_path))
@@ -192,8 +192,11 @@ def test_a_refused_input_or_a_blocking_check_is_one_line(tmp_path):
     assert len(refused.stderr.splitlines()) == 1
     (tmp_path / "landing/scheduler/tiny/notes.dat").unlink()
 
-    # two jobs on one GPU at once (tests/e2e/test_oversubscription.py): the buckets cannot add
-    # up to the capacity, and that check blocks the reports
+    # two jobs on one GPU at once (tests/e2e/test_oversubscription.py): J9 holds GPU 0 of n1
+    # 10:15-10:30 while J7 does (10:00-10:45). The cause, gpus_never_oversubscribed (which does
+    # not block), comes first; then the check it broke, which blocks the reports: the buckets
+    # hold those 900 s twice (1/420 GPU-ms units: 900 x 420,000 = 378,000,000 too many); the
+    # warning every_account_mapped (ghost) is for the summary of a run that completes
     jobs = tmp_path / "landing/scheduler/tiny/jobs.csv"
     jobs.write_text(
         jobs.read_text()
@@ -204,15 +207,78 @@ def test_a_refused_input_or_a_blocking_check_is_one_line(tmp_path):
     allocations.write_text(allocations.read_text() + "J9,n1,0\n")
     blocked = chargeback(["run", "--month", "2026-11"], env_for(tmp_path))
     assert blocked.returncode == 1
-    assert blocked.stderr.startswith(
+    lines = blocked.stderr.splitlines()
+    run_id = lines[-1].rpartition(" (Dagster run ")[2].removesuffix(")")
+    assert len(run_id) == 36  # a Dagster run id, a UUID
+    assert lines == [
+        "chargeback: 2026-11: check gpus_never_oversubscribed failed: 1 violation(s); first: "
+        "cluster=tiny, node=n1, gpu_index=0, excess_gpu_hours=0.25, "
+        "first_overlap_at=2026-11-15 10:15:00, jobs=J7, J9",
         "chargeback: 2026-11: check capacity_buckets_sum_to_capacity failed: 1 violation(s); "
-    )
-    assert (
-        "; the month's reports were not written; the run's tables are in "
-        f"{tmp_path}/warehouse_failed.duckdb (Dagster run "
-    ) in blocked.stderr
-    assert len(blocked.stderr.splitlines()) == 1
+        "first: cluster=tiny, gpu_model=A100, bucket_units=2177658000000, "
+        "capacity_units=2177280000000, difference_units=378000000; the month's reports were "
+        f"not written; the run's tables are in {tmp_path}/warehouse_failed.duckdb "
+        f"(Dagster run {run_id})",
+    ]
     assert not (tmp_path / "reports/2026-11/chargeback-2026-11.xlsx").exists()
+
+
+def evaluation(table: str, check: str, first: dict[str, str], warn: bool = False):
+    """A failed check's evaluation as the run reports it: one violation, shown first."""
+    return dg.AssetCheckEvaluation(
+        asset_key=dg.AssetKey(table),
+        check_name=check,
+        passed=False,
+        metadata={"violations": 1, "first_violations": dg.MetadataValue.json([first])},
+        severity=dg.AssetCheckSeverity.WARN if warn else dg.AssetCheckSeverity.ERROR,
+    )
+
+
+OVERSUBSCRIBED = evaluation("gpu_capacity", "gpus_never_oversubscribed", {"node": "n1"})
+BUCKETS = evaluation("capacity_buckets", "capacity_buckets_sum_to_capacity", {"cluster": "c"})
+TIES_OUT = evaluation("tenant_month", "charges_tie_out", {"tenant_id": "t"})
+UNMAPPED = evaluation("job_usage", "every_account_mapped", {"account": "ghost"}, warn=True)
+# a check that does not block, of a table beside capacity_buckets (data_quality is not made
+# from it) with more tables above it: made up, today's only such check is upstream
+BESIDE = evaluation("data_quality", "quality_note", {"file": "f"})
+BLOCKING = {"capacity_buckets_sum_to_capacity", "charges_tie_out"}
+
+
+@pytest.mark.parametrize(
+    ("failed", "failure", "kept", "expected"),
+    [
+        # one blocking check: the one line it always was (a warning is not listed)
+        ([UNMAPPED, BUCKETS], None, "/w/failed.duckdb", [
+            "check capacity_buckets_sum_to_capacity failed: 1 violation(s); first: cluster=c; "
+            "the month's reports were not written; the run's tables are in /w/failed.duckdb "
+            "(Dagster run r1)",
+        ]),
+        # in whatever order Dagster reports them: upstream first, the blocking checks last
+        ([TIES_OUT, BUCKETS, UNMAPPED, OVERSUBSCRIBED], None, None, [
+            "check gpus_never_oversubscribed failed: 1 violation(s); first: node=n1",
+            "check capacity_buckets_sum_to_capacity failed: 1 violation(s); first: cluster=c",
+            "check charges_tie_out failed: 1 violation(s); first: tenant_id=t; the month's "
+            "reports were not written (Dagster run r1)",
+        ]),
+        # the line saying the reports were not written is a blocking check's, the last
+        ([BUCKETS, BESIDE], None, None, [
+            "check quality_note failed: 1 violation(s); first: file=f",
+            "check capacity_buckets_sum_to_capacity failed: 1 violation(s); first: cluster=c; "
+            "the month's reports were not written (Dagster run r1)",
+        ]),
+        # a failed step after a check that does not block: both, the step last
+        ([OVERSUBSCRIBED], "costing: a rate error", None, [
+            "check gpus_never_oversubscribed failed: 1 violation(s); first: node=n1",
+            "costing: a rate error (Dagster run r1)",
+        ]),
+        ([UNMAPPED], "costing: a rate error", None, ["costing: a rate error (Dagster run r1)"]),
+    ],
+)  # fmt: skip
+def test_a_run_that_did_not_complete_names_every_failed_check(failed, failure, kept, expected):
+    from pipelines.cli import _failed_run_lines
+
+    kept_path = Path(kept) if kept else None
+    assert _failed_run_lines(failed, BLOCKING, failure, kept_path, "r1") == expected
 
 
 def test_a_run_whose_commit_failed_is_found_unpublished(tmp_path):
