@@ -64,6 +64,55 @@ def test_absurd_gpu_counts_and_hostlists_are_rejects_and_the_month_completes(tmp
     assert query(tmp_path, "select sum(amount) from charge_lines") == [(Decimal("23.66"),)]
 
 
+IMPOSSIBLE_ALLOCATIONS = {
+    "jobs": [
+        "K1,tiny,alpha,ann,batch,normal,A100,1,n1,2026-11-02T00:00:00,2026-11-02T00:00:00,"
+        "2026-11-02T05:00:00,COMPLETED,0",
+        "K2,tiny,alpha,ann,batch,normal,A100,1,n1,2026-11-22T00:00:00,2026-11-22T00:00:00,"
+        "2026-11-22T05:00:00,COMPLETED,0",
+    ],
+    # GPU 7 of n1, which holds 2 (once: the month stopped on capacity_buckets_sum_to_capacity,
+    # naming no file); K2 on n2, not its node (once: its hours on n2's H100 at the '*' rate);
+    # a job no export has
+    "allocations": ["K1,n1,7", "K2,n2,0", "ZZ,n1,0"],
+}
+
+
+def test_impossible_allocations_are_rejects_and_their_jobs_placed_as_without(tmp_path):
+    build_tiny_month(tmp_path)
+    for kind, rows in IMPOSSIBLE_ALLOCATIONS.items():
+        path = tmp_path / f"landing/scheduler/tiny/{kind}.csv"
+        path.write_text(path.read_text() + "\n".join(rows) + "\n")
+    result = materialize_month(tmp_path, "2026-11-01")
+    assert result.success
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks["capacity_buckets_sum_to_capacity"] and checks["rows_reconcile"]
+    assert query(
+        tmp_path,
+        "select line, reason from rejects where file like '%allocations.csv' order by line",
+    ) == [
+        (8, "field gpu_index: 7 is not a GPU of node n1, which holds 2 GPUs (nodes.csv)"),
+        (9, "field node: n2 is not one of the nodes of job K2 (n1)"),
+        (10, "field job_id: no job ZZ of cluster tiny in the exports"),
+    ]
+    assert query(
+        tmp_path,
+        "select rows_read, rows_loaded, rows_rejected from data_quality "
+        "where subject = 'scheduler/tiny/allocations.csv'",
+    ) == [(9, 6, 3)]
+    # both placed on n1's lowest free GPU and charged 5 h of an A100 at 2.0133: 10.0665 each,
+    # the tenant's cents shared by the largest remainder
+    assert query(
+        tmp_path,
+        "select g.job_id, g.node, g.gpu_index, g.index_source, u.gpu_model, "
+        "u.allocated_gpu_hours, u.amount from job_gpus as g join job_usage as u "
+        "using (billing_month, cluster, job_id) where g.job_id like 'K%' order by g.job_id",
+    ) == [
+        ("K1", "n1", 0, "assigned", "A100", 5.0, Decimal("10.07")),
+        ("K2", "n1", 0, "assigned", "A100", 5.0, Decimal("10.06")),
+    ]
+
+
 def sacct_line(job: int, extra: str = "") -> str:
     """A headerless sacct line in Open XDMoD's order: job 90x, 1 GPU on n1 for hour x of
     Nov 5."""

@@ -38,8 +38,8 @@ def read_scheduler_exports(
     """Read every scheduler export of the landing folder, as text, into the temporary tables
     the scheduler tables' SQL files read: raw_jobs, raw_allocations and raw_quotas (every
     row, its file, line and raw text; sql/staging/stg_job_records.sql,
-    stg_allocation_records.sql and stg_quota_configs.sql type and check them), raw_node_lists
-    and stg_scheduler_files_rows (one row per export file)."""
+    stg_allocation_records.sql and stg_quota_configs.sql type and check them), raw_node_lists,
+    raw_node_names and stg_scheduler_files_rows (one row per export file)."""
     origin = [(name, pa.string()) for name in ("cluster", "file")]
     row_columns = [("line", pa.int64()), ("raw", pa.string()), ("parse_error", pa.string())]
     schemas = {
@@ -71,6 +71,7 @@ def read_scheduler_exports(
     # every file, so that data quality lists an empty or header-only one with its 0 rows
     write_rows(con, "stg_scheduler_files", files, SCHEDULER_FILES_SCHEMA)
     write_node_lists(con)
+    write_node_names(con)
 
 
 def write_account_tenants(con: duckdb.DuckDBPyConnection, catalog: Catalog) -> None:
@@ -112,6 +113,28 @@ def write_node_lists(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+def write_node_names(con: duckdb.DuckDBPyConnection) -> None:
+    """The temporary table raw_node_names: each node of each hostlist of the job records that
+    raw_allocations names (stg_allocation_records rejects a record on a node its job did not
+    run on). Only those jobs' hostlists are expanded: most exports have no allocations."""
+    allocated = [nodes for (nodes,) in con.execute(
+        """
+        select distinct j.nodes
+        from raw_jobs as j
+        semi join raw_allocations as a on a.cluster = j.cluster and a.job_id = j.job_id
+        where j.nodes is not null
+        order by j.nodes
+        """
+    ).fetchall()]  # fmt: skip
+    write_table(
+        con,
+        "raw_node_names",
+        [{"nodes": nodes, "node": node} for nodes in allocated for node in node_names(nodes)],
+        pa.schema([("nodes", pa.string()), ("node", pa.string())]),
+        temporary=True,
+    )
+
+
 def node_count(nodes: str) -> int | None:
     """How many nodes a hostlist names (`gpu-[01-04,07]`: 5); None when it is not one (or
     names more than python-hostlist's 100,000), which rejects the record."""
@@ -119,6 +142,15 @@ def node_count(nodes: str) -> int | None:
         return len(hostlist.expand_hostlist(nodes))
     except hostlist.BadHostlist:
         return None
+
+
+def node_names(nodes: str) -> list[str]:
+    """The nodes a hostlist names, each once (`gpu-[01-02]`: gpu-01, gpu-02); none when it
+    is not a hostlist (its record is rejected: stg_job_records.sql)."""
+    try:
+        return hostlist.expand_hostlist(nodes)
+    except hostlist.BadHostlist:
+        return []
 
 
 def _conform(
