@@ -67,8 +67,9 @@ from pipelines.landing import LandingError
 GPU_RESOURCE = "nvidia.com/gpu"
 # the device plugin's replicas of a time-sliced or MPS GPU when it renames them (renameByDefault)
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
-# nvidia.com/mig-1g.10gb, mig-3g.40gb, mig-1g.10gb+me (media extensions)
-MIG_RESOURCE = re.compile(r"nvidia\.com/mig-(\d+g\.\d+gb)(?:[.+]me)?")
+# nvidia.com/mig-1g.10gb, mig-3g.40gb, mig-1g.10gb+me (media extensions): the profile; one
+# that is no MIG profile (mig-9g.99gb) rejects the pod, it is never ignored (gpus.mig_equivalent)
+MIG_RESOURCE = re.compile(r"nvidia\.com/mig-(.+?)(?:[.+]me)?")
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 USER_LABELS = ("user", "owner")
@@ -408,7 +409,10 @@ def _container_gpus(
         if count is None:
             raise ValueError(f"{field}.{name}: '{value}' is not a whole number")
         if mig:
-            total += count * mig_equivalent(mig.group(1), settings)
+            try:
+                total += count * mig_equivalent(mig.group(1), settings) if count else 0
+            except ValueError as error:
+                raise ValueError(f"{field}.{name}: {error}") from None
         elif replicas[name] is not None:
             total += count * replicas[name]
         elif count:

@@ -283,7 +283,10 @@ def gpu_count(tres: str, settings: ClusterSettings = _DEFAULTS) -> tuple[Fractio
     gpus, models = Fraction(0), set()
     for model, count in typed["gres/gpu"].items():
         mig = mig_profile(model)
-        gpus += count * (mig_equivalent(mig[0], settings) if mig else 1)
+        try:
+            gpus += count * (mig_equivalent(mig[0], settings) if mig and count else 1)
+        except ValueError as error:  # a profile no GPU has (9g.99gb)
+            raise _TresError(f"gres/gpu:{model}: {error}") from None
         parent = mig[1] if mig else model
         if count and parent:
             models.add(parent)

@@ -386,6 +386,48 @@ def test_gpu_equivalents_on_a_time_sliced_node(tmp_path, pod, gpus, error):
     assert (row["gpus"], row["parse_error"]) == (gpus, error)
 
 
+UNKNOWN_MIG = (
+    "NVIDIA's are 1g to 7g with 1 to 288 GB (declare any other in rates.yaml mig_profiles)"
+)
+
+
+@pytest.mark.parametrize(
+    ("resource", "profile"),
+    [
+        # once a whole GPU (min(9/7, 1)), or nothing (0/7): a charge no hardware gave
+        ("nvidia.com/mig-9g.99gb", "9g.99gb"),
+        ("nvidia.com/mig-0g.5gb", "0g.5gb"),
+        ("nvidia.com/mig-1g.0gb", "1g.0gb"),
+        ("nvidia.com/mig-7g.999gb+me", "7g.999gb"),
+        # once ignored: a MIG resource of no profile shape held no GPU at all
+        ("nvidia.com/mig-3g", "3g"),
+    ],
+)
+def test_an_unknown_mig_profile_rejects_the_pod_naming_the_field(tmp_path, resource, profile):
+    [row] = read_pods(tmp_path, containers({"limits": {resource: "1"}}))
+    assert (row["gpus"], row["parse_error"]) == (
+        None,
+        f"field gpus: containers[c0].resources.limits.{resource}: "
+        f"unknown MIG profile '{profile}': {UNKNOWN_MIG}",
+    )
+
+
+def test_mig_profiles_of_the_catalog_beyond_nvidias_shapes_are_known(tmp_path):
+    declared = ClusterSettings(mig_profiles={"10g.300gb": "1", "9g": "1/2"})
+    pods = [
+        containers({"limits": {"nvidia.com/mig-10g.300gb": "1"}}),
+        containers({"limits": {"nvidia.com/mig-9g.99gb": "1"}}),  # the `9g` entry: any size
+        containers({"limits": {"nvidia.com/mig-9g.99gb": "0"}, "requests": {"cpu": "1"}}),
+        containers({"limits": {"nvidia.com/mig-99g.1gb": "0"}}),  # none of it asked for
+    ]
+    path = tmp_path / "pods-2026-11-10T10-00-00Z.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "items": pods, "kind": "List"}))
+    rows = kubernetes.read_rows(path, declared)
+    assert [(row["gpus"], row["parse_error"]) for row in rows] == [
+        ("1", None), ("0.5", None), ("0", None), ("0", None),
+    ]  # fmt: skip
+
+
 def test_gpu_model_from_a_one_product_node_affinity(tmp_path):
     def affinity(*values):
         pod = a_pod()

@@ -132,6 +132,29 @@ def test_shards_are_a_fraction_of_the_nodes_gpu(tmp_path, start, tres, nodes, gp
     assert (row["gpus"], row["parse_error"]) == (gpus, error)
 
 
+@pytest.mark.parametrize(
+    ("tres", "gpus", "error"),
+    [
+        ("gres/gpu=1,gres/gpu:a100_3g.40gb=1", repr(3 / 7), None),
+        # once a whole GPU (min(9/7, 1)) and nothing (0/7): a charge no hardware gave
+        ("gres/gpu=1,gres/gpu:a100_9g.99gb=1", None,
+         "field alloctres: gres/gpu:a100_9g.99gb: unknown MIG profile '9g.99gb': NVIDIA's are "
+         "1g to 7g with 1 to 288 GB (declare any other in rates.yaml mig_profiles)"),
+        ("gres/gpu=1,gres/gpu:0g.5gb=1", None,
+         "field alloctres: gres/gpu:0g.5gb: unknown MIG profile '0g.5gb': NVIDIA's are 1g to 7g "
+         "with 1 to 288 GB (declare any other in rates.yaml mig_profiles)"),
+    ],
+)  # fmt: skip
+def test_an_unknown_mig_profile_rejects_the_job_naming_the_field(tmp_path, tres, gpus, error):
+    path = write(
+        tmp_path / "jobs.log",
+        "JobID|Account|Start|End|State|ReqTRES|AllocTRES|NodeList\n"
+        f"7|phys|2026-11-02T00:00:00|2026-11-02T04:00:00|COMPLETED|{tres}|{tres}|g1\n",
+    )
+    [row] = rows_of(path)
+    assert (row["gpus"], row["parse_error"]) == (gpus, error)
+
+
 def test_accounting_logs_case():
     rows = rows_of(CASES / "accounting-logs.log")
     names = ("line", "job_id", "record_type", "account", "user", "queue", "qos", "gpus",
