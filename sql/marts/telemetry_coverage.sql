@@ -6,9 +6,10 @@
 --                      utilization.gpu or canonical util_pct (what the rollup names each
 --                      series' samples by, sql/rollup/day_sample_series.sql); NULL on the one
 --                      row of a cluster with allocated GPU time and no sample in the month
---   series             GPUs (node × GPU index) with samples of the metric in the month
---   samples            its samples, duplicates folded (GPU_UTIL samples of a GPU that has
---                      GR_ENGINE_ACTIVE are superseded: not counted)
+--   series             GPUs (node × GPU index) with samples of the metric in the month (a GPU
+--                      with GR_ENGINE_ACTIVE in some hours only counts under both metrics)
+--   samples            its samples, duplicates folded (GPU_UTIL samples of a UTC hour in which
+--                      the GPU has GR_ENGINE_ACTIVE are superseded: not counted)
 --   sampled_gpu_hours  the GPU time its samples stand for (each its series' step, never past
 --                      the next sample), allocated or not
 --   sampled_share_pct  100 × the metric's sampled time / the cluster's: its share of the
@@ -16,7 +17,8 @@
 --   median_step_s, min_step_s, max_step_s
 --                      the sampling interval observed: the lower median (a step that occurred),
 --                      least and most of the steps of the metric's series, one per series and
---                      UTC day (the rollup's step_ms: the time one sample stands for)
+--                      UTC day (the rollup's step_ms for the metric: the time one sample
+--                      stands for)
 -- The cluster's figures, the same on each of its rows (take them once per cluster; never sum
 -- them over its metrics): telemetry cannot be attributed per metric after the rollup.
 --   allocated_gpu_hours, measured_gpu_hours

@@ -1,6 +1,6 @@
 -- One row per telemetry file, UTC day and billing month: rows read (timestamp in the day, or
 -- unreadable and owned by the day), loaded, rejected, and duplicates folded (repeated samples,
--- and GPU_UTIL samples superseded by GR_ENGINE_ACTIVE): the sums of the day's chunks' parts.
+-- and rows superseded by GR_ENGINE_ACTIVE in its hours): the sums of the day's chunks' parts.
 -- Reads the temporary table sample_count_parts (sample_count_parts.sql) and sample_sources.
 with counts as (
     select

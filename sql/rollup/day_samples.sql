@@ -11,12 +11,18 @@
 -- day's number for it: the day's sorts and joins on two integers take half the time they
 -- took on the names (the rollup joins the names back once per series).
 -- util_rank: which utilisation metric a row carries (macro util_rank: 2 DCGM GR_ENGINE_ACTIVE,
--- 1 any other, 0 none: a memory- or power-only series). Where a GPU has rows of rank 2 in the
--- day, its rank-1 rows are superseded (DESIGN: GR_ENGINE_ACTIVE is preferred) and counted as
--- folded duplicates.
+-- 1 any other, 0 none: a memory- or power-only series). A rank-1 row is superseded (DESIGN:
+-- GR_ENGINE_ACTIVE is preferred), counted as a folded duplicate, where its GPU has a valid
+-- rank-2 row in the same UTC hour; in the day's other hours its rank-1 rows are its samples.
+-- By the hour, not the day: DCGM's profiling metrics go blank for hours while a user profiles
+-- the GPU (Nsight holds the counters) or until profiling is turned on, while GPU_UTIL and
+-- nvidia-smi go on; a day's rule dropped those hours' samples, leaving them unmeasured. So a
+-- series may carry both metrics in a day, each in its own hours.
 -- look_ahead rows (one per series of the day) carry only the timestamp of the series'
--- first valid utilisation sample of the next UTC day, so that covered time reaches past
--- midnight exactly as if the days were one. It is looked for in the next day's first hour
+-- successor: the first sample of the next UTC day that the next day keeps, so that covered
+-- time reaches past midnight exactly as if the days were one. That is the first row, of the
+-- best metric in it, of the first hour of the next day in which the series has valid
+-- utilisation rows; for most series, the next day's first hour. It is looked for there
 -- first: reading the whole next day for it was a fifth of this statement's time at 10,000
 -- GPUs (0.68-0.81 against 0.58-0.62 s a chunk of 3.8 M samples, six runs each).
 -- billing_month: $billing_month, or $next_billing_month from $next_billing_month_at on (a
@@ -92,13 +98,22 @@ day_rows as (
 ),
 
 series as (
-    -- every series with valid rows in the day, numbered, and its best utilisation metric
+    -- every series with valid rows in the day, numbered; engine_hours: the hours of the day in
+    -- which it has a valid GR_ENGINE_ACTIVE row, bit h set for the hour from h:00 (0: none).
+    -- Found in the pass that numbers the series: a join of the day's rows to the (series,
+    -- hour)s of GR_ENGINE_ACTIVE took 6 % more of this statement's time on the bench day of
+    -- benchmarks/rollup_day.py (0.223 against 0.211 s, 30 interleaved runs), where no series
+    -- has it
     select
         (row_number() over (order by cluster, node, gpu_index) + $series_before)::integer
             as series_id,
         *
     from (
-        select cluster, node, gpu_index, max(util_rank) filter (util_rank > 0) as best_rank
+        select
+            cluster,
+            node,
+            gpu_index,
+            coalesce(bit_or(1 << hour(ts)) filter (util_rank = 2), 0) as engine_hours
         from day_rows
         where reject_reason is null
         group by all
@@ -112,43 +127,28 @@ next_day_valid as not materialized (
         and reject_reason is null and util_rank > 0
 ),
 
-next_day_rank as (
-    -- the best metric a row of the next day can carry: the highest util_rank in the files
-    -- with samples that day (sample_file_spans.sql)
-    select coalesce(max(max_util_rank), 0) as util_rank
-    from sample_file_spans
-    where list_contains($files, path)
-        and first_ts < $day_end::timestamp + interval 1 day and last_ts >= $day_end::timestamp
-),
-
 early_firsts as (
-    -- per series, the first valid sample of its best metric in the next day's first hour
-    select
-        cluster, node, gpu_index, arg_min(ts, (-util_rank, ts)) as ts, max(util_rank) as best
+    -- per series with valid rows in the next day's first hour, its successor: the hour's first
+    -- row of the best metric it has there (the hour's rows of a lower one are superseded)
+    select cluster, node, gpu_index, arg_min(ts, (-util_rank, ts)) as ts
     from next_day_valid
     where ts < $day_end::timestamp + interval 1 hour
     group by all
 ),
 
-settled_firsts as (
-    -- final when no later row can outrank it
-    select cluster, node, gpu_index, ts
-    from early_firsts
-    where best >= (select util_rank from next_day_rank)
-),
-
 next_day_firsts as (
-    -- per series, the first valid sample of its best metric in the next day. Found in the next
-    -- day's first hour for most series: the whole day is read only for the day's series not
-    -- settled there (none, mostly: DuckDB then skips that read). Two reads, not one filtered
-    -- by "first hour or unsettled": only a plain time range reaches the Parquet scan.
-    select * from settled_firsts
+    -- per series, its successor. Found in the next day's first hour for most series: the whole
+    -- day is read only for the day's series without a row there (none, mostly: DuckDB then
+    -- skips that read), whose successor is the first row of the best metric of their first
+    -- hour with rows. Two reads, not one filtered by "first hour or not found there": only a
+    -- plain time range reaches the Parquet scan.
+    select * from early_firsts
     union all
-    select cluster, node, gpu_index, arg_min(ts, (-util_rank, ts)) as ts
+    select cluster, node, gpu_index, arg_min(ts, (hour(ts), -util_rank, ts)) as ts
     from next_day_valid
     semi join (
         select cluster, node, gpu_index from series
-        anti join settled_firsts using (cluster, node, gpu_index)
+        anti join early_firsts using (cluster, node, gpu_index)
     ) using (cluster, node, gpu_index)
     group by all
 ),
@@ -157,8 +157,10 @@ final as (
     select
         s.series_id,
         d.* exclude (path, cluster),
-        d.reject_reason is null and d.util_rank > 0 and d.util_rank < s.best_rank
-            as superseded,
+        -- a valid row of rank 1 in an hour of its series' GR_ENGINE_ACTIVE rows (a valid row
+        -- has a timestamp in the day, and a series)
+        d.reject_reason is null and d.util_rank = 1
+        and ((s.engine_hours >> hour(d.ts)) & 1) = 1 as superseded,
         case
             when d.ts >= $next_billing_month_at::timestamp then $next_billing_month::date
             else $billing_month::date

@@ -4,8 +4,9 @@
 -- milliseconds: the series' step but never past its next sample. The billing month's end is
 -- not a limit here: attribution clips at each job's end in the month
 -- (job_gpu_hours.cover_until).
--- The step (step_ms), the time one sample stands for, is the series' step that day
--- (series_steps.sql).
+-- The step (step_ms), the time one sample stands for, is the series' step that day for the
+-- sample's metric (series_steps.sql: a series may carry GR_ENGINE_ACTIVE in some hours and
+-- another metric in the others, each sampled at its own rhythm).
 -- Allocated time that no sample covers is unmeasured (attribution), never idle.
 -- run labels the runs of idle samples (util_pct < $idle_threshold_pct) of a series in the
 -- day by their latest busy sample: 0 before the day's first busy sample, then 1 + the
@@ -86,7 +87,7 @@ final as (
                 then s.next_ts
         end as silent_until
     from idle_runs as s
-    join series_steps as st using (series_id)
+    join series_steps as st using (series_id, util_rank)
     where st.cluster = $cluster and st.step_ms is not null
 )
 

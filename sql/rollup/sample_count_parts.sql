@@ -1,6 +1,7 @@
 -- One row per telemetry file and billing month of a chunk of the UTC day (day_samples.sql): rows
 -- read (timestamp in the day, or unreadable and owned by the day), loaded, rejected, and
--- duplicates folded (repeated samples, and GPU_UTIL samples superseded by GR_ENGINE_ACTIVE).
+-- duplicates folded (repeated samples, and the rows of other metrics superseded by
+-- GR_ENGINE_ACTIVE in the hours it has: day_samples.sql).
 -- The rollup sums the chunks' parts per file (day_sample_file_counts.sql). Each row counts in
 -- one chunk: carried rows (an earlier chunk's) are not counted again, and a series' repeated
 -- samples count in the chunk that gives it its step (series_steps.sql), where they are folded.

@@ -1,29 +1,22 @@
 -- One row per canonical samples file of $files that has rows: the window of its plausible
 -- timestamps [ts_from, ts_until), its first and last timestamp in it (NULL when it has none),
 -- its rows with one (plausible_rows) and without one (unreadable_rows: no readable timestamp,
--- or one outside the window), and the highest util_rank of its rows (macro util_rank; NULL
--- when it has none): a day's look-ahead (day_samples.sql) knows by it that a file's rows
--- cannot outrank the first ones it finds.
+-- or one outside the window).
 -- A timestamp is plausible from 1970 to before 2100 and within 365 days of the file's median
 -- sample day (the first UTC day by which half its rows in that range are seen): a point
 -- stamped in milliseconds, before 1970 or years ahead is a clock or unit error, rejected by the
 -- day that owns the file's unreadable rows, never silently outside every rolled-up day.
 -- A day's rollup reads only the files whose span reaches into the day or the next one (its
 -- look-ahead), and the files that hold unreadable rows the day owns.
--- One read of the timestamp and util_metric columns, grouped by file and UTC day (few groups).
+-- One read of the timestamp column, grouped by file and UTC day (few groups).
 -- Parameters: $files.
 with days as (
     select
         filename as path, ts::date as day, count(*) as n_rows, min(ts) as first_ts,
-        max(ts) as last_ts, max(util_rank(util_metric)) as max_util_rank
+        max(ts) as last_ts
     from (
-        select filename, try_cast(ts as timestamp) as ts, util_metric
-        from (
-            from read_parquet($files, filename = true, union_by_name = true)
-            -- util_metric is NULL in files without it
-            union all by name
-            select null::varchar as util_metric where false
-        )
+        select filename, try_cast(ts as timestamp) as ts
+        from read_parquet($files, filename = true, union_by_name = true)
     )
     group by all
 ),
@@ -62,7 +55,6 @@ final as (
             sum(d.n_rows) filter (d.day is null or d.day < w.ts_from or d.day >= w.ts_until),
             0
         )::bigint as unreadable_rows,
-        max(d.max_util_rank) as max_util_rank,
         any_value(w.median_day) as median_day,
         any_value(w.ts_from) as ts_from,
         any_value(w.ts_until) as ts_until

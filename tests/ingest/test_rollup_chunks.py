@@ -152,6 +152,51 @@ def test_a_day_in_chunks_writes_what_it_writes_in_one(tmp_path, monkeypatch):
     assert prepare_connection(duckdb.connect()).sql(series).fetchall() == [("n05", 0, 60_000)]
 
 
+def test_a_series_whose_metric_waits_for_the_clusters_step_waits_whole(tmp_path, monkeypatch):
+    # n02 GPU 0 has GPU_UTIL every 30 s from 08:00 to 10:00 and GR_ENGINE_ACTIVE at 08:00:00,
+    # :10, :20 and :30 only: its GPU_UTIL rows of 08:00-09:00 are superseded, those of
+    # 09:00-10:00 its samples (a step of their own, 30 s), and GR_ENGINE_ACTIVE's four samples
+    # take the cluster's step. n01 and n03 are sampled every 120 s. In chunks of 200 rows, n03
+    # is the second chunk's: n02 waits for it whole (both metrics, written once), and its
+    # GPU_UTIL step counts once among the cluster's: the lower median of 120 (n01), 30 (n02)
+    # and 120 s (n03) is 120 s (counted twice, 30 s)
+    folder = tmp_path / "landing/telemetry/c1"
+    folder.mkdir(parents=True)
+    rows = [
+        (MIDNIGHT + dt.timedelta(hours=8, seconds=seconds), node, 0, 50.0, None)
+        for node, every_s in (("n01", 120), ("n02", 30), ("n03", 120))
+        for seconds in range(0, 7200, every_s)
+    ]
+    _write(folder / "a.parquet", rows)
+    _write(folder / "b.parquet", [
+        (MIDNIGHT + dt.timedelta(hours=8, seconds=seconds), "n02", 0, 40.0,
+         "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+        for seconds in (0, 10, 20, 30)
+    ])  # fmt: skip
+    whole = rolled_up(tmp_path, 1_000_000, monkeypatch)
+    counts, files = rolled_up(tmp_path, 200, monkeypatch)
+    assert files["samples files"] == ["samples_0_0.parquet", "samples_1_0.parquet"]
+    # 60 + 60 samples of n01 and n03, n02's 120 GPU_UTIL and 4 GR_ENGINE_ACTIVE samples
+    assert counts == whole[0] == {"2026-11-02": {"samples": 244, "rejected": 0, "files": 2}}
+    for name in files:
+        if not name.endswith(" files"):
+            assert files[name] == whole[1][name], name
+    # read, loaded, rejected, folded: n02's 120 GPU_UTIL rows of 08:00-09:00 superseded
+    assert [row[2:7] for row in files["sample_file_counts.parquet"]] == [
+        ("telemetry/c1/a.parquet", 360, 360, 0, 120),
+        ("telemetry/c1/b.parquet", 4, 4, 0, 0),
+    ]
+    # node, metric: step, samples, covered ms. n02's GR_ENGINE_ACTIVE samples cover the 10 s to
+    # the next three times, then the cluster's step (to GPU_UTIL's 09:00 sample, an hour on)
+    series = {(row[3], row[5]): row[6:9] for row in files["sample_series.parquet"]}
+    assert series == {
+        ("n01", "canonical util_pct"): (120_000, 60, 7_200_000),
+        ("n02", "canonical util_pct"): (30_000, 120, 3_600_000),
+        ("n02", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"): (120_000, 4, 150_000),
+        ("n03", "canonical util_pct"): (120_000, 60, 7_200_000),
+    }
+
+
 def threads_of_steps(monkeypatch) -> dict[str, set[str]]:
     """The threads that read chunks (the day_samples statement) and that write their files
     (the samples COPY), recorded as the rollup runs."""

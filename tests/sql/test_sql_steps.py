@@ -422,8 +422,9 @@ def given_ordered_samples(con, idle_threshold_pct: float) -> None:
 def rollup_rows(con, idle_threshold_pct: float, day_end: dt.datetime) -> duckdb.DuckDBPyConnection:
     """The rollup's samples (gpu_sample_rollup.sql) of the day before `day_end`, every cluster's
     (the rollup writes a file per cluster), with their series' names and step from series_steps
-    (a sample names its series by series_key only): cluster, node, gpu_index, ts, util_pct,
-    mem_used_mib, power_w, cover_ms, step_ms, run, then series_key, hour, silent_until."""
+    (a sample names its series by series_key only; step_ms NULL for a series with two metrics,
+    each with its step): cluster, node, gpu_index, ts, util_pct, mem_used_mib, power_w,
+    cover_ms, step_ms, run, then series_key, hour, silent_until."""
     sql = _sql("rollup/gpu_sample_rollup")
     clusters = [c for (c,) in con.execute("select distinct cluster from series_steps").fetchall()]
     for number, cluster in enumerate(clusters):
@@ -433,7 +434,9 @@ def rollup_rows(con, idle_threshold_pct: float, day_end: dt.datetime) -> duckdb.
     return con.execute(
         "select r.cluster, st.node, st.gpu_index, r.ts, r.util_pct, r.mem_used_mib, r.power_w, "
         "r.cover_ms, st.step_ms, r.run, r.series_key, r.hour, r.silent_until "
-        "from rolled_up as r join series_steps as st using (cluster, series_key)"
+        "from rolled_up as r join (select cluster, series_key, any_value(node) as node, "
+        "any_value(gpu_index) as gpu_index, if(count(*) = 1, any_value(step_ms), null) as step_ms "
+        "from series_steps group by all) as st using (cluster, series_key)"
     )
 
 
@@ -584,12 +587,17 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
     ]
 
 
-def test_a_look_ahead_past_the_next_days_first_hour_or_of_a_better_metric_is_found(con, tmp_path):
-    # The look-ahead is looked for in the next day's first hour first (day_samples.sql). n1:
-    # ten samples 5 min apart to 23:55, then none until 01:30. n2: GPU_UTIL and
-    # GR_ENGINE_ACTIVE (preferred) at 23:58 and 23:59; the next day's GPU_UTIL row at 00:00:10
-    # is in the first hour, its first GR_ENGINE_ACTIVE one at 02:00. n3: as n2, but its next
-    # GR_ENGINE_ACTIVE row comes at 00:00:30, in the first hour too
+def test_a_look_ahead_is_the_first_sample_the_next_day_keeps(con, tmp_path):
+    # The look-ahead is the first sample the next day keeps: the first row, of the best metric
+    # in that hour, of the series' first hour with rows (the next day supersedes GPU_UTIL by
+    # GR_ENGINE_ACTIVE, preferred, only in the hours that have both); it is looked for in the
+    # next day's first hour first (day_samples.sql). n1: ten samples 5 min apart to 23:55,
+    # then none until 01:30. n2: GPU_UTIL and GR_ENGINE_ACTIVE at 23:58 and 23:59; the next
+    # day's first hour has only GPU_UTIL (00:00:10), its first GR_ENGINE_ACTIVE row comes at
+    # 02:00. n3: as n2, but its next GR_ENGINE_ACTIVE row comes at 00:00:30, in the first hour
+    # too. n4 and n5: as n2, but nothing in the next day's first hour; n4 has GPU_UTIL at
+    # 01:00:10 and GR_ENGINE_ACTIVE at 01:00:40, n5 GPU_UTIL at 01:10 and GR_ENGINE_ACTIVE at
+    # 02:00
     def write(name: str, node: str, metric: str | None, times: list[str]) -> str:
         path = str(tmp_path / f"{name}.parquet")
         values = ", ".join(f"(timestamp '{ts}', {line})" for line, ts in enumerate(times, 1))
@@ -602,17 +610,19 @@ def test_a_look_ahead_past_the_next_days_first_hour_or_of_a_better_metric_is_fou
         )
         return path
 
+    engine, util = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL"
+    last_two = ["2026-11-02 23:58:00", "2026-11-02 23:59:00"]
     files = [
         write("a", "n1", None, [*every(300, "2026-11-02 23:10:00", 10), "2026-11-03 01:30:00"]),
-        write("engine", "n2", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-              ["2026-11-02 23:58:00", "2026-11-02 23:59:00", "2026-11-03 02:00:00"]),
-        write("util", "n2", "DCGM_FI_DEV_GPU_UTIL",
-              ["2026-11-02 23:58:00", "2026-11-02 23:59:00", "2026-11-03 00:00:10"]),
-        write("engine3", "n3", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-              ["2026-11-02 23:58:00", "2026-11-02 23:59:00", "2026-11-03 00:00:30"]),
-        write("util3", "n3", "DCGM_FI_DEV_GPU_UTIL",
-              ["2026-11-02 23:58:00", "2026-11-02 23:59:00", "2026-11-03 00:00:10"]),
-    ]  # fmt: skip
+        write("engine", "n2", engine, [*last_two, "2026-11-03 02:00:00"]),
+        write("util", "n2", util, [*last_two, "2026-11-03 00:00:10"]),
+        write("engine3", "n3", engine, [*last_two, "2026-11-03 00:00:30"]),
+        write("util3", "n3", util, [*last_two, "2026-11-03 00:00:10"]),
+        write("engine4", "n4", engine, [*last_two, "2026-11-03 01:00:40"]),
+        write("util4", "n4", util, [*last_two, "2026-11-03 01:00:10"]),
+        write("engine5", "n5", engine, [*last_two, "2026-11-03 02:00:00"]),
+        write("util5", "n5", util, [*last_two, "2026-11-03 01:10:00"]),
+    ]
     con.execute(
         "create table sample_sources as select path, file, 'c' as cluster, "
         "(row_number() over (order by file) - 1)::integer as file_id, "
@@ -627,20 +637,31 @@ def test_a_look_ahead_past_the_next_days_first_hour_or_of_a_better_metric_is_fou
         "from day_samples where not look_ahead) as n using (series_id) where d.look_ahead "
         "order by n.node"
     ).fetchall() == [
-        ("n1", T(2026, 11, 3, 1, 30)), ("n2", T(2026, 11, 3, 2)), ("n3", T(2026, 11, 3, 0, 0, 30))
+        ("n1", T(2026, 11, 3, 1, 30)),
+        # GPU_UTIL: no GR_ENGINE_ACTIVE row supersedes it in its hour (it was 02:00's
+        # GR_ENGINE_ACTIVE row while a day's GR_ENGINE_ACTIVE row superseded all its GPU_UTIL)
+        ("n2", T(2026, 11, 3, 0, 0, 10)),
+        ("n3", T(2026, 11, 3, 0, 0, 30)),  # GR_ENGINE_ACTIVE supersedes 00:00:10's GPU_UTIL
+        ("n4", T(2026, 11, 3, 1, 0, 40)),  # likewise in n4's first hour with rows
+        ("n5", T(2026, 11, 3, 1, 10)),  # the first hour with rows first: not 02:00's
     ]  # fmt: skip
     given_ordered_samples(con, 5.0)
     rows = rollup_rows(con, 5.0, T(2026, 11, 3)).fetchall()
     # n1's tenth spacing (to 01:30) gives it a step of its own, the median 5 min (without the
-    # look-ahead, nine spacings: the 60 s of a cluster without one), which n2 takes as the
-    # cluster's, as n3 does; n2's last sample covers the step, not the 70 s to the GPU_UTIL
-    # row, and n3's the 90 s to its GR_ENGINE_ACTIVE one
+    # look-ahead, nine spacings: the 60 s of a cluster without one), which the others take as
+    # the cluster's; n2's last sample covers the 70 s to the next day's GPU_UTIL row (the step
+    # when that row was passed over), n3's the 90 s to its GR_ENGINE_ACTIVE one, n4's and
+    # n5's the step
     assert sorted((r[1], r[3].time().isoformat(), r[7], r[8]) for r in rows) == [
         *(("n1", ts[11:], 300_000, 300_000) for ts in every(300, "2026-11-02 23:10:00", 10)),
         ("n2", "23:58:00", 60_000, 300_000),
-        ("n2", "23:59:00", 300_000, 300_000),
+        ("n2", "23:59:00", 70_000, 300_000),
         ("n3", "23:58:00", 60_000, 300_000),
         ("n3", "23:59:00", 90_000, 300_000),
+        ("n4", "23:58:00", 60_000, 300_000),
+        ("n4", "23:59:00", 300_000, 300_000),
+        ("n5", "23:58:00", 60_000, 300_000),
+        ("n5", "23:59:00", 300_000, 300_000),
     ]
 
 
@@ -1347,6 +1368,93 @@ def test_gr_engine_active_supersedes_gpu_util_and_memory_joins_from_its_own_seri
     assert series == [
         (dt.date(2026, 11, 1), dt.date(2026, 11, 2), "c", "n1", 0,
          "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 60_000, 2, 120_000, T(2026, 11, 2), T(2026, 11, 2, 0, 2)),
+    ]  # fmt: skip
+
+
+def test_gr_engine_active_supersedes_gpu_util_only_in_the_hours_it_has(con, tmp_path):
+    # One GPU exported by DCGM, a file per metric: GPU_UTIL (90 %) every 60 s all day, at :30
+    # past each minute, and on into Nov 3 from 00:00:10; GR_ENGINE_ACTIVE (40 %) every 15 s
+    # from 12:00 to 18:00 but for 14:00-15:00 (a user profiling the GPU: Nsight holds DCGM's
+    # profiling counters, GPU_UTIL goes on), and on Nov 3 from 01:00
+    def write(name: str, metric: str, util: float, first: str, seconds: int, count: int):
+        path = tmp_path / f"{name}.parquet"
+        con.execute(
+            "copy (select ts::timestamp as ts, 'n1' as node, 0 as gpu_index, $util as util_pct, "
+            "null::double as mem_used_mib, null::double as power_w, $metric as util_metric, "
+            "null::varchar as parse_error, "
+            "row_number() over (order by ts::timestamp) as source_line "
+            f"from unnest($times) as t(ts)) to '{path}'",
+            {"util": util, "metric": metric, "times": every(seconds, first, count)},
+        )
+        return path
+
+    gpu_util, gr_engine = "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    util = [
+        write("util", gpu_util, 90.0, "2026-11-02 00:00:30", 60, 1440),
+        write("util3", gpu_util, 90.0, "2026-11-03 00:00:10", 60, 120),
+    ]
+    engine = [
+        write(f"engine{hour}", gr_engine, 40.0, f"2026-11-02 {hour}:00", 15, 240)
+        for hour in (12, 13, 15, 16, 17)
+    ]
+    engine.append(write("engine3", gr_engine, 40.0, "2026-11-03 01:00", 15, 240))
+    files = [str(path) for path in util + engine]
+    con.execute(
+        "create table sample_sources as select path, parse_filename(path, true) || '.json' "
+        "as file, 'c' as cluster, (row_number() over (order by path) - 1)::integer as file_id, "
+        "'DCGM_FI_DEV_GPU_UTIL' as util_metric from unnest($files) as f(path)",
+        {"files": files},
+    )
+    given_declared_steps(con)
+    given_nov2_day_samples(con, files)
+    # the next day's first sample: its first hour has GPU_UTIL only, kept there (Nov 3's
+    # GR_ENGINE_ACTIVE begins at 01:00)
+    assert con.execute("select ts from day_samples where look_ahead").fetchall() == [
+        (T(2026, 11, 3, 0, 0, 10),)
+    ]
+    given_ordered_samples(con, 5.0)
+    hours: dict[int, tuple[int, int, set[float]]] = {}
+    rows = rollup_rows(con, 5.0, T(2026, 11, 3)).fetchall()
+    for row in rows:
+        samples, cover_ms, utils = hours.get(row[3].hour, (0, 0, set()))
+        hours[row[3].hour] = (samples + 1, cover_ms + row[7], utils | {row[4]})
+    # each hour is one metric's: GR_ENGINE_ACTIVE's 240 samples of 15 s where it has rows,
+    # GPU_UTIL's 60 of 60 s in the others (00:00-12:00, 14:00-15:00 and 18:00-24:00), whose
+    # samples of 12:00-14:00 and 15:00-18:00 are superseded. Each metric has its own step: a
+    # step of both, the lower median of 1,140 spacings of about 60 s and 1,200 of about 15 s,
+    # would be 15 s, and GPU_UTIL's samples would stand for a quarter of their time. 11:59:30's
+    # and 14:59:30's GPU_UTIL samples cover the 30 s to the GR_ENGINE_ACTIVE one at 12:00 and
+    # 15:00, 23:59:30's the 40 s to Nov 3's first GPU_UTIL sample
+    util_hour, engine_hour = (60, 3_600_000, {90.0}), (240, 3_600_000, {40.0})
+    assert hours == {
+        **{hour: util_hour for hour in (*range(12), 14, *range(18, 24))},
+        **{hour: engine_hour for hour in (12, 13, 15, 16, 17)},
+        11: (60, 3_570_000, {90.0}),
+        14: (60, 3_570_000, {90.0}),
+        23: (60, 3_580_000, {90.0}),
+    }
+    # Σ covered ms × utilisation: GPU_UTIL's 68,320 s at 90 %, GR_ENGINE_ACTIVE's 18,000 s at 40 %
+    assert sum(row[7] * row[4] for row in rows) == 90 * 68_320_000 + 40 * 18_000_000
+    # read = loaded + rejected per file; folded: the 300 GPU_UTIL rows of GR_ENGINE_ACTIVE's
+    # five hours. Loaded less folded, 1,440 + 1,200 - 300, are the day's 2,340 samples
+    counts = day_file_counts(con)
+    assert [(r[2], r[3], r[4], r[5], r[6]) for r in counts] == [
+        *((f"engine{hour}.json", 240, 240, 0, 0) for hour in (12, 13, 15, 16, 17)),
+        ("util.json", 1440, 1440, 0, 300),
+    ]
+    assert sum(hour[0] for hour in hours.values()) == 2340
+    # a row per metric of the series: GPU_UTIL's 1,140 samples cover 68,320 s (1,137 of 60 s,
+    # 2 of 30 s, 1 of 40 s) and GR_ENGINE_ACTIVE's 1,200 cover 18,000 s: 79.1 % and 20.9 % of
+    # the GPU's sampled time. (A day's rule kept GR_ENGINE_ACTIVE's samples alone, 18,000 s:
+    # the other 68,320 s of the day were unmeasured.) 14:00-14:00:30 and 18:00-18:00:30 are
+    # uncovered: GR_ENGINE_ACTIVE's 13:59:45 and 17:59:45 cover its 15 s step
+    series = run(con, "rollup/day_sample_series", {"day_start": T(2026, 11, 2)}).fetchall()
+    assert sorted(series, key=lambda row: row[5]) == [
+        (dt.date(2026, 11, 1), dt.date(2026, 11, 2), "c", "n1", 0, "DCGM_FI_DEV_GPU_UTIL",
+         60_000, 1140, 68_320_000, T(2026, 11, 2, 0, 0, 30), T(2026, 11, 3, 0, 0, 10)),
+        (dt.date(2026, 11, 1), dt.date(2026, 11, 2), "c", "n1", 0,
+         "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 15_000, 1200, 18_000_000, T(2026, 11, 2, 12),
+         T(2026, 11, 2, 18)),
     ]  # fmt: skip
 
 

@@ -289,8 +289,7 @@ def sample_file_spans(
 SPANS_SCHEMA = pa.schema([
     ("path", pa.string()), ("first_ts", pa.timestamp("us")), ("last_ts", pa.timestamp("us")),
     ("plausible_rows", pa.int64()), ("unreadable_rows", pa.int64()),
-    ("max_util_rank", pa.int32()), ("median_day", pa.date32()), ("ts_from", pa.timestamp("us")),
-    ("ts_until", pa.timestamp("us")),
+    ("median_day", pa.date32()), ("ts_from", pa.timestamp("us")), ("ts_until", pa.timestamp("us")),
 ])  # fmt: skip
 
 
@@ -478,9 +477,10 @@ def _read_chunk(
     create_table(con, "series_steps", "rollup/series_steps", chunk, temporary=temporary)
     _add_rows(con, "sample_count_parts", "rollup/sample_count_parts", chunk, first)
     _add_rows(con, "day_sample_rejects", "rollup/day_sample_rejects", chunk, first)
+    # the own steps of the series written now: a series that waits is counted where written
     con.execute(
-        "insert into prior_own_steps "
-        "select cluster, own_step_ms from series_steps where has_own_step"
+        "insert into prior_own_steps select cluster, own_step_ms from series_steps "
+        "where has_own_step and step_ms is not null"
     )
     # the rows of the series that wait for the day's cluster step, for the next chunk
     con.execute(
