@@ -85,6 +85,10 @@ checked as not materialized (
             when util_rank > 0 and util_pct is null then 'field util_pct: missing'
             when util_pct < 0 or util_pct > 100
                 then format('field util_pct: {} is outside 0-100', util_pct)
+            -- a negative reading (an exporter's error value) would take from a job's memory or
+            -- energy sums
+            when mem_used_mib < 0 then format('field mem_used_mib: {} is negative', mem_used_mib)
+            when power_w < 0 then format('field power_w: {} is negative', power_w)
         end as reject_reason
     from typed
 ),

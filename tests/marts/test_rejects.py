@@ -38,6 +38,13 @@ SAMPLES = """
     2026-11-02 00:30:00,n1,0,
     2026-12-01 00:00:00,n1,0,150
 """
+# memory and power of GPU 1: a negative reading is an exporter's error value, not a sample
+READINGS = """
+    ts,node,gpu_index,util_pct,mem_used_mib,power_w
+    2026-11-02 00:00:00,n1,1,50,1024,250.5
+    2026-11-02 00:10:00,n1,1,50,-40960,250.5
+    2026-11-02 00:20:00,n1,1,50,1024,-301.25
+"""
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +53,7 @@ def rows(module_month) -> list[dict]:
     module_month.file("landing/scheduler/c1/jobs.csv", JOBS)
     module_month.file("landing/scheduler/c1/allocations.csv", ALLOCATIONS)
     module_month.file("landing/telemetry/c1/samples.csv", SAMPLES)
+    module_month.file("landing/telemetry/c1/readings.csv", READINGS)
     return module_month.build("rejects")
 
 
@@ -59,6 +67,8 @@ def test_every_row_set_aside_with_file_line_and_reason(rows):
         ("scheduler/c1/jobs.csv", 5, "expected 13 fields, found 9"),
         # a job record of October: scheduler rejects are listed whatever their month
         ("scheduler/c1/jobs.csv", 6, "field state: 'EXPLODED' is not a known state"),
+        ("telemetry/c1/readings.csv", 3, "field mem_used_mib: -40960.0 is negative"),
+        ("telemetry/c1/readings.csv", 4, "field power_w: -301.25 is negative"),
         # telemetry rows of the month only: the 150 % of December 1 is December's
         ("telemetry/c1/samples.csv", 3, "field util_pct: 150.0 is outside 0-100"),
         # a row without a timestamp counts in the month of its file's first sample
@@ -78,6 +88,10 @@ def test_the_raw_text_of_each_row(rows):
         # telemetry rows are not kept as text: raw shows the fields as read
         # telemetry rows are not kept as text: raw lists the fields as read, a field that
         # could not be read empty (never a NULL raw: the row would lose its evidence)
+        ("telemetry/c1/readings.csv", 3,
+         "ts=2026-11-02 00:10:00 node=n1 gpu_index=1 util_pct=50.0"),
+        ("telemetry/c1/readings.csv", 4,
+         "ts=2026-11-02 00:20:00 node=n1 gpu_index=1 util_pct=50.0"),
         ("telemetry/c1/samples.csv", 3,
          "ts=2026-11-02 00:10:00 node=n1 gpu_index=0 util_pct=150.0"),
         ("telemetry/c1/samples.csv", 4, "ts= node=n1 gpu_index=0 util_pct=50.0"),
