@@ -56,6 +56,7 @@ MACROS = (
     "macros/charge_type_order",
     "macros/rate_applies",
     "macros/rate_precedence",
+    "macros/mapping_applies",
     "macros/series_key",
     "macros/util_rank",
     "macros/unix_ms",

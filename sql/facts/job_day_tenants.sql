@@ -41,8 +41,7 @@ account_days as (
             $month_start::timestamp + day_index * interval 1 day as day_start
         from job_days
     ) as a
-    left join catalog_account_tenants as m
-        on m.account = a.account and a.day_start >= m.valid_from and a.day_start < m.valid_to
+    left join catalog_account_tenants as m on mapping_applies(m, a.account, a.day_start)
     qualify
         row_number() over (
             partition by a.account, a.day_index order by m.priority nulls last

@@ -35,8 +35,7 @@ account_hours as (
     -- the tenant of each account when priced: the first matching mapping valid then
     select s.account, s.priced_at, coalesce(m.tenant_id, 'unmapped') as tenant_id
     from (select distinct account, priced_at from segments) as s
-    left join catalog_account_tenants as m
-        on m.account = s.account and s.priced_at >= m.valid_from and s.priced_at < m.valid_to
+    left join catalog_account_tenants as m on mapping_applies(m, s.account, s.priced_at)
     qualify
         row_number() over (
             partition by s.account, s.priced_at order by m.priority nulls last

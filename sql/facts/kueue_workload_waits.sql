@@ -53,10 +53,7 @@ final as (
         date_diff('millisecond', w.created_at, w.admitted_at) / 1000.0 as wait_s,
         w.file
     from workloads as w
-    left join catalog_account_tenants as m
-        on m.account = w.namespace
-        and w.created_at >= m.valid_from
-        and w.created_at < m.valid_to
+    left join catalog_account_tenants as m on mapping_applies(m, w.namespace, w.created_at)
     qualify row_number() over (
             partition by w.cluster, w.namespace, w.workload order by m.priority nulls last
         ) = 1

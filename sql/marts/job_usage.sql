@@ -35,9 +35,7 @@ submit_tenants as (
     select j.cluster, j.job_id, coalesce(m.tenant_id, 'unmapped') as tenant_id
     from stg_jobs as j
     left join catalog_account_tenants as m
-        on m.account = j.account
-        and coalesce(j.start_at, j.submit_at) >= m.valid_from
-        and coalesce(j.start_at, j.submit_at) < m.valid_to
+        on mapping_applies(m, j.account, coalesce(j.start_at, j.submit_at))
     where j.billing_month = $billing_month
     qualify row_number() over (partition by j.cluster, j.job_id order by m.priority nulls last) = 1
 ),
