@@ -33,7 +33,9 @@ def _ledger_tables(run: MonthRun) -> None:
 
 
 # each usage and credit line's cents, split over its jobs (job_usage, computed_charge_lines);
-# a closed month's lines priced as issued keep their issued cents
+# a closed month's lines priced as issued keep their issued cents. The first step to read the
+# ledger (closed_months, issued_charge_lines) makes sure it exists: computed_charge_lines and
+# charge_lines, which read it too, are built from this.
 job_line_cents = sql_table("job_line_cents", "facts", GROUP, prepare=_ledger_tables)
 
 
@@ -54,7 +56,6 @@ reserved_quota_unused = sql_table("reserved_quota_unused", "facts", GROUP)
 
 def _priced_reservations(run: MonthRun) -> None:
     stop_on_unpriced_reservations(run.con, run.month.label, run.params, run.catalog)
-    _ledger_tables(run)
 
 
 computed_charge_lines = sql_table(
@@ -62,12 +63,8 @@ computed_charge_lines = sql_table(
 )
 
 
-# a closed month keeps its issued lines; a re-run adds corrections
-charge_lines = sql_table(
-    "charge_lines", "marts", GROUP,
-    checks=[Check("cluster_cost_recovered")],
-    prepare=_ledger_tables,
-)  # fmt: skip
+# a closed month keeps its issued lines; a re-run adds corrections (the ledger: job_line_cents)
+charge_lines = sql_table("charge_lines", "marts", GROUP, checks=[Check("cluster_cost_recovered")])
 
 
 def stop_on_unpriced_job_time(

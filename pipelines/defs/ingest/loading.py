@@ -129,7 +129,7 @@ def write_node_names(con: duckdb.DuckDBPyConnection) -> None:
     write_table(
         con,
         "raw_node_names",
-        [{"nodes": nodes, "node": node} for nodes in allocated for node in node_names(nodes)],
+        [{"nodes": nodes, "node": node} for nodes in allocated for node in node_names(nodes) or []],
         pa.schema([("nodes", pa.string()), ("node", pa.string())]),
         temporary=True,
     )
@@ -138,19 +138,17 @@ def write_node_names(con: duckdb.DuckDBPyConnection) -> None:
 def node_count(nodes: str) -> int | None:
     """How many nodes a hostlist names (`gpu-[01-04,07]`: 5); None when it is not one (or
     names more than python-hostlist's 100,000), which rejects the record."""
-    try:
-        return len(hostlist.expand_hostlist(nodes))
-    except hostlist.BadHostlist:
-        return None
+    names = node_names(nodes)
+    return None if names is None else len(names)
 
 
-def node_names(nodes: str) -> list[str]:
-    """The nodes a hostlist names, each once (`gpu-[01-02]`: gpu-01, gpu-02); none when it
+def node_names(nodes: str) -> list[str] | None:
+    """The nodes a hostlist names, each once (`gpu-[01-02]`: gpu-01, gpu-02); None when it
     is not a hostlist (its record is rejected: stg_job_records.sql)."""
     try:
         return hostlist.expand_hostlist(nodes)
     except hostlist.BadHostlist:
-        return []
+        return None
 
 
 def _conform(
@@ -276,13 +274,13 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> l
         {"billing_month": month},
     ).fetchall()
 
-    node_names = {}  # hostlist -> its nodes, expanded once
+    expanded = {}  # hostlist -> its nodes, expanded once
     holding: dict[tuple[str, str], list[tuple]] = defaultdict(list)  # assigned, still held
     assigned = []
     for cluster, job_id, nodes, gpus, start, end in replayed:
-        if nodes not in node_names:
-            node_names[nodes] = hostlist.expand_hostlist(nodes)
-        names = node_names[nodes]
+        if nodes not in expanded:
+            expanded[nodes] = hostlist.expand_hostlist(nodes)
+        names = expanded[nodes]
         shares = gpu_shares(gpus, len(names))
         for node in names:
             key = (cluster, node)
