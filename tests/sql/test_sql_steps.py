@@ -325,17 +325,29 @@ def test_stg_jobs_keeps_the_month_and_ends_running_jobs_at_the_export_time(con):
     assert picked == [("2", T(2026, 11, 1, 4)), ("3", T(2026, 12, 1, 6)), ("4", None)]
 
 
-def test_job_gpu_hours_splits_at_hours_and_outage_edges_and_weighs_the_share(con):
-    con.execute("""
-        create table stg_jobs as select date '2026-11-01' as billing_month, 'c' as cluster,
-            'j' as job_id, 'A100' as gpu_model, timestamp '2026-11-05 10:30' as start_at,
-            timestamp '2026-11-05 12:15' as held_until
-    """)
-    con.execute("""create table job_gpus as select date '2026-11-01' as billing_month,
-        'c' as cluster, 'j' as job_id, 'n1' as node, 3 as gpu_index, 60 as gpu_share""")
+def given_one_job_gpu(con, start_at: str, held_until: str, gpu_index: int, gpu_share: int):
+    """Job j of cluster c holding GPU `gpu_index` of n1 (an A100; `gpu_share` of 420) from
+    `start_at` to `held_until` in November: job_gpu_hours' inputs, without outage windows."""
+    con.execute(
+        "create table stg_jobs as select date '2026-11-01' as billing_month, 'c' as cluster, "
+        "'j' as job_id, 'A100' as gpu_model, $start::timestamp as start_at, "
+        "$until::timestamp as held_until",
+        {"start": start_at, "until": held_until},
+    )
+    con.execute(
+        "create table job_gpus as select date '2026-11-01' as billing_month, 'c' as cluster, "
+        "'j' as job_id, 'n1' as node, $index as gpu_index, $share as gpu_share",
+        {"index": gpu_index, "share": gpu_share},
+    )
     con.execute("create table catalog_nodes (cluster varchar, node varchar, gpu_model varchar)")
-    con.execute("""create table catalog_outage_windows as select 'c' as cluster, 'n1' as node,
-        timestamp '2026-11-05 11:20' as outage_from, timestamp '2026-11-05 11:40' as outage_to""")
+    con.execute("""create table catalog_outage_windows (cluster varchar, node varchar,
+        outage_from timestamp, outage_to timestamp)""")
+
+
+def test_job_gpu_hours_splits_at_hours_and_outage_edges_and_weighs_the_share(con):
+    given_one_job_gpu(con, "2026-11-05 10:30", "2026-11-05 12:15", gpu_index=3, gpu_share=60)
+    con.execute("""insert into catalog_outage_windows values
+        ('c', 'n1', timestamp '2026-11-05 11:20', timestamp '2026-11-05 11:40')""")
     rows = con.execute(
         "select hour::time, seg_from::time, seg_to::time, gpu_ms, gpu_units, in_outage from ("
         + _sql("facts/job_gpu_hours")
@@ -355,16 +367,7 @@ def test_job_gpu_hours_splits_at_hours_and_outage_edges_and_weighs_the_share(con
 def test_job_gpu_hours_cut_where_a_billing_day_begins_inside_an_hour(con):
     # billing in Asia/Kolkata (+05:30): November's days begin at 18:30 UTC, inside an hour;
     # each part of the 18:00 hour is its own segment, of its own day, priced from its start
-    con.execute("""
-        create table stg_jobs as select date '2026-11-01' as billing_month, 'c' as cluster,
-            'j' as job_id, 'A100' as gpu_model, timestamp '2026-11-01 17:45' as start_at,
-            timestamp '2026-11-01 19:10' as held_until
-    """)
-    con.execute("""create table job_gpus as select date '2026-11-01' as billing_month,
-        'c' as cluster, 'j' as job_id, 'n1' as node, 0 as gpu_index, 420 as gpu_share""")
-    con.execute("create table catalog_nodes (cluster varchar, node varchar, gpu_model varchar)")
-    con.execute("""create table catalog_outage_windows (cluster varchar, node varchar,
-        outage_from timestamp, outage_to timestamp)""")
+    given_one_job_gpu(con, "2026-11-01 17:45", "2026-11-01 19:10", gpu_index=0, gpu_share=420)
     kolkata = {
         **{k: v for k, v in NOV.items() if k != "currency"},
         "month_start": T(2026, 10, 31, 18, 30),
