@@ -32,6 +32,8 @@ from pipelines.sql import run
 MACROS = (
     "macros/known",
     "macros/to_utc",
+    "macros/hour_earlier_offset",
+    "macros/to_utc_first",
     "macros/normal_state",
     "macros/plausible_time",
     "macros/unparsed",

@@ -43,10 +43,11 @@ typed as (
         r.eligible_time,
         r.start_time,
         r.end_time,
-        to_utc(r.submit_time, coalesce(z.scheduler_timezone, 'UTC')) as submit_at,
-        to_utc(r.eligible_time, coalesce(z.scheduler_timezone, 'UTC')) as eligible_at,
-        to_utc(r.start_time, coalesce(z.scheduler_timezone, 'UTC')) as start_at,
-        to_utc(r.end_time, coalesce(z.scheduler_timezone, 'UTC')) as end_at,
+        coalesce(z.scheduler_timezone, 'UTC') as zone,
+        to_utc(r.submit_time, zone) as submit_at,
+        to_utc(r.eligible_time, zone) as eligible_at,
+        to_utc(r.start_time, zone) as start_at,
+        to_utc(r.end_time, zone) as end_at,
         r.state as raw_state,
         normal_state(r.state) as state,
         r.exit_code,
@@ -55,6 +56,39 @@ typed as (
     from known_values as r
     left join catalog_clusters as z on z.cluster = r.cluster
     left join raw_node_lists as n on n.nodes = r.nodes
+),
+
+started_in_order as (
+    -- a local time in the hour repeated when clocks go back reads as its second occurrence
+    -- (to_utc); a job that started in the first and ended in the second then reads as ending
+    -- before it starts. Its start is read as the first occurrence where that puts it in order.
+    select
+        * replace (
+            case
+                when end_at < start_at and to_utc_first(start_time, zone) <= end_at
+                    then to_utc_first(start_time, zone)
+                else start_at
+            end as start_at
+        )
+    from typed
+),
+
+read_in_order as (
+    -- and so are its submit and eligible times, where the second reading is after its start
+    select
+        * replace (
+            case
+                when submit_at > start_at and to_utc_first(submit_time, zone) <= start_at
+                    then to_utc_first(submit_time, zone)
+                else submit_at
+            end as submit_at,
+            case
+                when eligible_at > start_at and to_utc_first(eligible_time, zone) <= start_at
+                    then to_utc_first(eligible_time, zone)
+                else eligible_at
+            end as eligible_at
+        )
+    from started_in_order
 ),
 
 node_sizes as (
@@ -120,7 +154,7 @@ checked as (
             when start_at is not null and nodes is null and gpus > 0
                 then 'field nodes: missing for a job that started'
         end as reject_reason
-    from typed
+    from read_in_order
     left join node_sizes as s using (cluster)
 ),
 
@@ -176,7 +210,8 @@ final as (
     -- folded, like a duplicate): its tasks are the jobs.
     select
         c.* exclude (
-            gpus_text, submit_time, eligible_time, start_time, end_time, node_gpus, cluster_gpus
+            gpus_text, zone, submit_time, eligible_time, start_time, end_time, node_gpus,
+            cluster_gpus
         ),
         case
             when c.reject_reason is null and c.record_type = 'job'

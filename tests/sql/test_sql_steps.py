@@ -196,6 +196,59 @@ class TestStgJobRecords:
             "select to_utc($text, $zone)", {"text": text, "zone": zone}
         ).fetchone() == (utc,)
 
+    @pytest.mark.parametrize(
+        ("text", "zone", "utc"),
+        [
+            # Berlin goes back at 03:00 CEST to 02:00 CET: 02:50 is first 00:50 UTC
+            ("2026-10-25 02:50:00", "Europe/Berlin", T(2026, 10, 25, 0, 50)),
+            ("2026-10-25 01:50:00", "Europe/Berlin", T(2026, 10, 24, 23, 50)),  # once
+            ("2026-10-25 03:10:00", "Europe/Berlin", T(2026, 10, 25, 2, 10)),  # once
+            # just after clocks go forward the offset of an hour before does not map back
+            ("2026-03-29 03:10:00", "Europe/Berlin", T(2026, 3, 29, 1, 10)),
+            ("2026-11-01 01:30:00", "America/New_York", T(2026, 11, 1, 5, 30)),
+            # Lord Howe goes back by half an hour, 02:00 +11 to 01:30 +10:30
+            ("2026-04-05 01:45:00", "Australia/Lord_Howe", T(2026, 4, 4, 14, 45)),
+            ("2026-10-25 02:50:00+01:00", "Europe/Berlin", T(2026, 10, 25, 1, 50)),
+        ],
+    )
+    def test_to_utc_first_reads_a_repeated_hour_as_its_first_pass(self, con, text, zone, utc):
+        assert con.execute(
+            "select to_utc_first($text, $zone)", {"text": text, "zone": zone}
+        ).fetchone() == (utc,)
+
+    def test_a_job_across_the_repeated_hour_starts_in_its_first_pass(self, con):
+        # Europe/Berlin, 2026-10-25: 02:00-03:00 local happens twice (CEST, then CET).
+        # DuckDB reads a repeated time as its second pass, so a job from 02:50 (first pass,
+        # 00:50 UTC) to 02:10 (second pass, 01:10 UTC) read as ending 40 minutes before it
+        # started and was rejected; its start and submit now read as the first pass. A job
+        # whose end is before its start in either reading is still a reject.
+        given_raw_jobs(con, [
+            raw_job(2, "1", cluster="de", start="2026-10-25T02:50:00",
+                    end="2026-10-25T02:10:00"),
+            raw_job(3, "2", cluster="de", start="2026-10-25T01:30:00",
+                    end="2026-10-25T02:30:00"),
+            raw_job(4, "3", cluster="de", start="2026-10-25T02:50:00",
+                    end="2026-10-25T01:50:00"),
+        ])  # fmt: skip
+        con.execute(
+            "update raw_jobs set submit_time = "
+            "if(job_id = '1', '2026-10-25T02:40:00', '2026-10-25T01:00:00')"
+        )
+        con.execute("create table catalog_clusters as select 'de' as cluster, "
+                    "'Europe/Berlin' as scheduler_timezone")  # fmt: skip
+        rows = con.execute(
+            "select job_id, submit_at, start_at, end_at, reject_reason from ("
+            + _sql("staging/stg_job_records")
+            + ") order by line"
+        ).fetchall()
+        assert rows == [
+            ("1", T(2026, 10, 25, 0, 40), T(2026, 10, 25, 0, 50), T(2026, 10, 25, 1, 10), None),
+            # a repeated end keeps its second pass: a 2-hour job, as DuckDB reads it
+            ("2", T(2026, 10, 24, 23), T(2026, 10, 24, 23, 30), T(2026, 10, 25, 1, 30), None),
+            ("3", T(2026, 10, 24, 23), T(2026, 10, 25, 1, 50), T(2026, 10, 24, 23, 50),
+             "field end_time: 2026-10-25T01:50:00 is before start_time 2026-10-25T02:50:00"),
+        ]  # fmt: skip
+
     def test_latest_most_complete_record_ranks_first(self, con):
         given_raw_jobs(con, [
             raw_job(2, "9", end=None, state="RUNNING", file="dump-1.csv"),
