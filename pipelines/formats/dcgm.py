@@ -18,11 +18,17 @@ one in-memory database serves every file of the process (see `_connection`). The
 - node: label `Hostname`, else `hostname`, else the host part of `instance` (`10.0.0.7:9400` ->
   `10.0.0.7`); GPU index: label `gpu`; `UUID`, `modelName`, `pod`, `namespace` and `hpc_job`
   (as `job_id`) are kept.
-- util_pct: per GPU (node + `gpu` label) and per file, from `DCGM_FI_PROF_GR_ENGINE_ACTIVE` x 100
-  when the file has that metric for the GPU, else from `DCGM_FI_DEV_GPU_UTIL`. At a timestamp
-  where the chosen metric has no point, util_pct is NULL and the row is rejected (never mixed
-  with the other metric). `util_metric` names the chosen metric, `none` when the file has
-  no utilisation series for the GPU (a file of memory or power only).
+- util_pct: from `DCGM_FI_PROF_GR_ENGINE_ACTIVE` x 100 or from `DCGM_FI_DEV_GPU_UTIL`, and
+  `util_metric` names the metric of the row's point. A file with both for a GPU (a combined
+  export) keeps both: at a timestamp where both have a point, the GPU has a row of each (memory
+  and power on both), elsewhere a row of the one there. Which measures the GPU is the rollup's
+  choice, by the UTC hour (sql/rollup/day_samples.sql: GR_ENGINE_ACTIVE supersedes the other
+  metric in any hour it has a valid sample), as for the metrics exported one file each: DCGM's
+  profiling metrics go blank for hours (Nsight, or profiling not yet on) while GPU_UTIL goes on,
+  and a choice per file rejected those hours as `util_pct: missing`. A row of memory or power
+  alone takes the GPU's preferred metric (GR_ENGINE_ACTIVE when the file has it for the GPU),
+  its util_pct NULL, and is rejected; `none` when the file has no utilisation series for the
+  GPU (a file of memory or power only).
 - Values are strings: `NaN` (and anything unreadable) becomes NULL; an infinite or out-of-range
   utilisation is kept so that the SQL rejects it with its value.
 - Duplicate points (two series of one metric for one GPU and timestamp) become separate rows,
@@ -43,11 +49,11 @@ one in-memory database serves every file of the process (see `_connection`). The
   `parse_error` naming its value (`field values[4][0]: 1762000000000 is not a Unix time in
   seconds (milliseconds?)`): the rollup rejects its row (sql/rollup/day_samples.sql).
 
-The choice of utilisation metric, and the pivot, happen within one file. Exported one query
+The pivot happens within one file. Exported one query
 per metric, a file of `DCGM_FI_DEV_FB_USED` or `DCGM_FI_DEV_POWER_USAGE` alone gives rows
 without utilisation (`util_metric = 'none'`), which `sql/staging/month_samples.sql` rejects as
 it stands; merging them with the utilisation rows of other files, and preferring
-GR_ENGINE_ACTIVE across files, is for the SQL to do (it has `util_metric` to go by).
+GR_ENGINE_ACTIVE within and across files, is for the SQL to do (it has `util_metric` to go by).
 """
 
 from __future__ import annotations
@@ -205,7 +211,9 @@ select
         when util_rank > 0 and util_rank = gpu_util_rank then 'util'
         when metric = $fb_used then 'mem'
         when metric = $power_usage then 'power'
-        else 'other_util'  -- GPU_UTIL of a GPU that has GR_ENGINE_ACTIVE: not used
+        -- GPU_UTIL of a GPU that has GR_ENGINE_ACTIVE: rows of their own, the rollup supersedes
+        -- them in the hours GR_ENGINE_ACTIVE has samples
+        else 'other_util'
     end as kind,
     case gpu_util_rank when 2 then $gr_engine_active when 1 then $gpu_util else 'none' end::label
         as util_metric,
@@ -280,7 +288,7 @@ valued as not materialized (
         case
             when isnan(raw_value) then null
             when kind = 'util' and metric = $gr_engine_active then round(raw_value * 100, 10)
-            when kind = 'util' then raw_value
+            when kind in ('util', 'other_util') then raw_value
             when isfinite(raw_value) then raw_value
         end as value
     from (
@@ -330,17 +338,21 @@ _ROWS_PER_POINT = (
     + _POINTS.replace("{points}", _HALVES)
     + """
 select
-    *,
-    case when kind = 'util' then value end as util_pct,
+    * replace (
+        case when kind = 'other_util' then $gpu_util::label else util_metric end as util_metric
+    ),
+    case when kind in ('util', 'other_util') then value end as util_pct,
     case when kind = 'mem' then value end as mem_used_mib,
     case when kind = 'power' then value end as power_w
 from valued
 """
 )
 
-# Series of a GPU overlap: the points of one GPU and timestamp make one row. Two points of one
-# role there (series $repeating overlap another of their role) make two rows, folded
-# downstream; points without a readable timestamp each stay a row of their own.
+# Series of a GPU overlap: the points of one GPU and timestamp make one row, and one more where
+# the GPU has both GR_ENGINE_ACTIVE and GPU_UTIL and both have a point there (each row its
+# metric's, with the memory and power of the timestamp: the rollup keeps one by the hour). Two
+# points of one role there (series $repeating overlap another of their role) make two rows,
+# folded downstream; points without a readable timestamp each stay a row of their own.
 _ROWS_PER_TIMESTAMP = (
     "with "
     + _POINTS.replace("{points}", _HALVES)
@@ -359,28 +371,56 @@ copies as (
         end as copy_no
     from valued
     where list_contains($repeating, series_no)
+),
+
+grouped as (
+    select
+        ts,
+        any_value(node) as node,
+        any_value(gpu_index) as gpu_index,
+        any_value(value) filter (kind = 'util') as util_pct,
+        any_value(value) filter (kind = 'other_util') as other_util_pct,
+        any_value(value) filter (kind = 'mem') as mem_used_mib,
+        any_value(value) filter (kind = 'power') as power_w,
+        coalesce(min(source_line) filter (kind = 'util'), min(source_line)) as source_line,
+        min(source_line) filter (kind = 'other_util') as other_util_line,
+        count(*) filter (kind = 'util') > 0 as has_util,
+        min(job_id) as job_id,
+        min(gpu_uuid) as gpu_uuid,
+        min(gpu_model) as gpu_model,
+        min(pod) as pod,
+        min(namespace) as namespace,
+        any_value(util_metric) as util_metric,
+        any_value(gpu_instance) as gpu_instance,
+        any_value(gpu_instance_slices) as gpu_instance_slices,
+        -- of a point without a timestamp, alone in its row
+        min(parse_error) as parse_error
+    from copies
+    group by device_key, ts, copy_no
+),
+
+util_rows as (
+    -- the row of the GPU's preferred metric (or of memory and power alone), and one of
+    -- GPU_UTIL where the GPU has GR_ENGINE_ACTIVE and GPU_UTIL has a point: each its metric's
+    select
+        *,
+        unnest(
+            case
+                when other_util_line is null then [false]
+                when has_util then [false, true]
+                else [true]
+            end
+        ) as is_other_util
+    from grouped
 )
 
 select
-    ts,
-    any_value(node) as node,
-    any_value(gpu_index) as gpu_index,
-    any_value(value) filter (kind = 'util') as util_pct,
-    any_value(value) filter (kind = 'mem') as mem_used_mib,
-    any_value(value) filter (kind = 'power') as power_w,
-    coalesce(min(source_line) filter (kind = 'util'), min(source_line)) as source_line,
-    min(job_id) as job_id,
-    min(gpu_uuid) as gpu_uuid,
-    min(gpu_model) as gpu_model,
-    min(pod) as pod,
-    min(namespace) as namespace,
-    any_value(util_metric) as util_metric,
-    any_value(gpu_instance) as gpu_instance,
-    any_value(gpu_instance_slices) as gpu_instance_slices,
-    -- of a point without a timestamp, alone in its row
-    min(parse_error) as parse_error
-from copies
-group by device_key, ts, copy_no
+    * exclude (other_util_pct, other_util_line, has_util, is_other_util) replace (
+        if(is_other_util, other_util_pct, util_pct) as util_pct,
+        if(is_other_util, other_util_line, source_line) as source_line,
+        if(is_other_util, $gpu_util::label, util_metric) as util_metric
+    )
+from util_rows
 """
 )
 
@@ -393,7 +433,7 @@ group by device_key, ts, copy_no
 # 1970-2099, the next point of its utilisation series later (no timestamp twice). A row that
 # is not stops the query ($not_aligned) and the file is grouped by timestamp instead. As
 # there, a row takes the line of its utilisation point and the least labels of its points,
-# which are its device's series' least.
+# which are its device's series' least, and an other_util point is a row of its own.
 _ALIGNED_ROWS = (
     """with labelled_series as (
     select
@@ -439,7 +479,11 @@ side_by_side as (
     select *
     from util_points
     positional join (
-        select device_key as g_device_key, epoch_s as g_epoch_s
+        select
+            device_key as g_device_key,
+            epoch_s as g_epoch_s,
+            value as other_util_pct,
+            source_line as other_util_line
         from valued
         where kind = 'other_util'
     )
@@ -456,10 +500,18 @@ side_by_side as (
 )
 
 select
-    *,
+    * replace (
+        if(is_other_util, other_util_pct, util_pct) as util_pct,
+        if(is_other_util, other_util_line, source_line) as source_line,
+        if(is_other_util, $gpu_util::label, util_metric) as util_metric
+    ),
     make_timestamp(round(u_epoch_s * 1e6)::bigint) as ts,
     null::varchar as parse_error
-from side_by_side
+from (
+    -- a GPU with GR_ENGINE_ACTIVE and GPU_UTIL: a row of each metric (see _ROWS_PER_TIMESTAMP)
+    select *, unnest(if(g_device_key is null, [false], [false, true])) as is_other_util
+    from side_by_side
+)
 where
     case
         when

@@ -4,7 +4,8 @@ Fixtures: tests/fixtures/dcgm/ (timestamps: 1793491200 = 2026-11-01 00:00 UTC, 1
 
 gpu-a01_2026-11-01.json, one series per line, all four metrics (series numbered from 1):
   1 GR_ENGINE_ACTIVE gpu-a01/0 (`Hostname`)  0.9, 0.85, 0.02, NaN   -> util 90, 85, 2, NULL
-  2 GPU_UTIL         gpu-a01/0               50 x 4                 -> not used (1 preferred)
+  2 GPU_UTIL         gpu-a01/0               50 x 4                 -> rows of their own (the
+                                                                        rollup prefers 1)
   3 GPU_UTIL         gpu-a01/1 (`hostname`)  80, 80, 80, 101        -> 101 rejected by SQL
   4 FB_USED gpu-a01/0, 5 FB_USED gpu-a01/1, 6 POWER_USAGE gpu-a01/0 only (one NaN)
   7 DCGM_FI_DEV_SM_CLOCK (not a sample), 8 GPU_UTIL with only `instance: gpu-b01:9400`
@@ -24,9 +25,10 @@ import pytest
 
 from pipelines.catalog import ClusterSettings
 from pipelines.defs.ingest.telemetry import readable_sample_files
+from pipelines.defs.resources import prepare_connection
 from pipelines.formats import dcgm
 from pipelines.landing import LandingError, discover
-from tests.conftest import materialize_month, query, write
+from tests.conftest import materialize_month, named_samples, query, write
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm"
 COMBINED = FIXTURES / "gpu-a01_2026-11-01.json"
@@ -72,13 +74,20 @@ def _body(*series: str) -> str:
 
 def test_the_combined_export_gives_one_row_per_gpu_and_timestamp(tmp_path):
     train = ("J1", *A01_0, "train-0", "ml", GR)
+    train_util = (*train[:-1], UTIL)
     plain = (None, *A01_1, None, None, UTIL)
     assert rows_of(COMBINED, tmp_path) == [
-        # GR_ENGINE_ACTIVE x 100 wins over the GPU_UTIL of the same GPU (50)
+        # GR_ENGINE_ACTIVE x 100, and the GPU_UTIL of the same GPU (50) in rows of its own,
+        # each with the GPU's memory and power: the rollup supersedes GPU_UTIL in the hours of
+        # GR_ENGINE_ACTIVE
         (at(0), "gpu-a01", 0, 90.0, 40960.0, 301.25, 1_000_001, *train),
+        (at(0), "gpu-a01", 0, 50.0, 40960.0, 301.25, 2_000_001, *train_util),
         (at(15), "gpu-a01", 0, 85.0, 40960.0, None, 1_000_002, *train),  # power NaN
+        (at(15), "gpu-a01", 0, 50.0, 40960.0, None, 2_000_002, *train_util),
         (at(30), "gpu-a01", 0, 2.0, 512.0, 62.5, 1_000_003, *train),
+        (at(30), "gpu-a01", 0, 50.0, 512.0, 62.5, 2_000_003, *train_util),
         (at(45), "gpu-a01", 0, None, 512.0, 61.5, 1_000_004, *train),  # util NaN: kept
+        (at(45), "gpu-a01", 0, 50.0, 512.0, 61.5, 2_000_004, *train_util),
         # lower-case `hostname`; no power series for this GPU
         (at(0), "gpu-a01", 1, 80.0, 2048.0, None, 3_000_001, *plain),
         (at(15), "gpu-a01", 1, 80.0, 2048.0, None, 3_000_002, *plain),
@@ -406,15 +415,24 @@ def _combined(power_1_at_t2: str = "120") -> list[dict]:
 
 
 def _combined_rows(power_1_at_t2: float | None = 120.0) -> list[tuple]:
-    n1_0 = (None, "GPU-0", None, "Train-a", "ml", GR)  # "T" sorts before "t"
-    n1_1 = (None, "GPU-1", None, None, None, GR)
+    """Each GPU's row of GR_ENGINE_ACTIVE and, after it, of GPU_UTIL at each timestamp (the
+    rollup supersedes the latter), with the same memory, power and labels."""
+    n1_0 = (None, "GPU-0", None, "Train-a", "ml")  # "T" sorts before "t"
+    n1_1 = (None, "GPU-1", None, None, None)
     return [
-        (at(0), "n1", 0, 50.0, 100.0, 250.5, 1_000_001, *n1_0),
-        (at(15), "n1", 0, 25.0, 200.0, 260.0, 1_000_002, *n1_0),
-        (at(30), "n1", 0, None, 300.0, None, 1_000_003, *n1_0),  # utilisation and power NaN
-        (at(0), "n1", 1, 100.0, 10.0, 100.0, 2_000_001, *n1_1),
-        (at(15), "n1", 1, 0.0, 20.0, 110.0, 2_000_002, *n1_1),
-        (at(30), "n1", 1, 12.5, 30.0, power_1_at_t2, 2_000_003, *n1_1),
+        (at(0), "n1", 0, 50.0, 100.0, 250.5, 1_000_001, *n1_0, GR),
+        (at(0), "n1", 0, 50.0, 100.0, 250.5, 3_000_001, *n1_0, UTIL),
+        (at(15), "n1", 0, 25.0, 200.0, 260.0, 1_000_002, *n1_0, GR),
+        (at(15), "n1", 0, 50.0, 200.0, 260.0, 3_000_002, *n1_0, UTIL),
+        # GR_ENGINE_ACTIVE and power NaN: the GPU_UTIL row stands on its own
+        (at(30), "n1", 0, None, 300.0, None, 1_000_003, *n1_0, GR),
+        (at(30), "n1", 0, 50.0, 300.0, None, 3_000_003, *n1_0, UTIL),
+        (at(0), "n1", 1, 100.0, 10.0, 100.0, 2_000_001, *n1_1, GR),
+        (at(0), "n1", 1, 60.0, 10.0, 100.0, 4_000_001, *n1_1, UTIL),
+        (at(15), "n1", 1, 0.0, 20.0, 110.0, 2_000_002, *n1_1, GR),
+        (at(15), "n1", 1, 60.0, 20.0, 110.0, 4_000_002, *n1_1, UTIL),
+        (at(30), "n1", 1, 12.5, 30.0, power_1_at_t2, 2_000_003, *n1_1, GR),
+        (at(30), "n1", 1, 60.0, 30.0, power_1_at_t2, 4_000_003, *n1_1, UTIL),
     ]
 
 
@@ -438,9 +456,12 @@ def test_series_with_a_gap_are_grouped_by_timestamp(tmp_path):
     result = _combined()
     result[4]["values"].pop(1)  # n1/0's memory at 00:15
     rows = _combined_rows()
-    # without the memory point, the row's least pod is the utilisation point's
-    rows[1] = (at(15), "n1", 0, 25.0, None, 260.0, 1_000_002, None, "GPU-0", None, "train-b",
-               "ml", GR)  # fmt: skip
+    # without the memory point, the rows' least pod is the utilisation points'
+    rows[2:4] = [
+        (at(15), "n1", 0, 25.0, None, 260.0, 1_000_002, None, "GPU-0", None, "train-b", "ml", GR),
+        (at(15), "n1", 0, 50.0, None, 260.0, 3_000_002, None, "GPU-0", None, "train-b", "ml",
+         UTIL),
+    ]  # fmt: skip
     assert rows_of(_write_body(tmp_path / "gap.json", result), tmp_path) == rows
 
 
@@ -448,10 +469,14 @@ def test_series_with_a_point_at_another_time_are_grouped_by_timestamp(tmp_path):
     result = _combined()
     result[4]["values"][1:] = [[T2, "300"], [T2 + 900, "200"]]  # n1/0's memory: 00:15 at 00:45
     rows = _combined_rows()
-    rows[1] = (at(15), "n1", 0, 25.0, None, 260.0, 1_000_002, None, "GPU-0", None, "train-b",
-               "ml", GR)  # fmt: skip
-    # a row of its own at 00:45, of the memory point alone
-    rows.insert(3, (at(45), "n1", 0, None, 200.0, None, 5_000_003, None, "GPU-0", None,
+    rows[2:4] = [
+        (at(15), "n1", 0, 25.0, None, 260.0, 1_000_002, None, "GPU-0", None, "train-b", "ml", GR),
+        (at(15), "n1", 0, 50.0, None, 260.0, 3_000_002, None, "GPU-0", None, "train-b", "ml",
+         UTIL),
+    ]  # fmt: skip
+    # a row of its own at 00:45, of the memory point alone: of the GPU's preferred metric, with
+    # no utilisation (rejected downstream)
+    rows.insert(6, (at(45), "n1", 0, None, 200.0, None, 5_000_003, None, "GPU-0", None,
                     "Train-a", None, GR))  # fmt: skip
     assert rows_of(_write_body(tmp_path / "moved.json", result), tmp_path) == rows
 
@@ -467,8 +492,10 @@ def test_a_timestamp_twice_in_every_series_of_a_gpu_is_one_row(tmp_path):
     for series in result[::2]:  # n1/0's: 00:00 twice (the same values), then 00:15
         series["values"] = [series["values"][0], series["values"][0], series["values"][1]]
     rows = _combined_rows()
-    rows[1] = (*rows[1][:6], 1_000_003, *rows[1][7:])  # 00:15 is the third point now
-    assert rows_of(_write_body(tmp_path / "twice.json", result), tmp_path) == rows[:2] + rows[3:]
+    # 00:15 is the third point now
+    rows[2] = (*rows[2][:6], 1_000_003, *rows[2][7:])
+    rows[3] = (*rows[3][:6], 3_000_003, *rows[3][7:])
+    assert rows_of(_write_body(tmp_path / "twice.json", result), tmp_path) == rows[:4] + rows[6:]
 
 
 def test_points_of_a_gpu_stamped_in_milliseconds_stay_rows_of_their_own(tmp_path):
@@ -477,13 +504,45 @@ def test_points_of_a_gpu_stamped_in_milliseconds_stay_rows_of_their_own(tmp_path
         series["values"][2][0] = T2 * 1000
     rows = _combined_rows()
     n1_0 = (None, "n1", 0)
-    rows[2:3] = [
+    rows[4:6] = [
         (*n1_0, None, None, None, 1_000_003, None, "GPU-0", None, "train-b", "ml", GR),  # NaN
-        (*n1_0, None, None, None, 3_000_003, None, "GPU-0", None, None, None, GR),
+        (*n1_0, 50.0, None, None, 3_000_003, None, "GPU-0", None, None, None, UTIL),
         (*n1_0, None, 300.0, None, 5_000_003, None, "GPU-0", None, "Train-a", None, GR),
         (*n1_0, None, None, None, 7_000_003, None, "GPU-0", None, None, None, GR),  # NaN
     ]
     assert rows_of(_write_body(tmp_path / "ms.json", result), tmp_path) == rows
+
+
+def _profiling_gap_series() -> list[dict]:
+    """gpu-a01/0 from 00:00 to 01:45 every 15 min: GPU_UTIL 40 % throughout, GR_ENGINE_ACTIVE
+    from 01:00 only (0.9, 0.9, 0.5, 0.5), as when profiling is turned on at 01:00; memory
+    throughout. One combined query_range body, in Prometheus' order."""
+    steps = [T0 + 900 * n for n in range(8)]
+    labels = {"Hostname": "gpu-a01", "gpu": "0"}
+    engine = ["0.9", "0.9", "0.5", "0.5"]
+    return [
+        {"metric": {"__name__": GR, **labels},
+         "values": [[ts, v] for ts, v in zip(steps[4:], engine, strict=True)]},
+        {"metric": {"__name__": dcgm.FB_USED, **labels},
+         "values": [[ts, "1000"] for ts in steps]},
+        {"metric": {"__name__": UTIL, **labels}, "values": [[ts, "40"] for ts in steps]},
+    ]  # fmt: skip
+
+
+def test_gpu_util_stays_in_the_hours_without_gr_engine_active(tmp_path):
+    path = _write_body(tmp_path / "gpu-a01_profiling.json", _profiling_gap_series())
+    rows = [(r[0], r[3], r[4], r[6], r[12]) for r in rows_of(path, tmp_path)]
+    step = [dt.datetime(2026, 11, 1) + dt.timedelta(minutes=15 * n) for n in range(8)]
+    util = [(step[n], 40.0, 1000.0, 3_000_001 + n, UTIL) for n in range(8)]
+    assert rows == [
+        # 00:00-00:45: GPU_UTIL alone, each row with its memory (was: util_pct NULL, rejected)
+        *util[:4],
+        # from 01:00 a row of each metric at each timestamp (the rollup keeps GR_ENGINE_ACTIVE)
+        (step[4], 90.0, 1000.0, 1_000_001, GR), util[4],
+        (step[5], 90.0, 1000.0, 1_000_002, GR), util[5],
+        (step[6], 50.0, 1000.0, 1_000_003, GR), util[6],
+        (step[7], 50.0, 1000.0, 1_000_004, GR), util[7],
+    ]  # fmt: skip
 
 
 def test_files_converted_at_once_in_threads_give_their_own_rows(tmp_path):
@@ -493,7 +552,7 @@ def test_files_converted_at_once_in_threads_give_their_own_rows(tmp_path):
     outs = [tmp_path / f"{n}.parquet" for n in range(len(files))]
     with ThreadPoolExecutor(max_workers=3) as pool:
         written = list(pool.map(lambda n: dcgm.to_parquet(files[n], outs[n], UTC), range(9)))
-    assert written == [10, 4, 6] * 3
+    assert written == [14, 4, 12] * 3
     alone = []
     for n, path in enumerate(files[:3]):
         dcgm.to_parquet(path, tmp_path / f"alone{n}.parquet", UTC)
@@ -574,8 +633,9 @@ def test_rows_reconcile_and_rejects_name_series_and_point(dcgm_month):
         "select subject, rows_read, rows_loaded, rows_rejected, duplicates_folded "
         "from data_quality where category = 'file' and subject like 'telemetry/%'",
     )
-    # 4 + 4 rows of gpu-a01, 2 of gpu-b01
-    assert files == [(name, 10, 8, 2, 0)]
+    # 4 + 4 rows of gpu-a01/0 (GR_ENGINE_ACTIVE, and GPU_UTIL: superseded in its hour, so
+    # folded), 4 of gpu-a01/1, 2 of gpu-b01
+    assert files == [(name, 14, 12, 2, 4)]
     rejects = query(dcgm_month, "select file, line, reason from rejects order by line")
     assert rejects == [
         (name, 1_000_004, "field util_pct: missing"),
@@ -591,3 +651,45 @@ def test_a_malformed_export_stops_the_run_naming_it(tmp_path):
     path = tmp_path / "landing/telemetry/dc/instant-query.json"
     assert str(error.value).startswith(f"{path}: line 1: field data.resultType: 'vector'")
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.slow
+def test_each_hour_is_measured_by_the_metric_it_has(tmp_path):
+    """J1 holds gpu-a01/0 00:00-02:00; the combined export has GPU_UTIL (40 %) all along and
+    GR_ENGINE_ACTIVE from 01:00 only: hour 0 is measured by GPU_UTIL, hour 1 by
+    GR_ENGINE_ACTIVE (its GPU_UTIL rows folded), nothing rejected."""
+    export = _write_body(tmp_path / "gpu-a01_profiling.json", _profiling_gap_series())
+    root = tmp_path / "month"
+    build_dcgm_month(root, export)
+    write(
+        root / "landing/scheduler/dc/jobs.csv",
+        JOBS.splitlines()[1]
+        + "\nJ1,dc,alpha,ann,batch,normal,A100,1,gpu-a01,2026-11-01T00:00:00,2026-11-01T00:00:00,"
+        "2026-11-01T02:00:00,COMPLETED,0\n",
+    )
+    write(root / "landing/scheduler/dc/allocations.csv", "job_id,node,gpu_index\nJ1,gpu-a01,0\n")
+    assert materialize_month(root, "2026-11-01").success
+    con = duckdb.connect()
+    prepare_connection(con)
+    samples = con.execute(
+        f"select ts, util_pct, mem_used_mib, cover_ms from {named_samples(root)} order by ts"
+    ).fetchall()
+    step = [dt.datetime(2026, 11, 1) + dt.timedelta(minutes=15 * n) for n in range(8)]
+    util = [40.0] * 4 + [90.0, 90.0, 50.0, 50.0]
+    assert samples == [(step[n], util[n], 1000.0, 900_000) for n in range(8)]
+    assert query(
+        root,
+        "select job_id, mean_util_pct, measured_gpu_hours, unmeasured_gpu_hours from job_usage",
+    ) == [("J1", 55.0, 2.0, 0.0)]  # (4 x 40 + 2 x 90 + 2 x 50) / 8
+    assert query(
+        root,
+        "select util_metric, samples, sampled_gpu_hours from telemetry_coverage "
+        "order by util_metric",
+    ) == [(UTIL, 4, 1.0), (GR, 4, 1.0)]  # DEV_ before PROF_
+    name = "telemetry/dc/gpu-a01_profiling.json"
+    assert query(
+        root,
+        "select subject, rows_read, rows_loaded, rows_rejected, duplicates_folded "
+        "from data_quality where category = 'file' and subject like 'telemetry/%'",
+    ) == [(name, 12, 12, 0, 4)]  # 01:00-01:45's GPU_UTIL rows superseded: folded
+    assert query(root, "select count(*) from rejects where file like 'telemetry/%'") == [(0,)]
