@@ -13,8 +13,12 @@ unit or not (`nounits`). Rules, each a decision:
 
 - Header lines are not samples: neither loaded nor rejected. Each one (logs appended by several
   runs repeat it) sets the columns of the lines that follow. Blank lines are skipped too.
-- `[N/A]`, `[Not Supported]` and any other unreadable value become NULL, so a sample without a
-  readable utilisation is rejected (with its line) and a missing power is just missing.
+- `[N/A]`, `[Not Supported]` (any value in brackets: nvidia-smi's word for none) and an empty
+  field become NULL, so a sample without a utilisation is rejected (with its line) and a
+  missing power is just missing. Any other value of a number field (`index`,
+  `utilization.gpu`, `memory.used`, the power field) that is not a number, with or without its
+  unit, makes the line a reject whose `parse_error` names the field and the value
+  (`field utilization.gpu: 'abc %' is not a number`): garbage is not an absent reading.
 - A line with the wrong number of fields, or a last line without a line end (the writer was cut
   off), keeps its timestamp, GPU and node but no values, so it is rejected with its line;
   `parse_error` says why.
@@ -64,6 +68,7 @@ _HEADER_SCHEMA = pa.schema(
     + [(f"{column}_at", pa.int32()) for column in (
         "timestamp", "index", "uuid", "name", "util", "mem", "power", "node",
     )]
+    + [("power_name", pa.string())]  # the header's power field, for parse errors
 )  # fmt: skip
 
 # One typed row per sample line of a chunk (lines as read, with the header above them), local
@@ -96,8 +101,19 @@ fielded as (
         trim(f[name_at]) as name_text,
         f[util_at] as util_text,
         f[mem_at] as mem_text,
-        f[power_at] as power_text
+        f[power_at] as power_text,
+        power_name
     from split
+),
+
+valued as (
+    select
+        *,
+        try_cast(gpu_text as integer) as gpu_index,
+        try_cast(regexp_extract(util_text, $percent, 1) as double) as util_pct,
+        try_cast(regexp_extract(mem_text, $mebibytes, 1) as double) as mem_used_mib,
+        try_cast(regexp_extract(power_text, $watts, 1) as double) as power_w
+    from fielded
 )
 
 select
@@ -108,19 +124,33 @@ select
         ['%Y/%m/%d %H:%M:%S.%f', '%Y/%m/%d %H:%M:%S', '%Y-%m-%d %H:%M:%S.%f', '%Y-%m-%d %H:%M:%S']
     ) as local_ts,
     gpu_text,
-    try_cast(gpu_text as integer) as gpu_index,
-    case when parse_error is null then try_cast(regexp_extract(util_text, $percent, 1) as double)
-        end as util_pct,
-    case when parse_error is null then try_cast(regexp_extract(mem_text, $mebibytes, 1) as double)
-        end as mem_used_mib,
-    case when parse_error is null then try_cast(regexp_extract(power_text, $watts, 1) as double)
-        end as power_w,
+    gpu_index,
+    case when parse_error is null then util_pct end as util_pct,
+    case when parse_error is null then mem_used_mib end as mem_used_mib,
+    case when parse_error is null then power_w end as power_w,
     case when parse_error is null and uuid_text not like '[%' then nullif(uuid_text, '') end
         as gpu_uuid,
     case when parse_error is null and name_text not like '[%' then nullif(name_text, '') end
         as gpu_model,
-    parse_error
-from fielded
+    -- a value that is there (not empty, not nvidia-smi's `[N/A]`-style none) but no number
+    coalesce(parse_error, case
+        when gpu_index is null and not no_value(gpu_text)
+            then format('field index: ''{}'' is not a GPU index', trim(gpu_text))
+        when util_pct is null and not no_value(util_text)
+            then format('field utilization.gpu: ''{}'' is not a number', trim(util_text))
+        when mem_used_mib is null and not no_value(mem_text)
+            then format('field memory.used: ''{}'' is not a number', trim(mem_text))
+        when power_w is null and not no_value(power_text)
+            then format('field {}: ''{}'' is not a number', power_name, trim(power_text))
+    end) as parse_error
+from valued
+"""
+
+# A field that holds no value: absent (no such column), empty, or in brackets (`[N/A]`,
+# `[Not Supported]`, `[Unknown Error]`: nvidia-smi's way of saying there is none).
+_NO_VALUE = """
+create or replace temp macro no_value(text) as
+coalesce(trim(text), '') = '' or starts_with(trim(text), '[')
 """
 
 _LINES = """
@@ -215,6 +245,7 @@ def _header_row(names: list[str], number: int, path: Path, line: int) -> dict[st
         "util_at": at("utilization.gpu"),
         "mem_at": at("memory.used"),
         "power_at": at(*_POWER_COLUMNS),
+        "power_name": next((c for c in _POWER_COLUMNS if c in names), None),
         "node_at": at(*_NODE_COLUMNS),
     }
 
@@ -235,6 +266,7 @@ def to_parquet(path: Path, out: Path, settings: ClusterSettings) -> int:
     try:
         con.execute("set TimeZone = 'UTC'")
         con.execute(_LINES)
+        con.execute(_NO_VALUE)
         params = {**_PARAMS, "file_node": without_gz(path).stem.split("_", 1)[0]}
         for chunk in _chunks(path, headers):
             con.register("chunk", chunk)

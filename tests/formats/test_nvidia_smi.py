@@ -133,6 +133,29 @@ def test_a_last_line_without_line_end_is_not_trusted(tmp_path):
     ]
 
 
+def test_a_value_that_is_no_number_names_its_field_and_value(tmp_path):
+    path = tmp_path / "n1.csv"
+    path.write_text(
+        "timestamp, index, utilization.gpu [%], memory.used [MiB], power.draw.average [W]\n"
+        "2026/11/02 00:00:00.000, 0, abc %, 10 MiB, 100 W\n"
+        "2026/11/02 00:00:00.000, 1, 50 %, 1O MiB, 100 W\n"
+        "2026/11/02 00:00:00.000, 2, 50 %, 10 MiB, 1OO W\n"
+        "2026/11/02 00:00:00.000, x1, 50 %, 10 MiB, 100 W\n"
+        "2026/11/02 00:00:00.000, 4, 50 W, 10 MiB, 100 W\n"
+        # none of these is garbage: nvidia-smi's [N/A] and [Not Supported], an empty field
+        "2026/11/02 00:00:00.000, 5, [N/A], , [Not Supported]\n"
+    )
+    rows = [(r[2], r[3], r[4], r[5], r[6], r[9]) for r in rows_of(path, tmp_path)]
+    assert rows == [
+        (0, None, 10.0, 100.0, 2, "field utilization.gpu: 'abc %' is not a number"),
+        (1, 50.0, None, 100.0, 3, "field memory.used: '1O MiB' is not a number"),
+        (2, 50.0, 10.0, None, 4, "field power.draw.average: '1OO W' is not a number"),
+        (None, 50.0, 10.0, 100.0, 5, "field index: 'x1' is not a GPU index"),
+        (4, None, 10.0, 100.0, 6, "field utilization.gpu: '50 W' is not a number"),
+        (5, None, None, None, 7, None),
+    ]
+
+
 def test_windows_line_ends_and_a_byte_order_mark(tmp_path):
     text = (FIXTURES / "gpu-a01_2026-11.csv").read_text().split("\n")[:3]
     path = tmp_path / "gpu-a01.csv"
