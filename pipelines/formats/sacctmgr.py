@@ -1,7 +1,10 @@
 """Slurm's configured GPU quotas: `sacctmgr show assoc --parsable2` and `sacctmgr show qos
 --parsable2` dumps (`|`-separated, with sacctmgr's header line; `--parsable`'s trailing `|`
 is accepted). Which of the two a file is, its header says: an `Account` column makes it the
-associations, a `Name` column without one the QOS.
+associations, a `Name` column without one the QOS. As in sacct exports (slurm.py), a header line
+anywhere in the file names the fields of the lines after it, and is no row: dumps concatenated
+into one file (`cat assoc-a.psv assoc-b.psv`, or an association dump and a QOS one) each bring
+their header, in their own column order.
 
 One row per configured GPU limit (canonical quota columns, `canonical.QUOTA_COLUMNS`):
 - the GPU entries of `GrpTRES`: each typed entry (`gres/gpu:a100=16`) is a limit on its GPU
@@ -27,7 +30,7 @@ from pathlib import Path
 
 from pipelines.catalog import ClusterSettings
 from pipelines.formats import ExportFormat
-from pipelines.formats.slurm import mostly_fit, numbered_lines, sniffed_lines
+from pipelines.formats.slurm import headed_lines, mostly_fit, sniffed_lines
 
 _COUNT = re.compile(r"[0-9]+")
 
@@ -73,13 +76,27 @@ def gpu_limits(tres: str) -> list[tuple[str | None, int]]:
 def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str | int | None]]:
     """Yield one row per configured GPU limit (or per line that configures none): the
     canonical quota columns as text, plus `line`, `raw` and `parse_error`."""
-    header: list[str] | None = None
-    source: str | None = None
-    for number, text in numbered_lines(path):
-        if header is None:
-            header, source = _names(text), _source(_names(text))
+
+    def header(number: int, text: str) -> tuple[list[str], str] | None:
+        names = _names(text)
+        source = _source(names)
+        return None if source is None else (names, source)
+
+    for number, text, layout in headed_lines(path, header):
+        if layout is None:  # the sniffer takes no file that does not start with a header
+            yield _unheaded_row(number, text)
             continue
-        yield from _rows(number, text, header, source)
+        yield from _rows(number, text, *layout)
+
+
+def _unheaded_row(number: int, text: str) -> dict[str, str | int | None]:
+    return {
+        "source": None,
+        "object_kind": None,
+        "line": number,
+        "raw": text,
+        "parse_error": "no sacctmgr header line (naming GrpTRES and Account or Name) above it",
+    }
 
 
 def _rows(
@@ -95,9 +112,7 @@ def _rows(
     fields = text.split("|")
     if len(fields) == len(header) + 1 and fields[-1] == "":
         fields = fields[:-1]  # `--parsable` (not 2) ends every line with a '|'
-    if _names(text)[: len(header)] == header:
-        row["parse_error"] = "repeated header line"
-    elif len(fields) != len(header):
+    if len(fields) != len(header):
         row["parse_error"] = f"expected {len(header)} fields, found {len(fields)}"
     if row["parse_error"] is not None:
         yield row
@@ -132,14 +147,20 @@ def _rows(
 
 def sniff(path: Path, head: str) -> bool:
     """A `|`-separated file whose first line is sacctmgr's header of associations (Account,
-    GrpTRES) or QOS (Name, GrpTRES), and whose other lines mostly have its width."""
+    GrpTRES) or QOS (Name, GrpTRES), and whose other lines mostly have the width of the header
+    above them (a later header, of dumps concatenated, sets the width of the lines below it)."""
     sample = sniffed_lines(head)
     if not sample or "|" not in sample[0] or _source(_names(sample[0])) is None:
         return False
-    width = len(_names(sample[0]))
-    records = [line.split("|") for line in sample[1:]]
-    good = [f for f in records if len(f) == width or (len(f) == width + 1 and f[-1] == "")]
-    return mostly_fit(len(good), len(records))
+    width = records = good = 0
+    for line in sample:
+        if _source(_names(line)) is not None:
+            width = len(_names(line))
+            continue
+        fields = line.split("|")
+        records += 1
+        good += len(fields) == width or (len(fields) == width + 1 and fields[-1] == "")
+    return mostly_fit(good, records)
 
 
 FORMAT = ExportFormat(

@@ -39,9 +39,10 @@ import codecs
 import itertools
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
 from pathlib import Path
+from typing import TypeVar
 
 import hostlist
 
@@ -120,6 +121,9 @@ class _TresError(ValueError):
     """A gres/gpu or gres/shard entry that cannot be counted."""
 
 
+_H = TypeVar("_H")  # what a header line gives: the layout of the lines below it
+
+
 def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str | None]]:
     """Yield one row per non-blank line: the canonical job columns as text, plus `line`,
     `raw`, `parse_error` and `record_type` ('step' for `123.batch`, `123.0`, ...).
@@ -129,15 +133,35 @@ def read_rows(path: Path, settings: ClusterSettings) -> Iterator[dict[str, str |
     not yielded: it sets the fields of the lines after it (LandingError when it lacks one of
     REQUIRED_FIELDS).
     """
-    layout: _Layout | None = None
-    for number, text in numbered_lines(path):
+
+    def header(number: int, text: str) -> _Layout | None:
         fields = text.split("|")
-        if _is_header(fields):
-            layout = _Layout(_header_names(fields, path, number))
-            continue
+        return _Layout(_header_names(fields, path, number)) if _is_header(fields) else None
+
+    configured: _Layout | None = None
+    for number, text, layout in headed_lines(path, header):
         if layout is None:
-            layout = _Layout(_names(settings.sacct_fields or DEFAULT_FIELDS))
-        yield _row(number, text, fields, layout, settings)
+            configured = configured or _Layout(_names(settings.sacct_fields or DEFAULT_FIELDS))
+            layout = configured
+        yield _row(number, text, text.split("|"), layout, settings)
+
+
+def headed_lines(
+    path: Path, header: Callable[[int, str], _H | None]
+) -> Iterator[tuple[int, str, _H | None]]:
+    """(line number, text, header above it) of each non-blank line that is not a header line:
+    `header(number, text)` is what a header line gives (its layout), None for any other line.
+    Every header line sets the layout of the lines after it, not the first alone: dumps
+    appended to one file (`sacct ... >> jobs.log`, `cat a.psv b.psv`) each bring their own
+    header, in their own order. Header lines are no rows. Lines above the first header have
+    None (a headerless file: the reader's default order)."""
+    current: _H | None = None
+    for number, text in numbered_lines(path):
+        found = header(number, text)
+        if found is not None:
+            current = found
+            continue
+        yield number, text, current
 
 
 def _header_names(fields: list[str], path: Path, number: int) -> list[str]:

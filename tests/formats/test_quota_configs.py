@@ -93,10 +93,38 @@ def test_a_repeated_header_and_parsable_trailing_bars(tmp_path):
         "Cluster|Account|User|Partition|GrpTRES|QOS|\n",
     )
     rows = list(sacctmgr.read_rows(path, ClusterSettings()))
+    # a header line is no row, repeated or not (as in sacct exports)
     assert pick(rows, ("line", "account", "limit_gpus", "parse_error")) == [
         (2, "chaff", "4", None),
-        (3, None, None, "repeated header line"),
     ]
+
+
+def test_each_header_names_the_fields_of_the_lines_below_it(tmp_path):
+    """`cat` of two association dumps with their columns in another order, and a QOS dump."""
+    path = write(
+        tmp_path / "assoc.psv",
+        "Cluster|Account|User|Partition|GrpTRES|QOS\n"
+        "c1|chaff|||gres/gpu:a100=4|normal\n"
+        "Cluster|User|Account|QOS|GrpTRES|Partition\n"
+        "c1|alice|finch|normal|gres/gpu:h100=8|\n"
+        "c1||lark|normal,gpu-x|gres/gpu=2|debug\n"
+        "c1|bob|owl|normal\n"
+        "\n"
+        "Name|GrpTRES|Priority\n"
+        "gpu-x|gres/gpu:a100=16|10\n",
+    )
+    rows = list(sacctmgr.read_rows(path, ClusterSettings()))
+    assert pick(rows, ("source", *COLUMNS)) == [
+        ("slurm_assoc", 2, "chaff", "chaff", None, None, "normal", "a100", "4", None),
+        # line 3 is a header of another order: no row, and the fields below are read by it
+        ("slurm_assoc", 4, "finch/alice", "finch", "alice", None, "normal", "h100", "8", None),
+        ("slurm_assoc", 5, "lark@debug", "lark", None, "debug", "normal,gpu-x", None, "2",
+         None),
+        ("slurm_assoc", 6, None, None, None, None, None, None, None,
+         "expected 6 fields, found 4"),
+        # line 7 blank, line 8 a QOS header
+        ("slurm_qos", 9, "gpu-x", None, None, None, None, "a100", "16", None),
+    ]  # fmt: skip
 
 
 def test_kueue_objects_one_row_per_gpu_flavor_or_object():
@@ -206,6 +234,12 @@ def test_recognised_by_content_never_taken_for_jobs_or_pods(tmp_path):
         ("JobID|Account|GrpTRES|State\n1|a||COMPLETED\n", False),
         ("Cluster|Account|User|Partition\nc|a||\n", False),  # no GrpTRES: no quota dump
         ("Cluster,Account,GrpTRES\nc,a,\n", False),
+        # dumps concatenated: the lines below each header have its width
+        (
+            "Account|GrpTRES\na|\nCluster|Account|User|Partition|GrpTRES|QOS\nc|b|||gres/gpu=1|n\n"
+            "c|d|||gres/gpu=1|n\n",
+            True,
+        ),
     ],
 )
 def test_sacctmgr_sniff(head, accepted):
