@@ -16,8 +16,10 @@ timestamp. Labels are written as an ENUM of the file's label texts, the rows by 
 one in-memory database serves every file of the process (see `_connection`). The rows are:
 
 - node: label `Hostname`, else `hostname`, else the host part of `instance` (`10.0.0.7:9400` ->
-  `10.0.0.7`); GPU index: label `gpu`; `UUID`, `modelName`, `pod`, `namespace` and `hpc_job`
-  (as `job_id`) are kept.
+  `10.0.0.7`); GPU index: label `gpu` (one that is no whole number leaves gpu_index NULL, keeps
+  its text in `gpu_index_text` for the reject's raw, and gives the row a `parse_error` naming
+  it: `field metric.gpu: 'GPU-0' is not a GPU index`); `UUID`, `modelName`, `pod`,
+  `namespace` and `hpc_job` (as `job_id`) are kept.
 - util_pct: from `DCGM_FI_PROF_GR_ENGINE_ACTIVE` x 100 or from `DCGM_FI_DEV_GPU_UTIL`, and
   `util_metric` names the metric of the row's point. A file with both for a GPU (a combined
   export) keeps both: at a timestamp where both have a point, the GPU has a row of each (memory
@@ -207,6 +209,8 @@ select
         gpu_instance::label as gpu_instance
     ),
     try_cast(gpu as integer) as gpu_index,
+    -- the label as the file has it, where it is no index: for the reject (reason and raw)
+    case when try_cast(gpu as integer) is null then gpu end as gpu_index_text,
     case
         when util_rank > 0 and util_rank = gpu_util_rank then 'util'
         when metric = $fb_used then 'mem'
@@ -263,7 +267,11 @@ valued as not materialized (
         -- a point stamped before 1970, after 2099 or in another unit is no sample of any day:
         -- its row is rejected (by the day that owns the file's unreadable rows), not lost
         case
-            when epoch_s >= 0 and epoch_s < $year_2100_s then null
+            when epoch_s >= 0 and epoch_s < $year_2100_s then case
+                when gpu_index_text is not null then format(
+                    'field metric.gpu: ''{}'' is not a GPU index', gpu_index_text
+                )
+            end
             when epoch_s is null or not isfinite(epoch_s) then format(
                 'field values[{}][0]: {} is not a Unix time',
                 point_no - 1,
@@ -313,12 +321,13 @@ _HALVES = f"""{_series_points("series")}    where r.series_no % 2 = 0
 _ROW_COLUMNS = (
     "ts", "node", "gpu_index", "util_pct", "mem_used_mib", "power_w", "source_line", "job_id",
     "gpu_uuid", "gpu_model", "pod", "namespace", "util_metric", "gpu_instance",
-    "gpu_instance_slices", "parse_error",
+    "gpu_instance_slices", "gpu_index_text", "parse_error",
 )  # fmt: skip
 
 # Labels a file may lack: where no series has one, its column is not written.
 _OPTIONAL_LABELS = (
     "job_id", "gpu_uuid", "gpu_model", "pod", "namespace", "gpu_instance", "gpu_instance_slices",
+    "gpu_index_text",
 )  # fmt: skip
 
 # What the choice of rows and columns needs to know of the file's series: the roles of their
@@ -393,7 +402,8 @@ grouped as (
         any_value(util_metric) as util_metric,
         any_value(gpu_instance) as gpu_instance,
         any_value(gpu_instance_slices) as gpu_instance_slices,
-        -- of a point without a timestamp, alone in its row
+        any_value(gpu_index_text) as gpu_index_text,
+        -- of a point without a timestamp, alone in its row; or of the GPU label, on every row
         min(parse_error) as parse_error
     from copies
     group by device_key, ts, copy_no
@@ -470,7 +480,10 @@ util_points as (
         least_namespace as namespace,
         util_metric,
         gpu_instance,
-        gpu_instance_slices
+        gpu_instance_slices,
+        gpu_index_text,
+        -- a timestamp is valid here (else not aligned): only the GPU label's error
+        parse_error
     from valued
     where kind = 'util'
 ),
@@ -505,8 +518,7 @@ select
         if(is_other_util, other_util_line, source_line) as source_line,
         if(is_other_util, $gpu_util::label, util_metric) as util_metric
     ),
-    make_timestamp(round(u_epoch_s * 1e6)::bigint) as ts,
-    null::varchar as parse_error
+    make_timestamp(round(u_epoch_s * 1e6)::bigint) as ts
 from (
     -- a GPU with GR_ENGINE_ACTIVE and GPU_UTIL: a row of each metric (see _ROWS_PER_TIMESTAMP)
     select *, unnest(if(g_device_key is null, [false], [false, true])) as is_other_util

@@ -45,6 +45,8 @@ with typed as not materialized (
         try_cast(s.ts as timestamp) as ts,
         nullif(trim(s.node::varchar), '') as node,
         try_cast(s.gpu_index as integer) as gpu_index,
+        -- a GPU index that is no number, as written (for the reject's raw)
+        s.gpu_index_text,
         try_cast(s.util_pct as double) as util_pct,
         try_cast(s.mem_used_mib as double) as mem_used_mib,
         try_cast(s.power_w as double) as power_w,

@@ -545,6 +545,25 @@ def test_gpu_util_stays_in_the_hours_without_gr_engine_active(tmp_path):
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("layout", ["aligned", "grouped", "per point"])
+def test_a_gpu_label_that_is_no_number_is_kept_and_named(tmp_path, layout):
+    result = _combined()
+    for series in result[1::2]:  # n1/1's series
+        series["metric"]["gpu"] = "GPU-1"
+    if layout == "grouped":
+        result[4], result[5] = result[5], result[4]
+    elif layout == "per point":
+        result = [result[3]]  # n1/1's GPU_UTIL alone
+    out = tmp_path / "out.parquet"
+    dcgm.to_parquet(_write_body(tmp_path / "label.json", result), out, UTC)
+    rows = duckdb.execute(
+        "select distinct gpu_index, gpu_index_text, parse_error from read_parquet(?) "
+        "where gpu_index_text is not null or gpu_index is null",
+        [str(out)],
+    ).fetchall()
+    assert rows == [(None, "GPU-1", "field metric.gpu: 'GPU-1' is not a GPU index")]
+
+
 def test_files_converted_at_once_in_threads_give_their_own_rows(tmp_path):
     # each conversion has a connection of its own to the process's database
     combined = _write_body(tmp_path / "combined.json", _combined())
@@ -693,3 +712,24 @@ def test_each_hour_is_measured_by_the_metric_it_has(tmp_path):
         "from data_quality where category = 'file' and subject like 'telemetry/%'",
     ) == [(name, 12, 12, 0, 4)]  # 01:00-01:45's GPU_UTIL rows superseded: folded
     assert query(root, "select count(*) from rejects where file like 'telemetry/%'") == [(0,)]
+
+
+@pytest.mark.slow
+def test_a_gpu_label_that_is_no_number_is_a_reject_with_its_text(tmp_path):
+    export = _write_body(
+        tmp_path / "gpu-a01_label.json",
+        [{"metric": {"__name__": UTIL, "Hostname": "gpu-a01", "gpu": "0"},
+          "values": [[T0, "40"], [T1, "40"], [T2, "40"]]},
+         {"metric": {"__name__": UTIL, "Hostname": "gpu-a01", "gpu": "GPU-1"},
+          "values": [[T0, "40"], [T1, "41"]]}],
+    )  # fmt: skip
+    build_dcgm_month(tmp_path, export)
+    assert materialize_month(tmp_path, "2026-11-01").success
+    name = "telemetry/dc/gpu-a01_label.json"
+    reason = "field metric.gpu: 'GPU-1' is not a GPU index"
+    assert query(tmp_path, "select file, line, reason, raw from rejects order by line") == [
+        (name, 2_000_001, reason, "ts=2026-11-01 00:00:00 node=gpu-a01 gpu_index=GPU-1 "
+         "util_pct=40.0"),
+        (name, 2_000_002, reason, "ts=2026-11-01 00:15:00 node=gpu-a01 gpu_index=GPU-1 "
+         "util_pct=41.0"),
+    ]  # fmt: skip

@@ -503,7 +503,9 @@ def day_in_one_chunk(params: dict) -> dict:
 
 def given_nov2_day_samples(con, files: list[str]) -> None:
     """day_samples of 2 November (UTC) read from `files` in one chunk, after their spans (the
-    files' windows of timestamps)."""
+    files' windows of timestamps), with the empty file of every samples column, as the rollup
+    reads them."""
+    files = readable_sample_files(Path(files[0]).parent, files)
     sample_file_spans(con, files)
     con.execute(
         "create table day_samples as " + _sql("rollup/day_samples"),
@@ -615,10 +617,12 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
         [str(tmp_path / "a.parquet")],
     )
     given_declared_steps(con)
-    sample_file_spans(con, [str(tmp_path / "a.parquet")])  # the file's window of timestamps
+    # the file's window of timestamps; read with the empty file of every samples column
+    files = readable_sample_files(tmp_path, [str(tmp_path / "a.parquet")])
+    sample_file_spans(con, files)
     con.execute(
         "create table day_samples as " + _sql("rollup/day_samples"),
-        day_in_one_chunk({"files": [str(tmp_path / "a.parquet")], "owned_files": [],
+        day_in_one_chunk({"files": files, "owned_files": [],
          "day_start": T(2026, 11, 30), "day_end": T(2026, 12, 1),
          "billing_month": NOV["billing_month"], "next_billing_month": dt.date(2026, 12, 1),
          "next_billing_month_at": T(2026, 11, 30, 23)}),

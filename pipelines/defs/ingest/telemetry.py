@@ -72,6 +72,9 @@ SAMPLE_SCHEMA = pa.schema([
     ("util_metric", pa.string()), ("parse_error", pa.string()),
     # DCGM on a MIG GPU: the instance a row measures (GPU_I_ID) and its compute slices
     ("gpu_instance", pa.string()), ("gpu_instance_slices", pa.int32()),
+    # a GPU index as the export wrote it where it is no number (DCGM's `gpu` label), so that
+    # the reject's raw keeps it
+    ("gpu_index_text", pa.string()),
 ])  # fmt: skip
 
 # The columns of the daily rollup files (gpu_sample_rollup.sql), for a month without samples.
