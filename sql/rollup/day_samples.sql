@@ -33,9 +33,14 @@
 -- in one chunk (day_node_rows.sql). Its series are numbered from $series_before + 1. carried:
 -- false; the rollup adds the rows of an earlier chunk's series that wait for the day's
 -- cluster step (series_steps.sql) as carried rows.
--- Reads sample_sources and sample_file_spans. Parameters: $files, $owned_files, $day_start,
--- $day_end, $billing_month, $next_billing_month, $next_billing_month_at, $node_from,
--- $node_until, $series_before.
+-- A series whose GPU index is not a GPU of its node (the index not below the node's GPU count
+-- in the inventory, inventory_gpus: nodes.csv) is rejected whole, every row of it that no
+-- other check rejects; a node of no inventory takes any index (as stg_allocation_records.sql
+-- does). Judged per series of the day, not per row: the series are a few thousand, the rows
+-- millions, and the rows meet their series in `final` anyway.
+-- Reads sample_sources, sample_file_spans and inventory_gpus (cluster, node, gpus).
+-- Parameters: $files, $owned_files, $day_start, $day_end, $billing_month, $next_billing_month,
+-- $next_billing_month_at, $node_from, $node_until, $series_before.
 with typed as not materialized (
     select
         src.cluster,
@@ -104,26 +109,49 @@ day_rows as (
 ),
 
 series as (
-    -- every series with valid rows in the day, numbered; engine_hours: the hours of the day in
-    -- which it has a valid GR_ENGINE_ACTIVE row, bit h set for the hour from h:00 (0: none).
-    -- Found in the pass that numbers the series: a join of the day's rows to the (series,
-    -- hour)s of GR_ENGINE_ACTIVE took 6 % more of this statement's time on the bench day of
-    -- benchmarks/rollup_day.py (0.223 against 0.211 s, 30 interleaved runs), where no series
-    -- has it
+    -- every series with valid rows in the day, judged against the inventory (index_reason:
+    -- why its rows are rejected) and, when it passes, numbered; engine_hours: the hours of
+    -- the day in which it has a valid GR_ENGINE_ACTIVE row, bit h set for the hour from h:00
+    -- (0: none). Found in the pass that numbers the series: a join of the day's rows to the
+    -- (series, hour)s of GR_ENGINE_ACTIVE took 6 % more of this statement's time on the bench
+    -- day of benchmarks/rollup_day.py (0.223 against 0.211 s, 30 interleaved runs), where no
+    -- series has it
     select
-        (row_number() over (order by cluster, node, gpu_index) + $series_before)::integer
-            as series_id,
+        if(
+            index_reason is null,
+            row_number() over (
+                partition by index_reason is null order by cluster, node, gpu_index
+            ) + $series_before,
+            null
+        )::integer as series_id,
         *
     from (
         select
-            cluster,
-            node,
-            gpu_index,
-            coalesce(bit_or(1 << hour(ts)) filter (util_rank = 2), 0) as engine_hours
-        from day_rows
-        where reject_reason is null
-        group by all
+            d.*,
+            case
+                when d.gpu_index >= n.gpus
+                    then format(
+                        'field gpu_index: {} is not a GPU of node {}, which holds {} GPUs '
+                        || '(nodes.csv)',
+                        d.gpu_index, d.node, n.gpus
+                    )
+            end as index_reason
+        from (
+            select
+                cluster,
+                node,
+                gpu_index,
+                coalesce(bit_or(1 << hour(ts)) filter (util_rank = 2), 0) as engine_hours
+            from day_rows
+            where reject_reason is null
+            group by all
+        ) as d
+        left join inventory_gpus as n using (cluster, node)
     )
+),
+
+numbered_series as (
+    select * from series where series_id is not null
 ),
 
 next_day_valid as not materialized (
@@ -153,7 +181,7 @@ next_day_firsts as (
     select cluster, node, gpu_index, arg_min(ts, (hour(ts), -util_rank, ts)) as ts
     from next_day_valid
     semi join (
-        select cluster, node, gpu_index from series
+        select cluster, node, gpu_index from numbered_series
         anti join early_firsts using (cluster, node, gpu_index)
     ) using (cluster, node, gpu_index)
     group by all
@@ -162,10 +190,12 @@ next_day_firsts as (
 final as (
     select
         s.series_id,
-        d.* exclude (path, cluster),
+        d.* exclude (path, cluster) replace (
+            coalesce(d.reject_reason, s.index_reason) as reject_reason
+        ),
         -- a valid row of rank 1 in an hour of its series' GR_ENGINE_ACTIVE rows (a valid row
-        -- has a timestamp in the day, and a series)
-        d.reject_reason is null and d.util_rank = 1
+        -- has a timestamp in the day, and a numbered series)
+        d.reject_reason is null and s.series_id is not null and d.util_rank = 1
         and ((s.engine_hours >> hour(d.ts)) & 1) = 1 as superseded,
         case
             when d.ts >= $next_billing_month_at::timestamp then $next_billing_month::date
@@ -180,7 +210,7 @@ final as (
         s.series_id, ts, 1 as util_rank, false as superseded, true as look_ahead,
         false as carried
     from next_day_firsts
-    join series as s using (cluster, node, gpu_index)
+    join numbered_series as s using (cluster, node, gpu_index)
 )
 
 select * from final

@@ -447,6 +447,13 @@ def given_declared_steps(con, steps: dict[str, int] | None = None) -> None:
         con.execute("insert into declared_steps values (?, ?)", [cluster, step_ms])
 
 
+def given_inventory(con, gpus: dict[tuple[str, str], int] | None = None) -> None:
+    """inventory_gpus: the GPUs of each `(cluster, node)` of nodes.csv (none by default)."""
+    con.execute("create table inventory_gpus (cluster varchar, node varchar, gpus integer)")
+    for (cluster, node), count in (gpus or {}).items():
+        con.execute("insert into inventory_gpus values (?, ?, ?)", [cluster, node, count])
+
+
 def given_day_samples(con, values: str, declared_steps: dict[str, int] | None = None) -> None:
     """day_samples of valid utilisation rows `(cluster, file, line, ts, node, gpu_index,
     util_pct)`, numbered as the rollup numbers series and files (sample_sources), with the
@@ -501,12 +508,15 @@ def day_in_one_chunk(params: dict) -> dict:
     return {**params, "node_from": None, "node_until": None, "series_before": 0}
 
 
-def given_nov2_day_samples(con, files: list[str]) -> None:
+def given_nov2_day_samples(
+    con, files: list[str], inventory: dict[tuple[str, str], int] | None = None
+) -> None:
     """day_samples of 2 November (UTC) read from `files` in one chunk, after their spans (the
-    files' windows of timestamps), with the empty file of every samples column, as the rollup
-    reads them."""
+    files' windows of timestamps) and the `inventory` (given_inventory), with the empty file
+    of every samples column, as the rollup reads them."""
     files = readable_sample_files(Path(files[0]).parent, files)
     sample_file_spans(con, files)
+    given_inventory(con, inventory)
     con.execute(
         "create table day_samples as " + _sql("rollup/day_samples"),
         day_in_one_chunk({"files": files, "owned_files": [], "day_start": T(2026, 11, 2),
@@ -617,6 +627,7 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
         [str(tmp_path / "a.parquet")],
     )
     given_declared_steps(con)
+    given_inventory(con)
     # the file's window of timestamps; read with the empty file of every samples column
     files = readable_sample_files(tmp_path, [str(tmp_path / "a.parquet")])
     sample_file_spans(con, files)
@@ -645,6 +656,57 @@ def test_a_day_looks_ahead_to_the_next_days_first_valid_sample(con, tmp_path):
         ("2026-11-01", "a.csv", 1, 1),
         ("2026-12-01", "a.csv", 3, 3),
     ]
+
+
+def test_a_series_of_a_gpu_its_node_lacks_is_rejected_whole_and_not_numbered(con, tmp_path):
+    # n1 holds 2 GPUs (nodes.csv): its GPU 2 is none, on the 2nd as on the 3rd; n9 is in no
+    # inventory and keeps its GPU 7. A chunk after one of 10 series: numbered from 11
+    path = str(tmp_path / "a.parquet")
+    con.execute(
+        "copy (select ts, node, gpu_index, util_pct, null::double as mem_used_mib, "
+        "null::double as power_w, null::varchar as util_metric, null::varchar as parse_error, "
+        "source_line from (values "
+        "(timestamp '2026-11-02 00:00', 'n1', 0, 50.0, 1), "
+        "(timestamp '2026-11-02 00:10', 'n1', 0, 50.0, 2), "
+        "(timestamp '2026-11-02 00:00', 'n1', 2, 50.0, 3), "
+        "(timestamp '2026-11-02 00:10', 'n1', 2, 150.0, 4), "
+        "(timestamp '2026-11-02 00:00', 'n1', 1, 50.0, 5), "
+        "(timestamp '2026-11-02 00:00', 'n9', 7, 50.0, 6), "
+        "(timestamp '2026-11-03 00:00', 'n1', 0, 50.0, 7), "
+        "(timestamp '2026-11-03 00:00', 'n1', 2, 50.0, 8)"
+        f") as v(ts, node, gpu_index, util_pct, source_line)) to '{path}'"
+    )
+    con.execute(
+        "create table sample_sources as select ? as path, 'a.csv' as file, 'c' as cluster, "
+        "0 as file_id, null::varchar as util_metric",
+        [path],
+    )
+    sample_file_spans(con, [path])
+    given_inventory(con, {("c", "n1"): 2})
+    con.execute(
+        "create table day_samples as " + _sql("rollup/day_samples"),
+        {**day_in_one_chunk({"files": [path], "owned_files": [], "day_start": T(2026, 11, 2),
+         "day_end": T(2026, 11, 3), "billing_month": NOV["billing_month"],
+         "next_billing_month": dt.date(2026, 12, 1), "next_billing_month_at": NOV["month_end"]}),
+         "series_before": 10},
+    )  # fmt: skip
+    assert con.execute(
+        "select line, node, gpu_index, series_id, reject_reason, superseded, look_ahead, ts "
+        "from day_samples order by look_ahead, line"
+    ).fetchall() == [
+        (1, "n1", 0, 11, None, False, False, T(2026, 11, 2)),
+        (2, "n1", 0, 11, None, False, False, T(2026, 11, 2, 0, 10)),
+        (3, "n1", 2, None,
+         "field gpu_index: 2 is not a GPU of node n1, which holds 2 GPUs (nodes.csv)", False,
+         False, T(2026, 11, 2)),
+        # a row another check rejects keeps that reason
+        (4, "n1", 2, None, "field util_pct: 150.0 is outside 0-100", False, False,
+         T(2026, 11, 2, 0, 10)),
+        (5, "n1", 1, 12, None, False, False, T(2026, 11, 2)),
+        (6, "n9", 7, 13, None, False, False, T(2026, 11, 2)),
+        # the look-ahead of n1's GPU 0 only
+        (None, None, None, 11, None, False, True, T(2026, 11, 3)),
+    ]  # fmt: skip
 
 
 def test_a_look_ahead_is_the_first_sample_the_next_day_keeps(con, tmp_path):

@@ -108,6 +108,12 @@ SOURCES_SCHEMA = pa.schema([
 # cluster's own or the catalog-wide one), for the rollup; a cluster without one is absent.
 DECLARED_STEPS_SCHEMA = pa.schema([("cluster", pa.string()), ("step_ms", pa.int64())])
 
+# The GPUs of each node of the inventory (catalog nodes.csv), against which the rollup judges a
+# sample's GPU index; a node of no inventory is absent, and any index of it is taken.
+INVENTORY_GPUS_SCHEMA = pa.schema(
+    [("cluster", pa.string()), ("node", pa.string()), ("gpus", pa.int32())]
+)
+
 
 def roll_up_days(
     chargeback: ChargebackResource,
@@ -128,6 +134,7 @@ def roll_up_days(
     with chargeback.scratch() as con:
         write_table(con, "sample_sources", sources, SOURCES_SCHEMA)
         write_table(con, "declared_steps", declared_steps(sources, catalog), DECLARED_STEPS_SCHEMA)
+        write_table(con, "inventory_gpus", inventory_gpus(catalog), INVENTORY_GPUS_SCHEMA)
         spans = sample_file_spans(con, files, cache=telemetry_dir / "spans")
         owners = unreadable_row_owners(spans, landing_dir, sources)
         estimated = estimated_day_samples(spans, days)
@@ -223,6 +230,14 @@ def declared_steps(sources: list[dict], catalog: Catalog) -> list[dict]:
         {"cluster": cluster, "step_ms": step_ms}
         for cluster in clusters
         if (step_ms := catalog.settings.telemetry_step_ms(cluster)) is not None
+    ]
+
+
+def inventory_gpus(catalog: Catalog) -> list[dict]:
+    """The GPU count of each node of the inventory (none without nodes.csv)."""
+    return [
+        {"cluster": node.cluster, "node": node.node, "gpus": node.gpus}
+        for node in catalog.nodes or []
     ]
 
 
