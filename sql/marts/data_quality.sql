@@ -2,8 +2,9 @@
 --   file                     rows read / loaded / rejected per input file (read = loaded +
 --                            rejected) and duplicates folded (records of a job or sample that
 --                            another record of it superseded: also a pending array record
---                            whose tasks are listed, and the instance rows of a MIG GPU
---                            folded into its sample); an export without rows (empty, or a
+--                            whose tasks are listed, the instance rows of a MIG GPU folded
+--                            into its sample, and an allocation record naming the GPU another
+--                            record of its job names); an export without rows (empty, or a
 --                            header alone) is listed with 0 in every month
 --   unmapped_account         an account that maps to no tenant, with its GPU-hours
 --   eligible_time_ignored    per cluster, the jobs of the month whose eligible time lies
@@ -18,11 +19,11 @@
 -- rows in.
 -- Parameters: $billing_month.
 with scheduler_records as (
-    -- a job record superseded by another record of its job is folded; allocation and
-    -- configured quota records are never folded
+    -- a job record superseded by another record of its job is folded, and an allocation
+    -- record naming a GPU of its job another record names; configured quota records never are
     select cluster, file, reject_reason, record_rank > 1 as folded from stg_job_records
     union all
-    select cluster, file, reject_reason, false from stg_allocation_records
+    select cluster, file, reject_reason, record_rank > 1 from stg_allocation_records
     union all
     select cluster, file, reject_reason, false from stg_quota_configs
 ),

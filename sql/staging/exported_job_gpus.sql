@@ -6,10 +6,11 @@
 -- they held steers clear of them, loading.py::assign_gpu_indices); job_gpus.sql keeps the
 -- month's jobs.
 with exported as (
-    select distinct j.billing_month, j.cluster, j.job_id, a.node, a.gpu_index, j.gpus
+    -- a GPU once: its other records are duplicates folded (stg_allocation_records)
+    select j.billing_month, j.cluster, j.job_id, a.node, a.gpu_index, j.gpus
     from placement_jobs as j
     join stg_allocation_records as a
-        on a.cluster = j.cluster and a.job_id = j.job_id and a.reject_reason is null
+        on a.cluster = j.cluster and a.job_id = j.job_id and a.record_rank = 1
     where j.start_at is not null
 )
 

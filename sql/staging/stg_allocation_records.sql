@@ -6,6 +6,10 @@
 -- raw_node_names, expanded by loading.py) and, for a node of the inventory, its GPU count
 -- (catalog_nodes). A rejected record holds no GPU: its job is placed as a job without it
 -- (exported_job_gpus.sql, loading.py::assign_gpu_indices).
+-- record_rank: a GPU (job × node × index) counts once, however many loaded records name it
+-- (one export listing it twice, overlapping exports): as for job records (stg_job_records), the
+-- latest record (file, then line) ranks 1 and the others are duplicates folded (data_quality);
+-- NULL for a rejected record.
 with typed as (
     -- the raw row, gpu_index typed: its text stays for the reject reason
     select
@@ -60,7 +64,21 @@ checked as (
     left join jobs as j on j.cluster = a.cluster and j.job_id = a.job_id
     left join raw_node_names as m on m.nodes = j.nodes and m.node = a.node
     left join catalog_nodes as n on n.cluster = a.cluster and n.node = a.node
+),
+
+
+final as (
+    select
+        *,
+        case
+            when reject_reason is null
+                then row_number() over (
+                    partition by cluster, job_id, node, gpu_index, reject_reason is null
+                    order by file desc, line desc
+                )
+        end as record_rank
+    from checked
 )
 
-select * from checked
+select * from final
 order by cluster, file, line
