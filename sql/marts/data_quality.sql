@@ -12,6 +12,15 @@
 --                            wait runs from submit; value: how many
 --   telemetry_coverage       measured share of allocated GPU time per cluster
 --   overlapping_allocations  a GPU jobs held beyond its whole, with the excess GPU-hours
+--   allocation_rows_missing_gpus
+--                            a job whose allocation rows name fewer GPUs than its record says
+--                            it held (some rows missing or rejected): it is billed for all of
+--                            them, the rest placed lowest free first (job_gpus); value: the
+--                            GPU-eq placed
+--   allocation_rows_beyond_gpus
+--                            a job whose allocation rows name more GPUs than its record's GPU
+--                            count rounded up: its GPU-eq is shared among them; value: the
+--                            GPUs named
 --   telemetry_labels         per cluster and kind of telemetry_label_checks (agrees,
 --                            label_job_not_in_scheduler, different_job, ...): the GPU-hours of
 --                            labelled samples, and how many samples on how many GPUs
@@ -113,6 +122,49 @@ overlapping_gpus as (
     where billing_month = $billing_month and overlap_units > 0
 ),
 
+allocation_rows as (
+    -- the month's jobs some allocation row names: how many GPUs they name, and the share of
+    -- a GPU placed beyond them
+    select
+        j.cluster,
+        j.job_id,
+        j.gpus,
+        count(*) filter (g.index_source = 'export') as named,
+        coalesce(sum(g.gpu_share) filter (g.index_source = 'assigned'), 0) as assigned_units
+    from stg_jobs as j
+    join job_gpus as g using (billing_month, cluster, job_id)
+    where j.billing_month = $billing_month
+    group by j.cluster, j.job_id, j.gpus
+    having named > 0
+),
+
+allocation_row_findings as (
+    select
+        cluster,
+        'allocation_rows_missing_gpus' as category,
+        job_id as subject,
+        assigned_units / whole_gpu() as value,
+        format(
+            'allocation rows name {} GPU(s) of a job holding {} GPU-eq: {} GPU-eq placed lowest '
+            || 'free first',
+            named, printf('%g', gpus), printf('%g', assigned_units / whole_gpu())
+        ) as detail
+    from allocation_rows
+    where assigned_units > 0
+    union all
+    select
+        cluster,
+        'allocation_rows_beyond_gpus' as category,
+        job_id as subject,
+        named as value,
+        format(
+            'allocation rows name {} GPUs of a job holding {} GPU-eq: each holds a share of it',
+            named, printf('%g', gpus)
+        ) as detail
+    from allocation_rows
+    where named > ceil(gpus)
+),
+
 label_checks as (
     select
         cluster,
@@ -151,6 +203,8 @@ final as (
     select * from coverage
     union all by name
     select * from overlapping_gpus
+    union all by name
+    select * from allocation_row_findings
     union all by name
     select * from label_checks
 )

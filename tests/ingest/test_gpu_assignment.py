@@ -5,7 +5,7 @@ import datetime as dt
 import duckdb
 
 from pipelines.catalog import Settings
-from pipelines.defs.ingest.loading import assign_gpu_indices, gpu_shares
+from pipelines.defs.ingest.loading import assign_gpu_indices, gpu_shares, missing_shares
 from pipelines.months import BillingMonth
 
 T = dt.datetime
@@ -21,6 +21,13 @@ def test_gpu_shares_split_whole_gpus_and_a_fraction():
     assert gpu_shares(16, 2) == [420] * 8
     assert gpu_shares(2 / 7, 1) == [120]  # two 1g MIG slices
     assert gpu_shares(1.5, 1) == [420, 210]
+
+
+def test_missing_shares_go_to_the_nodes_the_rows_name_the_fewest_gpus_of():
+    # 2.5 GPUs beyond the one GPU of n1 the rows name: n2, then n1 and n2 level, n2 first
+    assert missing_shares(["n1", "n2"], 1050, {"n1": 1}) == {"n2": [420, 210], "n1": [420]}
+    assert missing_shares(["n1", "n2"], 420, {"n2": 1}) == {"n1": [420]}
+    assert missing_shares(["n1"], 210, {"n1": 1}) == {"n1": [210]}
 
 
 def test_fractional_jobs_share_a_gpu_and_whole_jobs_take_the_lowest_free():

@@ -212,11 +212,32 @@ def gpu_shares(gpus: float, nodes: int) -> list[int]:
     return shares
 
 
+def missing_shares(names: list[str], units: int, named: dict[str, int]) -> dict[str, list[int]]:
+    """The shares (in 1/420 of a GPU) of the `units` a job holds beyond the GPUs its allocation
+    rows name (`named`: how many on each node), by node: whole GPUs first, then the fractional
+    rest, each on the node of its hostlist holding the fewest so far (ties: hostlist order).
+    `missing_shares(["n1", "n2"], 1050, {"n1": 1}) == {"n2": [420, 210], "n1": [420]}`."""
+    shares = [WHOLE_GPU] * (units // WHOLE_GPU) + ([units % WHOLE_GPU] if units % WHOLE_GPU else [])
+    held = {node: named.get(node, 0) for node in names}
+    placed: dict[str, list[int]] = defaultdict(list)
+    for share in shares:
+        node = min(names, key=lambda name: held[name])  # the first of the fewest
+        held[node] += 1
+        placed[node].append(share)
+    return placed
+
+
 def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> list[dict]:
-    """GPU indices for the month's started jobs whose export does not say which GPUs they held.
+    """GPU indices for the month's started jobs whose export does not say which GPUs they held,
+    or names fewer than they hold (a 2-GPU job with one allocation row, or whose other row is
+    a reject): such a job is billed for what its record says it held, so the GPUs its rows do
+    not name are placed here too. Its named GPUs stay its own, so the telemetry of those is
+    attributed right; only the rest is a guess, the same guess as for a job with no rows.
+    (Setting its rows aside to place it whole would guess the GPUs the export did name too.)
 
     Assigned as Slurm's default selection does: in start order (ties by cluster and job id),
-    the lowest free indices of each node (the job's GPUs spread evenly over its nodes); a
+    the lowest free indices of each node (the job's GPUs spread evenly over its nodes; the GPUs
+    a job's rows do not name, on the nodes its rows name the fewest of: missing_shares); a
     fractional share (MIG slice, half a GPU) goes to the lowest GPU with room for it. What
     exported allocations hold (the temporary table exported_job_gpus) is never taken.
     Telemetry then matches per GPU like for any other job.
@@ -227,21 +248,41 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> l
     and a month's result does not depend on which later months were loaded or built.
     """
     month = params.billing_month
+    # each job's GPUs its rows name, by node (none for most jobs); a job holds WHOLE_GPU × gpus
+    # units, and its rows hold a whole GPU each when they name fewer than that
+    con.execute(
+        """
+        create or replace temporary table named_job_gpus as
+        select cluster, job_id, node, count(*) as gpus, sum(gpu_share) as units
+        from exported_job_gpus
+        group by cluster, job_id, node
+        """
+    )
+    unplaced = """
+        (
+            select round($whole_gpu * j.gpus)::integer - coalesce(sum(g.units), 0)
+            from named_job_gpus as g
+            where g.cluster = j.cluster and g.job_id = j.job_id
+        )
+    """
     to_place = set(
         con.execute(
-            """
+            f"""
             select cluster, job_id
             from stg_jobs as j
             where billing_month = $billing_month and start_at is not null and gpus > 0
-                and not exists (
-                    from exported_job_gpus as g where g.cluster = j.cluster and g.job_id = j.job_id
-                )
+                and {unplaced} > 0
             """,
-            {"billing_month": month},
+            {"billing_month": month, "whole_gpu": WHOLE_GPU},
         ).fetchall()
     )
     if not to_place:  # every started job's export names its GPUs
         return []
+    named: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
+    for cluster, job_id, node, gpus in con.execute(
+        "select cluster, job_id, node, gpus from named_job_gpus"
+    ).fetchall():
+        named[(cluster, job_id)][node] = gpus
     node_gpus = dict(
         ((cluster, node), gpus)
         for cluster, node, gpus in con.execute(
@@ -258,31 +299,33 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> l
     ).fetchall():
         exported[(cluster, node)].append((start, end, index, share))
     replayed = con.execute(
-        """
-        select cluster, job_id, nodes, gpus, start_at, held_until
+        f"""
+        select cluster, job_id, nodes, gpus, start_at, held_until, {unplaced} as unplaced
         from placement_jobs as j
         where start_at is not null and gpus > 0
             and start_at <= (
                 select max(start_at) from stg_jobs
                 where billing_month = $billing_month and start_at is not null
             )
-            and not exists (
-                from exported_job_gpus as g where g.cluster = j.cluster and g.job_id = j.job_id
-            )
+            and {unplaced} > 0
         order by start_at, cluster, job_id
         """,
-        {"billing_month": month},
+        {"billing_month": month, "whole_gpu": WHOLE_GPU},
     ).fetchall()
 
     expanded = {}  # hostlist -> its nodes, expanded once
     holding: dict[tuple[str, str], list[tuple]] = defaultdict(list)  # assigned, still held
     assigned = []
-    for cluster, job_id, nodes, gpus, start, end in replayed:
+    for cluster, job_id, nodes, gpus, start, end, unplaced in replayed:
         if nodes not in expanded:
             expanded[nodes] = hostlist.expand_hostlist(nodes)
         names = expanded[nodes]
-        shares = gpu_shares(gpus, len(names))
+        if (cluster, job_id) in named:
+            by_node = missing_shares(names, unplaced, named[(cluster, job_id)])
+        else:
+            by_node = dict.fromkeys(names, gpu_shares(gpus, len(names)))
         for node in names:
+            shares = by_node.get(node, [])
             key = (cluster, node)
             holding[key] = [held for held in holding[key] if held[1] > start]
             size = node_gpus.get(key, max(8, len(shares)))
