@@ -11,7 +11,9 @@ per second, then each monthly step); the last line says what was charged, whethe
 passed, and where the reports are. A refused input, a catalog mistake or a blocking check ends
 the command with one line naming it and a non-zero exit: 2 for a wrong argument (nothing is
 touched), 1 for a run that did not complete. When other checks failed too, each gets a line
-before it (the cause before what it broke, `_failed_run_lines`).
+before it (the cause before what it broke, `_failed_run_lines`). A completed run's failed
+checks that do not block get a line each too (`_completed_run_lines`), and its summary names them
+apart from the warnings.
 """
 
 from __future__ import annotations
@@ -165,6 +167,8 @@ def _run(instance, chargeback, catalog, exports, months, days, label) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+    for line in _completed_run_lines(failed):
+        print(f"chargeback: {label}: {line}", file=sys.stderr)
     print(_summary(chargeback, months, evaluations, failed, catalog.settings.currency))
     return 0
 
@@ -351,6 +355,18 @@ def _failed_run_lines(
     return lines
 
 
+def _completed_run_lines(failed: list) -> list[str]:
+    """What a completed run prints besides its summary: a line per failed check of severity
+    ERROR that does not block (two jobs on one GPU), with its first violation, in the order of
+    the asset graph. It is an error all the same, only not one that stops the reports."""
+    import dagster as dg
+
+    errors = _upstream_first([e for e in failed if e.severity == dg.AssetCheckSeverity.ERROR])
+    return [
+        f"check {e.check_name} failed: {_violations(e)}; the reports were written" for e in errors
+    ]
+
+
 def _upstream_first(evaluations: list) -> list:
     """The check evaluations in the order of the asset graph: a check of a table before the
     checks of the tables made from it (an ancestor has fewer ancestors), then by name."""
@@ -371,6 +387,24 @@ def _violations(evaluation) -> str:
     return f"{count} violation(s){where}"
 
 
+def _checks_text(evaluations: list, failed: list) -> str:
+    """`10 checks passed`, or how many passed and the names of those that did not: the failed
+    ones of severity ERROR (shown, not blocking) apart from the warnings."""
+    import dagster as dg
+
+    if not failed:
+        return f"{len(evaluations)} checks passed"
+    names = {
+        kind: ", ".join(sorted({e.check_name for e in failed if e.severity == severity}))
+        for kind, severity in (
+            ("failed", dg.AssetCheckSeverity.ERROR),
+            ("warnings", dg.AssetCheckSeverity.WARN),
+        )
+    }
+    found = "; ".join(f"{kind}: {listed}" for kind, listed in names.items() if listed)
+    return f"{len(evaluations) - len(failed)} of {len(evaluations)} checks passed ({found})"
+
+
 def _summary(chargeback, months, evaluations, failed, currency: str) -> str:
     import duckdb
 
@@ -384,11 +418,7 @@ def _summary(chargeback, months, evaluations, failed, currency: str) -> str:
         ).fetchone()
     finally:
         con.close()
-    warnings = ", ".join(sorted({e.check_name for e in failed}))
-    checks = f"{len(evaluations)} checks passed" if not failed else (
-        f"{len(evaluations) - len(failed)} of {len(evaluations)} checks passed "
-        f"(warnings: {warnings})"
-    )  # fmt: skip
+    checks = _checks_text(evaluations, failed)
     folders = [str(Path(chargeback.reports_dir) / label) + "/" for label in labels]
     where = folders[0] if len(folders) == 1 else f"{folders[0]} .. {folders[-1]}"
     tenants_text = f"{tenants} tenant" + ("s" if tenants != 1 else "")

@@ -281,6 +281,31 @@ def test_a_run_that_did_not_complete_names_every_failed_check(failed, failure, k
     assert _failed_run_lines(failed, BLOCKING, failure, kept_path, "r1") == expected
 
 
+@pytest.mark.parametrize(
+    ("failed", "lines", "checks"),
+    [
+        ([], [], "10 checks passed"),
+        ([UNMAPPED], [], "9 of 10 checks passed (warnings: every_account_mapped)"),
+        # a failed check that does not block is not a warning: it has a line of its own
+        ([UNMAPPED, OVERSUBSCRIBED], [
+            "check gpus_never_oversubscribed failed: 1 violation(s); first: node=n1; the "
+            "reports were written",
+        ], "8 of 10 checks passed (failed: gpus_never_oversubscribed; warnings: "
+           "every_account_mapped)"),
+        ([BESIDE, OVERSUBSCRIBED], [
+            "check gpus_never_oversubscribed failed: 1 violation(s); first: node=n1; the "
+            "reports were written",
+            "check quality_note failed: 1 violation(s); first: file=f; the reports were written",
+        ], "8 of 10 checks passed (failed: gpus_never_oversubscribed, quality_note)"),
+    ],
+)  # fmt: skip
+def test_a_completed_run_names_its_failed_checks_apart_from_warnings(failed, lines, checks):
+    from pipelines.cli import _checks_text, _completed_run_lines
+
+    assert _completed_run_lines(failed) == lines
+    assert _checks_text([None] * 10, failed) == checks
+
+
 def test_a_run_whose_commit_failed_is_found_unpublished(tmp_path):
     """The run commits at its very end, where Dagster only logs a failure: `chargeback run`
     checks that the month's manifest is the run's and no commit is left half done."""

@@ -681,11 +681,12 @@ def test_a_series_of_a_gpu_its_node_lacks_is_rejected_whole_and_not_numbered(con
         "0 as file_id, null::varchar as util_metric",
         [path],
     )
-    sample_file_spans(con, [path])
+    files = readable_sample_files(tmp_path, [path])  # with the empty file of every column
+    sample_file_spans(con, files)
     given_inventory(con, {("c", "n1"): 2})
     con.execute(
         "create table day_samples as " + _sql("rollup/day_samples"),
-        {**day_in_one_chunk({"files": [path], "owned_files": [], "day_start": T(2026, 11, 2),
+        {**day_in_one_chunk({"files": files, "owned_files": [], "day_start": T(2026, 11, 2),
          "day_end": T(2026, 11, 3), "billing_month": NOV["billing_month"],
          "next_billing_month": dt.date(2026, 12, 1), "next_billing_month_at": NOV["month_end"]}),
          "series_before": 10},
