@@ -66,7 +66,6 @@ checked as (
     left join catalog_nodes as n on n.cluster = a.cluster and n.node = a.node
 ),
 
-
 final as (
     select
         *,
