@@ -333,7 +333,7 @@ SAMPLE_PARQUET_SCHEMA = pa.schema([
     ("ts", pa.timestamp("us")), ("node", pa.string()), ("gpu_index", pa.int32()),
     ("util_pct", pa.float64()), ("mem_used_mib", pa.float64()), ("power_w", pa.float64()),
     ("source_line", pa.int64()), ("job_id", pa.string()), ("gpu_uuid", pa.string()),
-    ("gpu_model", pa.string()), ("parse_error", pa.string()),
+    ("gpu_model", pa.string()), ("parse_error", pa.string()), ("gpu_index_text", pa.string()),
 ])  # fmt: skip
 
 # A timestamp text with its own offset after the time of day (Z, +01:00, +0100, +01): the
@@ -371,6 +371,9 @@ select
     job_id,
     gpu_uuid,
     gpu_model,
+    -- a GPU index that is no number, as written: the reject's raw shows it
+    -- (sql/rollup/day_sample_rejects.sql)
+    case when try_cast(gpu_index as integer) is null then gpu_index end as gpu_index_text,
     coalesce(parse_error, case
         when ts is not null and typed_ts is null
             then format('field ts: ''{}'' is not a timestamp', ts)

@@ -56,6 +56,18 @@ def converted(path: Path, tmp_path: Path) -> list[tuple]:
     return rows
 
 
+def test_a_gpu_index_that_is_no_number_keeps_its_text_for_the_reject(tmp_path):
+    path = tmp_path / "samples.csv"
+    path.write_bytes(UGLY.encode())
+    out = tmp_path / "samples.parquet"
+    canonical.samples_to_parquet(path, out, ClusterSettings())
+    assert duckdb.execute(
+        "select source_line, gpu_index_text from read_parquet(?) "
+        "where gpu_index_text is not null or source_line = 2 order by source_line",
+        [str(out)],
+    ).fetchall() == [(2, None), (6, "zero")]
+
+
 @pytest.mark.parametrize("compressed", [False, True], ids=["csv", "csv.gz"])
 def test_every_row_is_a_sample_typed_or_a_parse_error_naming_its_field(tmp_path, compressed):
     path = tmp_path / ("samples.csv.gz" if compressed else "samples.csv")

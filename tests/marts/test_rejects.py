@@ -38,12 +38,14 @@ SAMPLES = """
     2026-11-02 00:30:00,n1,0,
     2026-12-01 00:00:00,n1,0,150
 """
-# memory and power of GPU 1: a negative reading is an exporter's error value, not a sample
+# memory and power of GPU 1: a negative reading is an exporter's error value, not a sample;
+# a GPU index that is no number
 READINGS = """
     ts,node,gpu_index,util_pct,mem_used_mib,power_w
     2026-11-02 00:00:00,n1,1,50,1024,250.5
     2026-11-02 00:10:00,n1,1,50,-40960,250.5
     2026-11-02 00:20:00,n1,1,50,1024,-301.25
+    2026-11-02 00:30:00,n1,GPU-1,50,1024,250.5
 """
 
 
@@ -69,6 +71,7 @@ def test_every_row_set_aside_with_file_line_and_reason(rows):
         ("scheduler/c1/jobs.csv", 6, "field state: 'EXPLODED' is not a known state"),
         ("telemetry/c1/readings.csv", 3, "field mem_used_mib: -40960.0 is negative"),
         ("telemetry/c1/readings.csv", 4, "field power_w: -301.25 is negative"),
+        ("telemetry/c1/readings.csv", 5, "field gpu_index: 'GPU-1' is not a GPU index"),
         # telemetry rows of the month only: the 150 % of December 1 is December's
         ("telemetry/c1/samples.csv", 3, "field util_pct: 150.0 is outside 0-100"),
         # a row without a timestamp counts in the month of its file's first sample
@@ -85,13 +88,15 @@ def test_the_raw_text_of_each_row(rows):
         ("scheduler/c1/jobs.csv", 4, JOBS.splitlines()[4].strip()),
         ("scheduler/c1/jobs.csv", 5, JOBS.splitlines()[5].strip()),
         ("scheduler/c1/jobs.csv", 6, JOBS.splitlines()[6].strip()),
-        # telemetry rows are not kept as text: raw shows the fields as read
         # telemetry rows are not kept as text: raw lists the fields as read, a field that
-        # could not be read empty (never a NULL raw: the row would lose its evidence)
+        # could not be read empty (never a NULL raw: the row would lose its evidence), a GPU
+        # index that is no number as written
         ("telemetry/c1/readings.csv", 3,
          "ts=2026-11-02 00:10:00 node=n1 gpu_index=1 util_pct=50.0"),
         ("telemetry/c1/readings.csv", 4,
          "ts=2026-11-02 00:20:00 node=n1 gpu_index=1 util_pct=50.0"),
+        ("telemetry/c1/readings.csv", 5,
+         "ts=2026-11-02 00:30:00 node=n1 gpu_index=GPU-1 util_pct=50.0"),
         ("telemetry/c1/samples.csv", 3,
          "ts=2026-11-02 00:10:00 node=n1 gpu_index=0 util_pct=150.0"),
         ("telemetry/c1/samples.csv", 4, "ts= node=n1 gpu_index=0 util_pct=50.0"),
