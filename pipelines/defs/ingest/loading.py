@@ -248,8 +248,9 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> l
     and a month's result does not depend on which later months were loaded or built.
     """
     month = params.billing_month
-    # each job's GPUs its rows name, by node (none for most jobs); a job holds WHOLE_GPU × gpus
-    # units, and its rows hold a whole GPU each when they name fewer than that
+    # each job's GPUs its rows name, by node (none for most jobs), and what every started job
+    # holds beyond them: WHOLE_GPU × gpus units, less its rows' (a whole GPU each when they
+    # name fewer than it holds); all of it for a job without rows
     con.execute(
         """
         create or replace temporary table named_job_gpus as
@@ -258,22 +259,34 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> l
         group by cluster, job_id, node
         """
     )
-    unplaced = """
-        (
-            select round($whole_gpu * j.gpus)::integer - coalesce(sum(g.units), 0)
-            from named_job_gpus as g
-            where g.cluster = j.cluster and g.job_id = j.job_id
+    con.execute(
+        """
+        create or replace temporary table unplaced_job_units as
+        select *
+        from (
+            select
+                j.cluster,
+                j.job_id,
+                round($whole_gpu * any_value(j.gpus))::integer - coalesce(sum(g.units), 0)
+                    as unplaced
+            from placement_jobs as j
+            left join named_job_gpus as g using (cluster, job_id)
+            where j.start_at is not null and j.gpus > 0
+            group by j.cluster, j.job_id
         )
-    """
+        where unplaced > 0
+        """,
+        {"whole_gpu": WHOLE_GPU},
+    )
     to_place = set(
         con.execute(
-            f"""
+            """
             select cluster, job_id
-            from stg_jobs as j
-            where billing_month = $billing_month and start_at is not null and gpus > 0
-                and {unplaced} > 0
+            from stg_jobs
+            join unplaced_job_units using (cluster, job_id)
+            where billing_month = $billing_month and start_at is not null
             """,
-            {"billing_month": month, "whole_gpu": WHOLE_GPU},
+            {"billing_month": month},
         ).fetchall()
     )
     if not to_place:  # every started job's export names its GPUs
@@ -299,18 +312,17 @@ def assign_gpu_indices(con: duckdb.DuckDBPyConnection, params: MonthParams) -> l
     ).fetchall():
         exported[(cluster, node)].append((start, end, index, share))
     replayed = con.execute(
-        f"""
-        select cluster, job_id, nodes, gpus, start_at, held_until, {unplaced} as unplaced
-        from placement_jobs as j
-        where start_at is not null and gpus > 0
-            and start_at <= (
-                select max(start_at) from stg_jobs
-                where billing_month = $billing_month and start_at is not null
-            )
-            and {unplaced} > 0
+        """
+        select cluster, job_id, nodes, gpus, start_at, held_until, unplaced
+        from placement_jobs
+        join unplaced_job_units using (cluster, job_id)
+        where start_at <= (
+            select max(start_at) from stg_jobs
+            where billing_month = $billing_month and start_at is not null
+        )
         order by start_at, cluster, job_id
         """,
-        {"billing_month": month, "whole_gpu": WHOLE_GPU},
+        {"billing_month": month},
     ).fetchall()
 
     expanded = {}  # hostlist -> its nodes, expanded once
