@@ -31,6 +31,7 @@ from pipelines.sql import run
 
 MACROS = (
     "macros/known",
+    "macros/has_offset",
     "macros/to_utc",
     "macros/hour_earlier_offset",
     "macros/to_utc_first",

@@ -337,7 +337,7 @@ SAMPLE_PARQUET_SCHEMA = pa.schema([
 ])  # fmt: skip
 
 # A timestamp text with its own offset after the time of day (Z, +01:00, +0100, +01): the
-# rule of sql/macros/to_utc.sql, by which the jobs' times are typed
+# rule of sql/macros/has_offset.sql, by which the jobs' times are typed
 _OFFSET = r"\d:\d\d(:\d\d(\.\d*)?)?(Z|[+-]\d\d(:?\d\d)?)$"
 # ts as text typed: naive UTC when it has an offset, else naive as written (local time)
 _TEXT_TS = (

@@ -6,7 +6,6 @@
 create or replace temp macro to_utc(value, zone) as
 case
     when value is null then null
-    when regexp_matches(value, '\d:\d\d(:\d\d(\.\d*)?)?(Z|[+-]\d\d(:?\d\d)?)$')
-        then timezone('UTC', try_cast(value as timestamptz))
+    when has_offset(value) then timezone('UTC', try_cast(value as timestamptz))
     else timezone('UTC', timezone(zone, try_cast(value as timestamp)))
 end

@@ -6,7 +6,7 @@
 create or replace temp macro to_utc_first(value, zone) as
 case
     when
-        not regexp_matches(value, '\d:\d\d(:\d\d(\.\d*)?)?(Z|[+-]\d\d(:?\d\d)?)$')
+        not has_offset(value)
         and timezone(
             zone, timezone('UTC', hour_earlier_offset(try_cast(value as timestamp), zone))
         ) = try_cast(value as timestamp)
