@@ -357,6 +357,14 @@ from valued
 """
 )
 
+# A row that is_other_util is the GPU_UTIL point of a GPU that also has GR_ENGINE_ACTIVE (its
+# other_util_pct and other_util_line): its utilisation, line and metric are that point's.
+_OTHER_UTIL_ROW = """
+        if(is_other_util, other_util_pct, util_pct) as util_pct,
+        if(is_other_util, other_util_line, source_line) as source_line,
+        if(is_other_util, $gpu_util::label, util_metric) as util_metric
+"""
+
 # Series of a GPU overlap: the points of one GPU and timestamp make one row, and one more where
 # the GPU has both GR_ENGINE_ACTIVE and GPU_UTIL and both have a point there (each row its
 # metric's, with the memory and power of the timestamp: the rollup keeps one by the hour). Two
@@ -425,11 +433,9 @@ util_rows as (
 )
 
 select
-    * exclude (other_util_pct, other_util_line, has_util, is_other_util) replace (
-        if(is_other_util, other_util_pct, util_pct) as util_pct,
-        if(is_other_util, other_util_line, source_line) as source_line,
-        if(is_other_util, $gpu_util::label, util_metric) as util_metric
-    )
+    * exclude (other_util_pct, other_util_line, has_util, is_other_util) replace ("""
+    + _OTHER_UTIL_ROW
+    + """    )
 from util_rows
 """
 )
@@ -513,11 +519,9 @@ side_by_side as (
 )
 
 select
-    * replace (
-        if(is_other_util, other_util_pct, util_pct) as util_pct,
-        if(is_other_util, other_util_line, source_line) as source_line,
-        if(is_other_util, $gpu_util::label, util_metric) as util_metric
-    ),
+    * replace ("""
+    + _OTHER_UTIL_ROW
+    + """    ),
     make_timestamp(round(u_epoch_s * 1e6)::bigint) as ts
 from (
     -- a GPU with GR_ENGINE_ACTIVE and GPU_UTIL: a row of each metric (see _ROWS_PER_TIMESTAMP)
