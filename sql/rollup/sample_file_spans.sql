@@ -1,7 +1,9 @@
 -- One row per canonical samples file of $files that has rows: the window of its plausible
 -- timestamps [ts_from, ts_until), its first and last timestamp in it (NULL when it has none),
 -- its rows with one (plausible_rows) and without one (unreadable_rows: no readable timestamp,
--- or one outside the window).
+-- or one outside the window), and its plausible rows per UTC day (day_rows: the rows each day's
+-- rollup reads, against which a month finds the days rolled up before the file landed or
+-- changed).
 -- A timestamp is plausible from 1970 to before 2100 and within 365 days of the file's median
 -- sample day (the first UTC day by which half its rows in that range are seen): a point
 -- stamped in milliseconds, before 1970 or years ahead is a clock or unit error, rejected by the
@@ -57,7 +59,12 @@ final as (
         )::bigint as unreadable_rows,
         any_value(w.median_day) as median_day,
         any_value(w.ts_from) as ts_from,
-        any_value(w.ts_until) as ts_until
+        any_value(w.ts_until) as ts_until,
+        coalesce(
+            list({'day': d.day, 'rows': d.n_rows} order by d.day)
+            filter (d.day >= w.ts_from and d.day < w.ts_until),
+            []
+        ) as day_rows
     from days as d
     left join windows as w using (path)
     group by d.path

@@ -29,6 +29,7 @@ from pipelines.defs.schedules import ROLLUP
 from tests.conftest import (
     materialize_days,
     materialize_month,
+    materialize_monthly,
     month_days,
     query,
     resource_for,
@@ -125,6 +126,14 @@ def test_day_by_day_with_a_late_day_gives_the_marts_of_the_whole_month(whole_mon
     # J7's samples (Nov 15) were missing: the day lands late, it and the month re-run alone
     assert before_late["job_usage"] != monthly_tables(whole_month)["job_usage"]
     shutil.move(late / f"samples-{LATE_DAY}.parquet", root / "landing/telemetry/tiny")
+    # the month alone again would leave the landed file out of every figure and count: it stops
+    with pytest.raises(ValueError) as stop:
+        materialize_monthly(root, MONTH)
+    assert str(stop.value) == (
+        "telemetry of 2026-11: UTC day(s) 2026-11-15 rolled up before their telemetry landed "
+        "or changed (telemetry/tiny/samples-2026-11-15.parquet: 5 rows in 2026-11-15 now, 0 "
+        "when rolled up): materialise gpu_sample_rollup for these days again"
+    )
     assert materialize_days(root, [dt.date.fromisoformat(LATE_DAY)]).success
     monthly = dg.materialize(
         [*all_assets],

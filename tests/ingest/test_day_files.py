@@ -30,9 +30,12 @@ def test_spans_give_first_and_last_readable_timestamp_and_the_unreadable_rows(tm
     broken = _samples(tmp_path / "b.parquet", ["not a time", None, "2026-11-03 10:00:00"])
     unreadable = _samples(tmp_path / "c.parquet", ["never"])
     spans = sample_file_spans(prepare_connection(duckdb.connect()), [nov1, broken, unreadable])
+    nov1_rows, nov3_rows = ((dt.date(2026, 11, 1), 2),), ((dt.date(2026, 11, 3), 1),)
     assert spans == {
-        nov1: FileSpan(dt.datetime(2026, 11, 1), dt.datetime(2026, 11, 1, 23, 59), 0, 2),
-        broken: FileSpan(dt.datetime(2026, 11, 3, 10), dt.datetime(2026, 11, 3, 10), 2, 1),
+        nov1: FileSpan(dt.datetime(2026, 11, 1), dt.datetime(2026, 11, 1, 23, 59), 0, 2, nov1_rows),
+        broken: FileSpan(
+            dt.datetime(2026, 11, 3, 10), dt.datetime(2026, 11, 3, 10), 2, 1, nov3_rows
+        ),
         unreadable: FileSpan(None, None, 1, 0),
     }
 
@@ -58,9 +61,12 @@ def test_a_files_span_is_found_once_and_again_when_the_file_is_written_anew(tmp_
         return found, con.execute("select * from sample_file_spans order by path").fetchall()
 
     first = spans()
+    nov1_rows, nov3_rows = ((dt.date(2026, 11, 1), 2),), ((dt.date(2026, 11, 3), 1),)
     assert first[0] == {
-        nov1: FileSpan(dt.datetime(2026, 11, 1), dt.datetime(2026, 11, 1, 23, 59), 0, 2),
-        broken: FileSpan(dt.datetime(2026, 11, 3, 10), dt.datetime(2026, 11, 3, 10), 2, 1),
+        nov1: FileSpan(dt.datetime(2026, 11, 1), dt.datetime(2026, 11, 1, 23, 59), 0, 2, nov1_rows),
+        broken: FileSpan(
+            dt.datetime(2026, 11, 3, 10), dt.datetime(2026, 11, 3, 10), 2, 1, nov3_rows
+        ),
     }
     assert spans() == first  # the whole table, windows included, from the cache
     assert read == [[nov1, broken]] and len(list(cache.glob("*.json"))) == 2
@@ -68,7 +74,9 @@ def test_a_files_span_is_found_once_and_again_when_the_file_is_written_anew(tmp_
     _samples(tmp_path / "a.parquet", ["2026-11-02 08:00:00"])
     again, _ = spans()
     assert read[1:] == [[nov1]]
-    assert again[nov1] == FileSpan(dt.datetime(2026, 11, 2, 8), dt.datetime(2026, 11, 2, 8), 0, 1)
+    assert again[nov1] == FileSpan(
+        dt.datetime(2026, 11, 2, 8), dt.datetime(2026, 11, 2, 8), 0, 1, ((dt.date(2026, 11, 2), 1),)
+    )
 
 
 def test_small_days_and_days_in_chunks_are_rolled_up_two_at_once_others_one_by_one(
@@ -303,8 +311,16 @@ def test_timestamps_far_from_the_files_median_day_are_unreadable_rows(tmp_path):
     schema = _samples(tmp_path / "schema.parquet", [])
     con = prepare_connection(duckdb.connect())
     spans = sample_file_spans(con, [clock, schema])
+    # the plausible rows per day: the days that read them
+    day_rows = tuple(
+        (dt.date(*day), rows)
+        for day, rows in [((2025, 11, 3), 1), ((2026, 11, 2), 1), ((2026, 11, 3), 2),
+                          ((2027, 11, 3), 1)]
+    )  # fmt: skip
     assert spans == {
-        clock: FileSpan(dt.datetime(2025, 11, 3), dt.datetime(2027, 11, 3, 23, 59, 59), 6, 5)
+        clock: FileSpan(
+            dt.datetime(2025, 11, 3), dt.datetime(2027, 11, 3, 23, 59, 59), 6, 5, day_rows
+        )
     }
     assert con.execute(
         "select median_day, ts_from, ts_until from sample_file_spans"

@@ -19,6 +19,7 @@ from pipelines.defs.ingest.telemetry import (
     check_rollup_columns,
     month_quality_files,
     roll_up_days,
+    stop_on_days_behind_landing,
     write_sample_sources,
 )
 from pipelines.defs.monthly import MonthRun
@@ -175,6 +176,9 @@ SERIES_COLUMNS_ADDED = ("first_ts", "covered_until")
 def _quality_files(run: MonthRun) -> dict[str, list[str]]:
     files = month_quality_files(run.folders.telemetry, run.month)
     _check_series_columns(run.con, files["series_files"], run.month.label)
+    stop_on_days_behind_landing(
+        run.con, run.folders.landing, run.folders.telemetry, run.month, files["count_files"]
+    )
     return files
 
 
@@ -186,14 +190,17 @@ def _check_series_columns(con, series_files: list[str], label: str) -> None:
 
 
 # The month's share of what the daily rollups set aside and counted, and of their series'
-# metrics and steps; the run stops here when one of the month's UTC days is not rolled up.
+# metrics and steps; the run stops here when one of the month's UTC days is not rolled up, or
+# was rolled up before an export of it landed or changed (sample_sources: the landing's).
 # After the catalog: its settings say which UTC days are the month's (a catalog error stops
 # the run at the catalog, once).
 sample_quality = TableStep(
     "sample_quality",
     GROUP,
     [
-        Table(name, "staging", also_reads=["gpu_sample_rollup", "catalog_clusters"])
+        Table(
+            name, "staging", also_reads=["gpu_sample_rollup", "catalog_clusters", "sample_sources"]
+        )
         for name in ("sample_rejects", "sample_file_counts", "sample_series")
     ],
     _quality_files,

@@ -252,10 +252,16 @@ class FileSpan:
     last_ts: dt.datetime | None
     unreadable_rows: int
     plausible_rows: int  # the rows with a plausible timestamp
+    # the plausible rows of each UTC day that has some, in day order
+    day_rows: tuple[tuple[dt.date, int], ...] = ()
 
 
 def sample_file_spans(
-    con: duckdb.DuckDBPyConnection, files: list[str], cache: Path | None = None
+    con: duckdb.DuckDBPyConnection,
+    files: list[str],
+    cache: Path | None = None,
+    *,
+    temporary: bool = False,
 ) -> dict[str, FileSpan]:
     """The span of every file of `files` that has rows, in one read of their timestamp column
     (a file without rows has no span, and no day reads it). Leaves the table
@@ -275,9 +281,12 @@ def sample_file_spans(
     }
     unknown = [path for path in files if path not in known]
     if unknown:
-        create_table(con, "sample_file_spans", "rollup/sample_file_spans", {"files": unknown})
+        create_table(
+            con, "sample_file_spans", "rollup/sample_file_spans", {"files": unknown},
+            temporary=temporary,
+        )  # fmt: skip
     else:
-        write_arrow(con, "sample_file_spans", SPANS_SCHEMA.empty_table())
+        write_arrow(con, "sample_file_spans", SPANS_SCHEMA.empty_table(), temporary=temporary)
     if known:
         rows = [{"path": path, **span} for path, span in known.items()]
         con.register("known_spans", pa.Table.from_pylist(rows, schema=SPANS_SCHEMA))
@@ -297,10 +306,13 @@ def sample_file_spans(
             entry = cache / f"{keys[span.pop('path')]}.json"
             replace_text(entry, json.dumps(span, default=lambda value: value.isoformat()))
     rows = con.execute(
-        "select path, first_ts, last_ts, unreadable_rows, plausible_rows from sample_file_spans "
-        "order by path"
+        "select path, first_ts, last_ts, unreadable_rows, plausible_rows, day_rows "
+        "from sample_file_spans order by path"
     ).fetchall()
-    return {path: FileSpan(*span) for path, *span in rows}
+    return {
+        path: FileSpan(*span, tuple((row["day"], row["rows"]) for row in day_rows))
+        for path, *span, day_rows in rows
+    }
 
 
 # The columns of sample_file_spans (sql/rollup/sample_file_spans.sql), for the cached spans
@@ -308,6 +320,7 @@ SPANS_SCHEMA = pa.schema([
     ("path", pa.string()), ("first_ts", pa.timestamp("us")), ("last_ts", pa.timestamp("us")),
     ("plausible_rows", pa.int64()), ("unreadable_rows", pa.int64()),
     ("median_day", pa.date32()), ("ts_from", pa.timestamp("us")), ("ts_until", pa.timestamp("us")),
+    ("day_rows", pa.list_(pa.struct([("day", pa.date32()), ("rows", pa.int64())]))),
 ])  # fmt: skip
 
 
@@ -319,6 +332,8 @@ def _span_from_json(text: str) -> dict[str, Any]:
             span[name] = dt.datetime.fromisoformat(span[name])
     if span["median_day"] is not None:
         span["median_day"] = dt.date.fromisoformat(span["median_day"])
+    for row in span["day_rows"]:
+        row["day"] = dt.date.fromisoformat(row["day"])
     return span
 
 
@@ -735,6 +750,81 @@ def month_quality_files(telemetry_dir: Path, month: BillingMonth) -> dict[str, l
         "count_files": [str(folder / "sample_file_counts.parquet") for folder in quality],
         "series_files": [str(folder / "sample_series.parquet") for folder in quality],
     }
+
+
+def stop_on_days_behind_landing(
+    con: duckdb.DuckDBPyConnection,
+    landing_dir: Path,
+    telemetry_dir: Path,
+    month: BillingMonth,
+    count_files: list[str],
+) -> None:
+    """Stop the month when one of its UTC days was rolled up before a telemetry export of it
+    landed, changed or left the landing folder: the rows each export (sample_sources) has in
+    the day now, from its span (sample_file_spans, cached per file as it is), against the rows
+    the day's rollup read from it (`count_files`, the days' sample_file_counts).
+
+    The daily schedule rolls a day up once, the morning after: an export that lands later
+    (a node's telemetry shipped a day late, a re-export) would otherwise be in no figure and no
+    count of the month. An export that grows with later days (an appended nvidia-smi log)
+    keeps its rows in the days before, which stand."""
+    sources = [
+        {"path": path, "file": file, "cluster": cluster}
+        for path, file, cluster in con.execute(
+            "select path, file, cluster from sample_sources order by path"
+        ).fetchall()
+    ]
+    files = readable_sample_files(telemetry_dir, [source["path"] for source in sources])
+    try:
+        spans = sample_file_spans(con, files, telemetry_dir / "spans", temporary=True)
+    finally:
+        con.execute("drop table if exists temp.sample_file_spans")
+    owners = unreadable_row_owners(spans, landing_dir, sources)
+    days = {day for day in month.utc_days() if day >= dt.date.fromisoformat(FIRST_DAY)}
+    now: collections.Counter[tuple[dt.date, str, str]] = collections.Counter()
+    for source in sources:
+        if (span := spans.get(source["path"])) is None:
+            continue
+        export = (source["cluster"], source["file"])
+        for day, rows in span.day_rows:
+            if day in days:
+                now[(day, *export)] += rows
+        if (owner := owners.get(source["path"])) in days:
+            now[(owner, *export)] += span.unreadable_rows
+    then = {
+        (day, cluster, file): rows
+        for day, cluster, file, rows in con.execute(
+            "select day::date, cluster, file, sum(rows_read)::bigint "
+            "from read_parquet($files, hive_partitioning = true) group by all",
+            {"files": count_files},
+        ).fetchall()
+    }
+    behind = sorted(
+        (day, cluster, file, now.get((day, cluster, file), 0), then.get((day, cluster, file), 0))
+        for day, cluster, file in now.keys() | then.keys()
+        if now.get((day, cluster, file), 0) != then.get((day, cluster, file), 0)
+    )
+    if behind:
+        listed = [
+            f"{file}: {_rows(rows_now)} in {day} now, {rows_then:,} when rolled up"
+            for day, _, file, rows_now, rows_then in behind[:BEHIND_LISTED]
+        ]
+        if len(behind) > BEHIND_LISTED:
+            listed.append(f"{len(behind) - BEHIND_LISTED} more")
+        behind_days = ", ".join(sorted({day.isoformat() for day, *_ in behind}))
+        raise ValueError(
+            f"telemetry of {month.label}: UTC day(s) {behind_days} rolled up before their "
+            f"telemetry landed or changed ({'; '.join(listed)}): materialise "
+            "gpu_sample_rollup for these days again"
+        )
+
+
+# The exports a stop for days rolled up before their telemetry landed names (the rest counted)
+BEHIND_LISTED = 5
+
+
+def _rows(count: int) -> str:
+    return f"{count:,} row" + ("" if count == 1 else "s")
 
 
 def check_rollup_columns(
