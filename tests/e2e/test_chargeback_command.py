@@ -60,11 +60,13 @@ def test_run_prints_progress_and_one_summary_line(ran):
     assert days[4].startswith("  telemetry day 5 of 30 (2026-11-05): 0 samples, 1 rejected, ")
     assert "monthly run 2026-11" in lines
     steps = [line.split(":")[0].strip() for line in lines if line.startswith("  2026-11 ")]
-    # the catalog first, then the steps that read only the catalog, in name order
+    # the catalog first, then the steps that read only the catalog, in name order; the
+    # telemetry's quality after the landing's telemetry files, which it checks the days against
     assert steps[:4] == [
-        "2026-11 catalog", "2026-11 node_service", "2026-11 sample_quality",
-        "2026-11 scheduler_exports",
+        "2026-11 catalog", "2026-11 node_service", "2026-11 scheduler_exports",
+        "2026-11 telemetry_files",
     ]  # fmt: skip
+    assert steps.index("2026-11 sample_quality") > steps.index("2026-11 telemetry_files")
     assert steps[-1] == "2026-11 month_manifest"
     assert (
         "  2026-11 scheduler_exports: stg_scheduler_files 2, stg_job_records 8, "

@@ -146,7 +146,7 @@ def test_a_month_with_days_rolled_up_by_an_earlier_release_names_them(tmp_path):
     )
 
 
-def test_a_month_with_days_rolled_up_without_their_series_names_them(tmp_path):
+def test_a_month_with_days_rolled_up_without_their_series_or_nodes_names_them(tmp_path):
     # the series' metrics and steps (sample_series.parquet) came with issue 18: a day rolled
     # up before has its quality folder without them, and the month stops naming it
     from pipelines.defs.ingest.telemetry import month_quality_files
@@ -165,6 +165,15 @@ def test_a_month_with_days_rolled_up_without_their_series_names_them(tmp_path):
     )
     for day in (3, 4):
         (tmp_path / "quality" / f"day=2026-11-0{day}" / "sample_series.parquet").touch()
+    # the catalog each day judged its nodes by (sample_nodes.parquet) came later
+    for day in month.utc_days():
+        if day.day != 5:
+            (tmp_path / "quality" / f"day={day.isoformat()}" / "sample_nodes.parquet").touch()
+    assert stop_message(month_quality_files, tmp_path, month) == (
+        "telemetry of 2026-11: UTC day(s) 2026-11-05 rolled up by an earlier release (without "
+        "the catalog it judged each node by): materialise gpu_sample_rollup for these days again"
+    )
+    (tmp_path / "quality/day=2026-11-05/sample_nodes.parquet").touch()
     files = month_quality_files(tmp_path, month)
     assert files["series_files"] == [
         str(tmp_path / "quality" / f"day={day.isoformat()}" / "sample_series.parquet")

@@ -130,13 +130,15 @@ class GivenMonth:
             suffix = "csv" if stem == "nodes" else "yaml"
             self.file(f"catalog/{stem}.{suffix}", content)
 
-    def build(self, target: str) -> list[dict[str, Any]]:
-        """Roll up the month's telemetry days and build every warehouse table up to `target`,
-        in the order a run does (pipelines/definitions.py TABLE_STEPS); returns `target`'s rows
-        of the month, in the mart's order."""
+    def build(self, target: str, roll_up: bool = True) -> list[dict[str, Any]]:
+        """Roll up the month's telemetry days (unless not `roll_up`: a month run from the UI on
+        the days rolled up before) and build every warehouse table up to `target`, in the order
+        a run does (pipelines/definitions.py TABLE_STEPS); returns `target`'s rows of the
+        month, in the mart's order."""
         catalog = load_catalog(self.root / "catalog")
         month = month_run(self.con, self.root, self.month, catalog)
-        roll_up_days(self.resource, catalog, month.month.utc_days())
+        if roll_up:
+            roll_up_days(self.resource, catalog, month.month.utc_days())
         for step in TABLE_STEPS:
             step.build(month)
             if target in {table.name for table in step.tables}:

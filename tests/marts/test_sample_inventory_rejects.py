@@ -163,3 +163,40 @@ def test_a_rejected_gpu_has_no_series_nor_hours(quality, module_month):
         ("n1/1", dt.datetime(2026, 11, 2), 2, 1_200_000),
         ("n9/5", dt.datetime(2026, 11, 2), 2, 1_200_000),
     ]
+
+
+def test_a_month_on_days_judged_by_another_inventory_stops_until_they_are_rolled_up_again(
+    given_month,
+):
+    # nodes.csv corrected after reading the month's rejects: n1 holds 3 GPUs, so GPU 2 is one;
+    # the month on the days rolled up before would keep its samples set aside, silently
+    given_month.catalog(settings=SETTINGS, tenants=TENANTS, rates=RATES, nodes=NODES)
+    given_month.file("landing/telemetry/c1/samples.csv", SAMPLES)
+    given_month.build("sample_rejects")
+    given_month.catalog(nodes=NODES.replace("n1,c1,A100,2", "n1,c1,A100,3"))
+    with pytest.raises(ValueError) as stop:
+        given_month.build("sample_rejects", roll_up=False)
+    assert str(stop.value) == (
+        "telemetry of 2026-11: UTC day(s) 2026-11-02, 2026-11-03 rolled up by another catalog "
+        "(node n1 of c1: 2 GPUs in nodes.csv when rolled up, 3 GPUs now): materialise "
+        "gpu_sample_rollup for these days again"
+    )
+    # rolled up again, n1's GPU 2 is kept; its GPU 99 is not
+    rejects = given_month.build("sample_rejects")
+    assert [(row["line"], row["reason"]) for row in rejects] == [
+        (4, "field gpu_index: 99 is not a GPU of node n1, which holds 3 GPUs (nodes.csv)"),
+        (5, "field util_pct: 150.0 is outside 0-100"),
+        (7, "field gpu_index: not a GPU index"),
+        (11, "field gpu_index: 99 is not a GPU of node n1, which holds 3 GPUs (nodes.csv)"),
+    ]
+    # n9, of no inventory when rolled up, listed now with more GPUs than the index its samples
+    # have (5): no sample is judged otherwise, and the month goes on
+    fixed = NODES.replace("n1,c1,A100,2", "n1,c1,A100,3")
+    given_month.catalog(nodes=f"{fixed}    n9,c1,A100,6\n")
+    assert given_month.build("sample_rejects", roll_up=False) == rejects
+    # n1 with 100 GPUs would take its GPU 99
+    given_month.catalog(nodes=NODES.replace("n1,c1,A100,2", "n1,c1,A100,100"))
+    with pytest.raises(
+        ValueError, match=r"\(node n1 of c1: 3 GPUs in nodes.csv when rolled up, 100 GPUs now\)"
+    ):
+        given_month.build("sample_rejects", roll_up=False)

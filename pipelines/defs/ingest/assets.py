@@ -20,6 +20,7 @@ from pipelines.defs.ingest.telemetry import (
     month_quality_files,
     roll_up_days,
     stop_on_days_behind_landing,
+    stop_on_days_rolled_up_by_another_catalog,
     write_sample_sources,
 )
 from pipelines.defs.monthly import MonthRun
@@ -179,6 +180,7 @@ def _quality_files(run: MonthRun) -> dict[str, list[str]]:
     stop_on_days_behind_landing(
         run.con, run.folders.landing, run.folders.telemetry, run.month, files["count_files"]
     )
+    stop_on_days_rolled_up_by_another_catalog(run.con, run.month, files["node_files"], run.catalog)
     return files
 
 

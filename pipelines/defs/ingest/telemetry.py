@@ -8,6 +8,7 @@ an in-memory DuckDB, never the warehouse, so days can run in parallel processes:
     <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_rejects.parquet      its rejected rows
     <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_file_counts.parquet  its counts per file
     <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_series.parquet       each series' metric, step
+    <telemetry_dir>/quality/day=<YYYY-MM-DD>/sample_nodes.parquet        the catalog it applied
 
 A sample names its series by series_key (sql/macros/series_key.sql) only: the series file has
 the names, the hours file the day's idle threshold.
@@ -43,7 +44,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote
 
 import duckdb
@@ -450,7 +451,7 @@ def _roll_up_day(
     staging = telemetry_dir / ".staging" / name
     staging.parent.mkdir(parents=True, exist_ok=True)
     # the day's tables that every chunk adds to
-    day_tables = ["prior_own_steps", "sample_count_parts", "day_sample_rejects"]
+    day_tables = ["prior_own_steps", "sample_count_parts", "day_sample_rejects", "day_node_parts"]
     con.execute("create or replace temp table prior_own_steps (cluster varchar, own_step_ms int8)")
     overlap = overlap_writes and len(chunks) > 1
     writer = ChunkWriter(con, staging, f"day_{uuid.uuid4().hex[:8]}", overlap)
@@ -482,6 +483,7 @@ def _roll_up_day(
             con, "rollup/day_sample_file_counts", params, quality / "sample_file_counts.parquet"
         )
         writer.write_series(quality / "sample_series.parquet")
+        _copy(con, "rollup/day_sample_nodes", {}, quality / "sample_nodes.parquet")
         checkpoint("rollup_day_written")
         _publish(staging, telemetry_dir, day)
     finally:
@@ -510,6 +512,7 @@ def _read_chunk(
     create_table(con, "series_steps", "rollup/series_steps", chunk, temporary=temporary)
     _add_rows(con, "sample_count_parts", "rollup/sample_count_parts", chunk, first)
     _add_rows(con, "day_sample_rejects", "rollup/day_sample_rejects", chunk, first)
+    _add_rows(con, "day_node_parts", "rollup/day_node_parts", chunk, first)
     # the own steps of the series written now: a series that waits is counted where written
     con.execute(
         "insert into prior_own_steps select cluster, own_step_ms from series_steps "
@@ -737,18 +740,23 @@ def month_quality_files(telemetry_dir: Path, month: BillingMonth) -> dict[str, l
             f"telemetry of {month.label}: UTC day(s) {', '.join(missing)} not rolled up: "
             "materialise gpu_sample_rollup for them first"
         )
-    old = [day.isoformat() for day, folder in zip(days, quality, strict=True)
-           if not (folder / "sample_series.parquet").is_file()]  # fmt: skip
-    if old:
-        raise ValueError(
-            f"telemetry of {month.label}: UTC day(s) {', '.join(old)} rolled up by an earlier "
-            "release (without each series' metric and step): materialise gpu_sample_rollup "
-            "for these days again"
-        )
+    for name, lacking in (
+        ("sample_series.parquet", "each series' metric and step"),
+        ("sample_nodes.parquet", "the catalog it judged each node by"),
+    ):
+        old = [day.isoformat() for day, folder in zip(days, quality, strict=True)
+               if not (folder / name).is_file()]  # fmt: skip
+        if old:
+            raise ValueError(
+                f"telemetry of {month.label}: UTC day(s) {', '.join(old)} rolled up by an "
+                f"earlier release (without {lacking}): materialise gpu_sample_rollup for these "
+                "days again"
+            )
     return {
         "reject_files": [str(folder / "sample_rejects.parquet") for folder in quality],
         "count_files": [str(folder / "sample_file_counts.parquet") for folder in quality],
         "series_files": [str(folder / "sample_series.parquet") for folder in quality],
+        "node_files": [str(folder / "sample_nodes.parquet") for folder in quality],
     }
 
 
@@ -768,6 +776,8 @@ def stop_on_days_behind_landing(
     (a node's telemetry shipped a day late, a re-export) would otherwise be in no figure and no
     count of the month. An export that grows with later days (an appended nvidia-smi log)
     keeps its rows in the days before, which stand."""
+    if not count_files:
+        return
     sources = [
         {"path": path, "file": file, "cluster": cluster}
         for path, file, cluster in con.execute(
@@ -805,26 +815,72 @@ def stop_on_days_behind_landing(
         if now.get((day, cluster, file), 0) != then.get((day, cluster, file), 0)
     )
     if behind:
-        listed = [
-            f"{file}: {_rows(rows_now)} in {day} now, {rows_then:,} when rolled up"
-            for day, _, file, rows_now, rows_then in behind[:BEHIND_LISTED]
-        ]
-        if len(behind) > BEHIND_LISTED:
-            listed.append(f"{len(behind) - BEHIND_LISTED} more")
-        behind_days = ", ".join(sorted({day.isoformat() for day, *_ in behind}))
-        raise ValueError(
-            f"telemetry of {month.label}: UTC day(s) {behind_days} rolled up before their "
-            f"telemetry landed or changed ({'; '.join(listed)}): materialise "
-            "gpu_sample_rollup for these days again"
+        _stop_on_days_out_of_date(
+            month.label,
+            {day for day, *_ in behind},
+            "rolled up before their telemetry landed or changed",
+            [
+                f"{file}: {_rows(rows_now)} in {day} now, {rows_then:,} when rolled up"
+                for day, _, file, rows_now, rows_then in behind
+            ],
         )
-
-
-# The exports a stop for days rolled up before their telemetry landed names (the rest counted)
-BEHIND_LISTED = 5
 
 
 def _rows(count: int) -> str:
     return f"{count:,} row" + ("" if count == 1 else "s")
+
+
+def stop_on_days_rolled_up_by_another_catalog(
+    con: duckdb.DuckDBPyConnection, month: BillingMonth, node_files: list[str], catalog: Catalog
+) -> None:
+    """Stop the month when the catalog now says otherwise than when one of its UTC days was
+    rolled up, where that changes the day's figures (`node_files`: the days' sample_nodes,
+    day_sample_nodes.sql): a node's GPUs in nodes.csv, against which the day judged its
+    series' GPU indexes, when an index the day saw lies between the old count and the new
+    (a node of no inventory takes any index); or a cluster's declared telemetry step, which
+    each sample of the day stands for.
+
+    A day is rolled up once: without this, correcting nodes.csv or the step after reading the
+    month's data quality would change nothing, silently."""
+    if not node_files:
+        return
+    clusters = sorted({cluster for (cluster,) in con.execute(
+        "select distinct cluster from read_parquet($files)", {"files": node_files}
+    ).fetchall()})  # fmt: skip
+    steps = declared_steps([{"cluster": cluster} for cluster in clusters], catalog)
+    con.register(
+        "catalog_gpus_now", pa.Table.from_pylist(inventory_gpus(catalog), INVENTORY_GPUS_SCHEMA)
+    )
+    con.register("catalog_steps_now", pa.Table.from_pylist(steps, DECLARED_STEPS_SCHEMA))
+    try:
+        changed = run(con, "rollup/catalog_changes", {"node_files": node_files}).fetchall()
+    finally:
+        con.unregister("catalog_gpus_now")
+        con.unregister("catalog_steps_now")
+    if changed:
+        _stop_on_days_out_of_date(
+            month.label,
+            {day for day, _ in changed},
+            "rolled up by another catalog",
+            sorted({change for _, change in changed}),
+        )
+
+
+# The differences a stop for days out of date names (the rest are counted)
+OUT_OF_DATE_LISTED = 5
+
+
+def _stop_on_days_out_of_date(
+    label: str, days: set[dt.date], why: str, differences: list[str]
+) -> NoReturn:
+    """Stop the month `label`: its UTC `days` are out of date (`why`), as `differences` say."""
+    listed = differences[:OUT_OF_DATE_LISTED]
+    if len(differences) > OUT_OF_DATE_LISTED:
+        listed.append(f"{len(differences) - OUT_OF_DATE_LISTED} more")
+    raise ValueError(
+        f"telemetry of {label}: UTC day(s) {', '.join(sorted(d.isoformat() for d in days))} "
+        f"{why} ({'; '.join(listed)}): materialise gpu_sample_rollup for these days again"
+    )
 
 
 def check_rollup_columns(

@@ -1,5 +1,7 @@
 """A month stops when one of its days was rolled up before a telemetry export of it landed,
-changed or left: otherwise that export's rows are in no figure and no count of the month."""
+changed or left (otherwise that export's rows are in no figure and no count of the month), or
+by a catalog that judged it otherwise than the catalog now (a declared step here; the inventory
+in tests/marts/test_sample_inventory_rejects.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pipelines.catalog import load_catalog
 from pipelines.defs.ingest.telemetry import (
     roll_up_days,
     stop_on_days_behind_landing,
+    stop_on_days_rolled_up_by_another_catalog,
     write_sample_sources,
 )
 from pipelines.defs.resources import ChargebackResource
@@ -156,5 +159,45 @@ def test_a_stop_names_five_exports_and_counts_the_rest(rolled_up, tmp_path):
     )
     assert stop.endswith(
         "telemetry/c1/late-4.parquet: 1 row in 2026-11-14 now, 0 when rolled up; 2 more): "
+        "materialise gpu_sample_rollup for these days again"
+    )
+
+
+def judged_otherwise(chargeback: ChargebackResource) -> str | None:
+    """What the month stops with for the catalog now (None: it goes on)."""
+    root = chargeback_root(chargeback)
+    node_files = sorted(
+        str(path) for path in chargeback.telemetry_dir.glob("quality/day=*/sample_nodes.parquet")
+    )
+    try:
+        stop_on_days_rolled_up_by_another_catalog(
+            duckdb.connect(), NOVEMBER, node_files, load_catalog(root / "catalog")
+        )
+    except ValueError as stop:
+        return str(stop)
+    return None
+
+
+def test_a_declared_step_changed_since_a_day_was_rolled_up_stops_the_month(rolled_up, tmp_path):
+    assert judged_otherwise(rolled_up) is None
+    settings = tmp_path / "catalog/settings.yaml"
+    settings.write_text("telemetry: {step_s: 600}\n", encoding="utf-8")
+    assert judged_otherwise(rolled_up) == (
+        "telemetry of 2026-11: UTC day(s) 2026-11-01, 2026-11-02 rolled up by another catalog "
+        "(cluster c1: telemetry step not declared when rolled up, 600 s now): materialise "
+        "gpu_sample_rollup for these days again"
+    )
+    roll_up(rolled_up, NOV1, NOV2)
+    assert judged_otherwise(rolled_up) is None
+    settings.write_text("telemetry: {step_s: 0.5}\n", encoding="utf-8")
+    assert judged_otherwise(rolled_up) == (
+        "telemetry of 2026-11: UTC day(s) 2026-11-01, 2026-11-02 rolled up by another catalog "
+        "(cluster c1: telemetry step 600 s declared when rolled up, 0.5 s now): materialise "
+        "gpu_sample_rollup for these days again"
+    )
+    settings.unlink()
+    assert judged_otherwise(rolled_up) == (
+        "telemetry of 2026-11: UTC day(s) 2026-11-01, 2026-11-02 rolled up by another catalog "
+        "(cluster c1: telemetry step 600 s declared when rolled up, not declared now): "
         "materialise gpu_sample_rollup for these days again"
     )
