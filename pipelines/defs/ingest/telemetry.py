@@ -809,11 +809,8 @@ def stop_on_days_behind_landing(
             {"files": count_files},
         ).fetchall()
     }
-    behind = sorted(
-        (day, cluster, file, now.get((day, cluster, file), 0), then.get((day, cluster, file), 0))
-        for day, cluster, file in now.keys() | then.keys()
-        if now.get((day, cluster, file), 0) != then.get((day, cluster, file), 0)
-    )
+    rows = {key: (now.get(key, 0), then.get(key, 0)) for key in now.keys() | then.keys()}
+    behind = sorted((*key, *counts) for key, counts in rows.items() if counts[0] != counts[1])
     if behind:
         _stop_on_days_out_of_date(
             month.label,
