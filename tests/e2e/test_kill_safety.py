@@ -261,6 +261,7 @@ def test_a_killed_rollup_day_leaves_the_day_as_it_was(history, dataset):
         "cluster=tiny/day=2026-11-15/hours_0_0.parquet",
         "cluster=tiny/day=2026-11-15/samples_0_0.parquet",
         f"quality/{day}/sample_file_counts.parquet",
+        f"quality/{day}/sample_nodes.parquet",
         f"quality/{day}/sample_rejects.parquet",
         f"quality/{day}/sample_series.parquet",
     ]
