@@ -192,8 +192,9 @@ def _check_series_columns(con, series_files: list[str], label: str) -> None:
 
 
 # The month's share of what the daily rollups set aside and counted, and of their series'
-# metrics and steps; the run stops here when one of the month's UTC days is not rolled up, or
-# was rolled up before an export of it landed or changed (sample_sources: the landing's).
+# metrics and steps; the run stops here when one of the month's UTC days is not rolled up, was
+# rolled up before an export of it landed or changed (sample_sources: the landing's), or by a
+# catalog that judged it otherwise than the catalog now.
 # After the catalog: its settings say which UTC days are the month's (a catalog error stops
 # the run at the catalog, once).
 sample_quality = TableStep(
