@@ -726,12 +726,18 @@ def write_sample_sources(
     return readable_sample_files(telemetry_dir, [source["path"] for source in sources])
 
 
+def rolled_up_days(month: BillingMonth) -> list[dt.date]:
+    """The UTC days of `month` the daily rollup has partitions for (from FIRST_DAY on)."""
+    first = dt.date.fromisoformat(FIRST_DAY)
+    return [day for day in month.utc_days() if day >= first]
+
+
 def month_quality_files(telemetry_dir: Path, month: BillingMonth) -> dict[str, list[str]]:
     """The rejects, counts per file and series the daily rollups wrote for the UTC days the
     month overlaps (sample_rejects.sql, sample_file_counts.sql, sample_series.sql read them).
     Stops when one of those days is not rolled up, or was rolled up by a release that did not
     write its series."""
-    days = [day for day in month.utc_days() if day >= dt.date.fromisoformat(FIRST_DAY)]
+    days = rolled_up_days(month)
     quality = [telemetry_dir / "quality" / f"day={day.isoformat()}" for day in days]
     missing = [day.isoformat() for day, folder in zip(days, quality, strict=True)
                if not folder.is_dir()]  # fmt: skip
@@ -790,7 +796,7 @@ def stop_on_days_behind_landing(
     finally:
         con.execute("drop table if exists temp.sample_file_spans")
     owners = unreadable_row_owners(spans, landing_dir, sources)
-    days = {day for day in month.utc_days() if day >= dt.date.fromisoformat(FIRST_DAY)}
+    days = set(rolled_up_days(month))
     now: collections.Counter[tuple[dt.date, str, str]] = collections.Counter()
     for source in sources:
         if (span := spans.get(source["path"])) is None:
