@@ -5,8 +5,9 @@ holds it, even read-only. Two locks, both waited for with one message
 ("warehouse <path> is in use by pid N; waiting up to S s") for up to CHARGEBACK_LOCK_WAIT_S:
 
 - the run lock, an flock on `<warehouse>.lock` taken at a run's first warehouse connection and
-  held until the run ends (`ChargebackResource`). A monthly run opens and closes the warehouse
-  at each step; without it a second run could slip in between two steps of the first.
+  held until the run ends (`ChargebackResource`). A monthly run works on its own copy of the
+  warehouse, taken at its first step and made live at its end; without the lock a second run
+  could copy the warehouse meanwhile, and the later commit would drop the earlier run's work.
 - DuckDB's own lock on the file, held by any process that has it open (a BI tool reading the
   live warehouse: it should read the published copy instead, see the README).
 

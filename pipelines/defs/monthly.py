@@ -58,7 +58,7 @@ def run_months(
                 context,
                 f"{month.label} {name}: {rows or 'done'} ({time.perf_counter() - started:.1f} s)",
             )
-    # between two steps: the warehouse is closed, the run holds only its run lock
+    # between two steps: no statement runs, the run holds its lock and its own connection
     checkpoint(f"after_{name}")
     return per_month
 

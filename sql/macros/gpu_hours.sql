@@ -1,2 +1,2 @@
 -- gpu_hours(units): GPU units (1/420 GPU-millisecond) as GPU-hours: 420 × 3,600,000 per hour.
-create or replace temp macro gpu_hours(units) as units / units_per_gpu_hour()
+create or replace macro gpu_hours(units) as units / units_per_gpu_hour()

@@ -3,4 +3,4 @@
 -- value). Sums of GPU-hours a table holds only as doubles go through it, gpu_hours(sum(
 -- gpu_units(x))): a sum of integers is exact in any order, one of doubles depends on the order
 -- its rows arrive in (thread scheduling).
-create or replace temp macro gpu_units(hours) as round(hours * units_per_gpu_hour())::hugeint
+create or replace macro gpu_units(hours) as round(hours * units_per_gpu_hour())::hugeint

@@ -1,2 +1,2 @@
 -- ms_per_hour(): the milliseconds of an hour, 3,600,000 (the time columns count milliseconds).
-create or replace temp macro ms_per_hour() as 3600000
+create or replace macro ms_per_hour() as 3600000

@@ -1,2 +1,2 @@
 -- ms_per_second(): the milliseconds of a second, 1,000 (the time columns count milliseconds).
-create or replace temp macro ms_per_second() as 1000
+create or replace macro ms_per_second() as 1000

@@ -1,6 +1,6 @@
 -- normal_state(text): the normalised job state of DESIGN.md, or NULL when unknown.
 -- `CANCELLED by 1234` is CANCELLED; Slurm abbreviations and rarer states are accepted.
-create or replace temp macro normal_state(value) as
+create or replace macro normal_state(value) as
 case upper(split_part(trim(value), ' ', 1))
     when 'COMPLETED' then 'COMPLETED' when 'CD' then 'COMPLETED'
     when 'FAILED' then 'FAILED' when 'F' then 'FAILED'

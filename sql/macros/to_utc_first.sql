@@ -3,7 +3,7 @@
 -- second. No zone goes back by more than an hour, so the first occurrence is the reading with
 -- the offset of an hour earlier, when that maps back to the same local time.
 -- stg_job_records.sql takes it where the second reading would put a job's start after its end.
-create or replace temp macro to_utc_first(value, zone) as
+create or replace macro to_utc_first(value, zone) as
 case
     when
         not has_offset(value)

@@ -4,4 +4,4 @@
 -- twice as much: 0.21 against 0.09 s for the covers of 20 M samples; a 10,000-GPU day went
 -- 24.9-25.8 -> 23.8-23.9 s (benchmarks/rollup_day.py, two alternating pairs). The two are
 -- equal on 40 M random timestamps of 1970-2099.
-create or replace temp macro unix_ms(ts) as (epoch_us(ts) + 500) // 1000
+create or replace macro unix_ms(ts) as (epoch_us(ts) + 500) // 1000

@@ -2,4 +2,4 @@
 -- (rounded to the nearest). Utilisation-weighted time is summed in these integers: a sum of
 -- doubles depends on the order its rows arrive in (thread scheduling), a sum of integers is
 -- exact in any order.
-create or replace temp macro util_milli_pct(util_pct) as (util_pct * 1000)::bigint
+create or replace macro util_milli_pct(util_pct) as (util_pct * 1000)::bigint

@@ -37,7 +37,7 @@ def test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path):
     assert not (tmp_path / "reports/2026-11/chargeback-2026-11.xlsx").exists()
     # nor the warehouse committed: the failed run's tables are kept aside to look into
     assert not (tmp_path / "warehouse.duckdb").exists()
-    # the checks use the project's macros: each connection creates its own (temporary ones)
+    # the checks use the project's macros: the failed run's copy has them (prepare_connection)
     con = prepare_connection(duckdb.connect(str(tmp_path / FAILED), read_only=True))
     try:
         assert con.execute(
@@ -75,7 +75,7 @@ def test_a_table_rebuilt_on_its_own_checks_its_months(tmp_path):
 
 def test_the_check_names_the_gpu_and_the_jobs_that_overlapped(tmp_path):
     test_two_jobs_on_one_gpu_fail_the_checks_and_name_the_gpu(tmp_path)
-    # the checks use the project's macros: each connection creates its own (temporary ones)
+    # the checks use the project's macros: the failed run's copy has them (prepare_connection)
     con = prepare_connection(duckdb.connect(str(tmp_path / FAILED), read_only=True))
     try:
         rows = run(con, "checks/gpus_never_oversubscribed", {"billing_month": "2026-11-01"})
