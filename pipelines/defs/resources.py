@@ -323,9 +323,27 @@ class ChargebackResource(dg.ConfigurableResource):
                 yield con
             finally:
                 con.close()
+                if in_run:
+                    self._drop_cached_blocks()
         finally:
             if not in_run:
                 release_run_lock(warehouse)
+
+    def _drop_cached_blocks(self) -> None:
+        """Give back the memory the step's statements leave with the database: the blocks
+        they read, and what DuckDB's allocator keeps for reuse, which the run's connection
+        would hold until the run ends (1,000 GPUs: the month's peak RSS 990 MiB instead of
+        940). A memory limit too small for any of it makes DuckDB evict and flush it all, in
+        ~4 ms a step on the tiny month. No statement runs between steps, so nothing is
+        pinned; were something, the limit stays as it was."""
+        try:
+            self._run_connection.execute("set memory_limit = '1MB'")
+        except duckdb.OutOfMemoryException:
+            pass
+        finally:
+            self._run_connection.execute(
+                "set memory_limit = $limit", {"limit": self.duckdb_memory_limit}
+            )
 
     def _close_run_connection(self) -> None:
         if self._run_connection is not None:
