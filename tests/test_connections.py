@@ -72,7 +72,7 @@ def test_a_run_gives_back_the_memory_of_its_steps(tmp_path):
     con.execute("select count(distinct a) from t").fetchall()
     con.close()
     assert cached() > 2**21
-    chargeback._drop_cached_blocks()
+    chargeback._end_step()
     assert cached() < 2**20  # below the 1 MB that evicted them
     assert chargeback._run_connection.execute(
         "select current_setting('memory_limit')"
