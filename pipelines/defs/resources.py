@@ -242,9 +242,15 @@ class ChargebackResource(dg.ConfigurableResource):
         self._run_id, self._working_copy = None, None
         staging = Path(self.reports_dir) / STAGING
         try:
-            self._close_run_connection()  # its last checkpoint: the copy is whole on disk
+            succeeded = work is not None and _run_succeeded(context.instance, run_id)
+            try:
+                self._close_run_connection()  # its last checkpoint: the copy whole on disk
+            except duckdb.Error:
+                if succeeded:
+                    raise  # not committed: the next run removes the copy
+                # a failed run's copy is kept aside as the failure left it
             if work is not None:
-                if _run_succeeded(context.instance, run_id):
+                if succeeded:
                     months = [
                         (folder, Path(self.reports_dir) / owned_stem(folder).partition(".")[0])
                         for folder in sorted(staging.glob(f"*.{run_id}@*"))
@@ -323,8 +329,8 @@ class ChargebackResource(dg.ConfigurableResource):
                 yield con
             finally:
                 con.close()
-                if in_run:
-                    self._end_step()
+            if in_run:  # not after a failure: its error is the step's, whatever state it left
+                self._end_step()
         finally:
             if not in_run:
                 release_run_lock(warehouse)
@@ -348,9 +354,9 @@ class ChargebackResource(dg.ConfigurableResource):
             )
 
     def _close_run_connection(self) -> None:
-        if self._run_connection is not None:
-            self._run_connection.close()
-            self._run_connection = None
+        connection, self._run_connection = self._run_connection, None
+        if connection is not None:
+            connection.close()
 
     def _take_run_lock(self) -> None:
         warehouse = Path(self.warehouse)
