@@ -70,13 +70,17 @@ MACROS = (
 )
 
 
+# the macro holding the hash of the macros' SQL in a database that has them (prepare_connection)
+VERSION_MACRO = "chargeback_macros_version"
+
+
 def prepare_connection(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """UTC session time and the project's SQL macros: what every SQL file expects.
 
     The macros live in the database (the warehouse, a run's working copy, a scratch DuckDB),
     created once and again only when their SQL changes: `chargeback_macros_version()` holds
     the hash of their texts. Created at every connection, as temporary macros, they took ~30
-    ms of each of a monthly run's ~100 connections (a third of a small step). A read-only
+    ms of each of a monthly run's ~50 connections (a third of a small step). A read-only
     database without the current ones gets them as the connection's own, temporary."""
     con.execute("set TimeZone = 'UTC'")
     # a table missing from the warehouse is an error naming it, not a Python variable of the
@@ -84,7 +88,7 @@ def prepare_connection(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnect
     con.execute("set python_enable_replacements = false")
     version, texts = _macros()
     try:
-        [(found,)] = con.execute("select chargeback_macros_version()").fetchall()
+        [(found,)] = con.execute(f"select {VERSION_MACRO}()").fetchall()
     except duckdb.CatalogException:  # a new database, or one of a release before this
         found = None
     if found != version:
@@ -98,14 +102,14 @@ def _macros() -> tuple[str, tuple[str, ...]]:
     the one that records the hash (`chargeback_macros_version()`) last."""
     texts = tuple(sql_text(macro) for macro in MACROS)
     version = hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
-    return version, (*texts, f"create or replace macro chargeback_macros_version() as '{version}'")
+    return version, (*texts, f"create or replace macro {VERSION_MACRO}() as '{version}'")
 
 
 def _create_macros(con: duckdb.DuckDBPyConnection, texts: tuple[str, ...], replacing: bool):
     """Create the macros in the database in one transaction; `replacing` those of another
     version, drop any macro not among them (one that version had). In a read-only database,
     create them as the connection's own temporary macros."""
-    ours = {macro.rsplit("/", 1)[-1] for macro in MACROS} | {"chargeback_macros_version"}
+    ours = {macro.rsplit("/", 1)[-1] for macro in MACROS} | {VERSION_MACRO}
     con.execute("begin transaction")
     try:
         if replacing:  # listing the database's functions takes ~20 ms: only then
